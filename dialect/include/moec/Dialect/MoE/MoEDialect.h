@@ -1,0 +1,26 @@
+//===- MoEDialect.h - the moe dialect and its attributes -------*- C++ -*-===//
+
+#ifndef MOEC_DIALECT_MOE_MOEDIALECT_H
+#define MOEC_DIALECT_MOE_MOEDIALECT_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
+
+#include <limits>
+
+#include "moec/Dialect/MoE/MoEDialect.h.inc"
+#include "moec/Dialect/MoE/MoEEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "moec/Dialect/MoE/MoEAttrs.h.inc"
+
+namespace moec::moe {
+/// FP8 block-scale granularity: activations carry one scale per row per 128
+/// columns, weights one per 128x128 block (docs/dialect.md, "FP8").
+inline constexpr int64_t kScaleBlock = 128;
+/// Largest finite f8E4M3FN value.
+inline constexpr double kE4M3Max = 448.0;
+} // namespace moec::moe
+
+#endif // MOEC_DIALECT_MOE_MOEDIALECT_H

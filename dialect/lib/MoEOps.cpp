@@ -1,0 +1,397 @@
+//===- MoEOps.cpp - moe dialect operations and their verifiers ------------===//
+//
+// Verifiers name the operand and dimension at fault and say what was expected.
+// Shapes are checked symbolically: each dimension of each operand is bound to a
+// name (T, H, E, I, ...); the first operand to fix a size wins and a later
+// disagreement names both operands. Dynamic dimensions bind nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Dialect/MoE/MoEOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace moec::moe;
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Checks operand and result shapes against symbolic dimension names.
+class ShapeChecker {
+public:
+  explicit ShapeChecker(Operation *op) : op(op) {}
+
+  /// Expects `value` (called `name` in messages) to be a ranked tensor whose
+  /// dimensions are `dims`, e.g. {"E", "N", "K"}, and binds each static size.
+  LogicalResult expect(Value value, StringRef name, ArrayRef<StringRef> dims) {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getRank() != static_cast<int64_t>(dims.size())) {
+      InFlightDiagnostic diag = op->emitOpError()
+                                << name << " must be a rank-" << dims.size()
+                                << " tensor [";
+      llvm::interleaveComma(dims, diag);
+      return diag << "], got " << type;
+    }
+    for (auto [index, dim] : llvm::enumerate(dims))
+      if (failed(bind(dim, type.getDimSize(index), name + " dimension " + Twine(index))))
+        return failure();
+    return success();
+  }
+
+  /// Binds `symbol` to `size`, found at `where` ("hidden dimension 1",
+  /// "attribute top_k").
+  LogicalResult bind(StringRef symbol, int64_t size, const Twine &where) {
+    if (ShapedType::isDynamic(size))
+      return success();
+    auto [it, inserted] = bound.try_emplace(symbol, size, where.str());
+    if (inserted || it->second.first == size)
+      return success();
+    return op->emitOpError() << where << " (" << symbol << ") is " << size << ", but "
+                             << it->second.second << " makes " << symbol << " = "
+                             << it->second.first;
+  }
+
+  /// The bound size of `symbol`, or dynamic.
+  int64_t get(StringRef symbol) const {
+    auto it = bound.find(symbol);
+    return it == bound.end() ? ShapedType::kDynamic : it->second.first;
+  }
+
+  /// Binds `half` to half of `symbol`'s size, which must be even: gated
+  /// projections hold gate and up together.
+  LogicalResult bindHalf(StringRef symbol, StringRef half, StringRef name,
+                         int64_t index) {
+    int64_t size = get(symbol);
+    if (ShapedType::isDynamic(size))
+      return success();
+    if (size % 2 != 0)
+      return op->emitOpError() << name << " dimension " << index << " (" << symbol
+                               << " = " << size
+                               << ") must be even: it holds gate and up together";
+    return bind(half, size / 2, name + " dimension " + Twine(index) + " / 2");
+  }
+
+private:
+  Operation *op;
+  llvm::StringMap<std::pair<int64_t, std::string>> bound;
+};
+
+/// Routing attributes shared by moe.layer and moe.route. `numExperts` may be
+/// dynamic.
+LogicalResult verifyRouting(Operation *op, RoutingKind routing, int64_t topK,
+                            int64_t numGroups, int64_t topkGroups,
+                            double scalingFactor, int64_t numExperts) {
+  if (!ShapedType::isDynamic(numExperts) && topK > numExperts)
+    return op->emitOpError() << "top_k = " << topK << " exceeds the number of experts ("
+                             << numExperts << ")";
+  if (!(scalingFactor > 0.0) || !std::isfinite(scalingFactor))
+    return op->emitOpError() << "routed_scaling_factor must be positive and finite, got "
+                             << scalingFactor;
+  if (routing != RoutingKind::SigmoidGroupTopK) {
+    if (numGroups != 1 || topkGroups != 1)
+      return op->emitOpError()
+             << "num_groups and topk_groups apply only to routing 'sigmoid_group_topk'";
+    return success();
+  }
+  if (numGroups < 1)
+    return op->emitOpError() << "num_groups must be positive, got " << numGroups;
+  if (topkGroups < 1 || topkGroups > numGroups)
+    return op->emitOpError() << "topk_groups must be in [1, num_groups = " << numGroups
+                             << "], got " << topkGroups;
+  if (ShapedType::isDynamic(numExperts))
+    return success();
+  if (numExperts % numGroups != 0)
+    return op->emitOpError() << "the " << numExperts
+                             << " experts do not split into num_groups = " << numGroups
+                             << " equal groups";
+  int64_t groupSize = numExperts / numGroups;
+  if (numGroups > 1 && groupSize < 2)
+    return op->emitOpError() << "groups of " << groupSize
+                             << " expert: a group's score is the sum of its two best "
+                                "experts, so each group needs at least 2";
+  if (topK > topkGroups * groupSize)
+    return op->emitOpError() << "top_k = " << topK << " exceeds the "
+                             << topkGroups * groupSize << " experts in the topk_groups = "
+                             << topkGroups << " groups kept";
+  return success();
+}
+
+/// An activation attribute with SwiGLU parameters needs a gated layout; the
+/// lowered ops take gate and up fused, never separate.
+LogicalResult verifyActivationLayout(Operation *op, ActivationAttr activation,
+                                     GateUpLayout layout, bool fusedOnly) {
+  if (fusedOnly && layout == GateUpLayout::Separate)
+    return op->emitOpError()
+           << "layout 'separate' is not a fused layout: concatenate gate and up first";
+  if (layout == GateUpLayout::None && activation.hasSwiGLUParameters())
+    return op->emitOpError()
+           << "alpha, beta and limit need a gated layout (the SwiGLU form), not 'none'";
+  return success();
+}
+
+bool isFP8(Value value) {
+  return isa<Float8E4M3FNType>(cast<ShapedType>(value.getType()).getElementType());
+}
+
+Type elementType(Value value) { return cast<ShapedType>(value.getType()).getElementType(); }
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// LayerOp
+//===----------------------------------------------------------------------===//
+
+int64_t LayerOp::getNumExperts() {
+  return cast<RankedTensorType>(getGateUpWeight().getType()).getDimSize(0);
+}
+
+int64_t LayerOp::getIntermediateSize() {
+  return cast<RankedTensorType>(getDownWeight().getType()).getDimSize(2);
+}
+
+LogicalResult LayerOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getHidden(), "hidden", {"T", "H"})))
+    return failure();
+
+  // Router.
+  if (getRouterWeight() && getRouterLogits())
+    return emitOpError("takes 'router_weight' or 'router_logits', not both");
+  if (!getRouterWeight() && !getRouterLogits())
+    return emitOpError("needs 'router_weight' or 'router_logits'");
+  if (getRouterWeight() &&
+      failed(shapes.expect(getRouterWeight(), "router_weight", {"E", "H"})))
+    return failure();
+  if (getRouterLogits() &&
+      failed(shapes.expect(getRouterLogits(), "router_logits", {"T", "E"})))
+    return failure();
+  if (getRouterBias()) {
+    if (!getRouterWeight())
+      return emitOpError("'router_bias' needs 'router_weight': given logits already "
+                         "include any bias");
+    if (failed(shapes.expect(getRouterBias(), "router_bias", {"E"})))
+      return failure();
+  }
+  if (getCorrectionBias() &&
+      failed(shapes.expect(getCorrectionBias(), "correction_bias", {"E"})))
+    return failure();
+
+  // Routed experts. Weights are [out, in]: gate_up [E, 2I or I, H], down [E, H, I].
+  GateUpLayout layout = getGateUpLayout();
+  bool fused = layout == GateUpLayout::Concatenated || layout == GateUpLayout::Interleaved;
+  StringRef gateUpRows = fused ? "2I" : "I";
+  if (failed(shapes.expect(getGateUpWeight(), "gate_up_weight", {"E", gateUpRows, "H"})))
+    return failure();
+  if (fused && failed(shapes.bindHalf("2I", "I", "gate_up_weight", 1)))
+    return failure();
+  if (layout == GateUpLayout::Separate) {
+    if (!getUpWeight())
+      return emitOpError("gate_up_layout 'separate' needs operand 'up_weight'");
+    if (failed(shapes.expect(getUpWeight(), "up_weight", {"E", "I", "H"})))
+      return failure();
+  } else if (getUpWeight()) {
+    return emitOpError("operand 'up_weight' is only for gate_up_layout 'separate'");
+  }
+  if (failed(shapes.expect(getDownWeight(), "down_weight", {"E", "H", "I"})))
+    return failure();
+  if (getGateUpBias() &&
+      failed(shapes.expect(getGateUpBias(), "gate_up_bias", {"E", gateUpRows})))
+    return failure();
+  if (getUpBias()) {
+    if (layout != GateUpLayout::Separate)
+      return emitOpError("operand 'up_bias' is only for gate_up_layout 'separate'");
+    if (failed(shapes.expect(getUpBias(), "up_bias", {"E", "I"})))
+      return failure();
+  }
+  if (getDownBias() && failed(shapes.expect(getDownBias(), "down_bias", {"E", "H"})))
+    return failure();
+  if (failed(verifyActivationLayout(*this, getActivation(), layout, /*fusedOnly=*/false)))
+    return failure();
+
+  // Shared expert: gate and up concatenated when gated.
+  if (static_cast<bool>(getSharedGateUpWeight()) != static_cast<bool>(getSharedDownWeight()))
+    return emitOpError("'shared_gate_up_weight' and 'shared_down_weight' go together");
+  if (getSharedGateUpWeight()) {
+    StringRef sharedRows = isGated() ? "2Is" : "Is";
+    if (failed(shapes.expect(getSharedGateUpWeight(), "shared_gate_up_weight",
+                             {sharedRows, "H"})))
+      return failure();
+    if (isGated() && failed(shapes.bindHalf("2Is", "Is", "shared_gate_up_weight", 0)))
+      return failure();
+    if (failed(shapes.expect(getSharedDownWeight(), "shared_down_weight", {"H", "Is"})))
+      return failure();
+  }
+  if (getSharedGateWeight()) {
+    if (!getSharedGateUpWeight())
+      return emitOpError("'shared_gate_weight' needs a shared expert");
+    if (failed(shapes.expect(getSharedGateWeight(), "shared_gate_weight", {"G", "H"})))
+      return failure();
+    if (shapes.get("G") != 1)
+      return emitOpError() << "shared_gate_weight must be [1, H], one sigmoid gate per "
+                              "token, got "
+                           << getSharedGateWeight().getType();
+  }
+
+  if (getResult().getType() != getHidden().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the type of 'hidden', " << getHidden().getType();
+  return verifyRouting(*this, getRouting(), getTopK(), getNumGroups(), getTopkGroups(),
+                       getRoutedScalingFactor().convertToDouble(), shapes.get("E"));
+}
+
+//===----------------------------------------------------------------------===//
+// Lowered ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult RouteOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.bind("K", getTopK(), "attribute top_k")) ||
+      failed(shapes.expect(getLogits(), "logits", {"T", "E"})) ||
+      (getCorrectionBias() &&
+       failed(shapes.expect(getCorrectionBias(), "correction_bias", {"E"}))) ||
+      failed(shapes.expect(getExpertIds(), "result expert_ids", {"T", "K"})) ||
+      failed(shapes.expect(getWeights(), "result weights", {"T", "K"})))
+    return failure();
+  return verifyRouting(*this, getRouting(), getTopK(), getNumGroups(), getTopkGroups(),
+                       getRoutedScalingFactor().convertToDouble(), shapes.get("E"));
+}
+
+LogicalResult SortOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.bind("E", getNumExperts(), "attribute num_experts")) ||
+      failed(shapes.expect(getExpertIds(), "expert_ids", {"T", "K"})))
+    return failure();
+  int64_t tokens = shapes.get("T"), topK = shapes.get("K");
+  if (!ShapedType::isDynamic(tokens) && !ShapedType::isDynamic(topK) &&
+      failed(shapes.bind("S", tokens * topK, "expert_ids [T, K] (T * K)")))
+    return failure();
+  if (failed(shapes.expect(getPermutation(), "result permutation", {"S"})) ||
+      failed(shapes.expect(getOffsets(), "result offsets", {"E"})) ||
+      failed(shapes.expect(getNumValid(), "result num_valid", {})))
+    return failure();
+  int64_t end = getFirstExpert() + getNumExperts();
+  if (end > std::numeric_limits<int32_t>::max())
+    return emitOpError() << "first_expert + num_experts = " << end
+                         << " does not fit the i32 expert ids";
+  return success();
+}
+
+LogicalResult PermuteOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getHidden(), "hidden", {"T", "H"})) ||
+      failed(shapes.expect(getPermutation(), "permutation", {"S"})) ||
+      failed(shapes.expect(getNumValid(), "num_valid", {})) ||
+      failed(shapes.expect(getResult(), "result", {"S", "H"})))
+    return failure();
+  int64_t tokens = shapes.get("T"), slots = shapes.get("S");
+  int64_t topK = static_cast<int64_t>(getTopK());
+  if (!ShapedType::isDynamic(tokens) && !ShapedType::isDynamic(slots) &&
+      slots != tokens * topK)
+    return emitOpError() << "permutation has " << slots << " rows, but hidden's " << tokens
+                         << " tokens times top_k = " << topK << " make " << tokens * topK;
+  if (elementType(getResult()) != elementType(getHidden()))
+    return emitOpError("result element type must match that of 'hidden'");
+  return success();
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getLhs(), "lhs", {"S", "K"})) ||
+      failed(shapes.expect(getWeights(), "weights", {"E", "N", "K"})) ||
+      failed(shapes.expect(getOffsets(), "offsets", {"E"})) ||
+      (getBias() && failed(shapes.expect(getBias(), "bias", {"E", "N"}))))
+    return failure();
+
+  // FP8 operands carry their block scales; scales without FP8 mean nothing.
+  if (isFP8(getLhs()) != static_cast<bool>(getLhsScales()))
+    return isFP8(getLhs())
+               ? emitOpError("operand 'lhs' is f8E4M3FN and needs 'lhs_scales'")
+               : emitOpError("'lhs_scales' is given but operand 'lhs' is not FP8");
+  if (isFP8(getWeights()) != static_cast<bool>(getWeightScales()))
+    return isFP8(getWeights())
+               ? emitOpError("operand 'weights' is f8E4M3FN and needs 'weight_scales'")
+               : emitOpError("'weight_scales' is given but operand 'weights' is not FP8");
+  if (isFP8(getLhs()) && !isFP8(getWeights()))
+    return emitOpError("an FP8 'lhs' needs FP8 'weights'");
+  if (!isFP8(getLhs()) && !isFP8(getWeights()) &&
+      elementType(getLhs()) != elementType(getWeights()))
+    return emitOpError() << "'lhs' (" << elementType(getLhs()) << ") and 'weights' ("
+                         << elementType(getWeights()) << ") must have one element type";
+  auto blocks = [&](StringRef symbol) {
+    int64_t size = shapes.get(symbol);
+    return ShapedType::isDynamic(size) ? size : ceilDiv(size, kScaleBlock);
+  };
+  if (failed(shapes.bind("ceil(K/128)", blocks("K"), "weights dimension 2 / 128")) ||
+      failed(shapes.bind("ceil(N/128)", blocks("N"), "weights dimension 1 / 128")) ||
+      (getLhsScales() &&
+       failed(shapes.expect(getLhsScales(), "lhs_scales", {"S", "ceil(K/128)"}))) ||
+      (getWeightScales() &&
+       failed(shapes.expect(getWeightScales(), "weight_scales",
+                            {"E", "ceil(N/128)", "ceil(K/128)"}))))
+    return failure();
+
+  // The epilogue halves N when it is gated.
+  std::optional<ActivationAttr> epilogue = getEpilogue();
+  std::optional<GateUpLayout> layout = getEpilogueLayout();
+  if (epilogue.has_value() != layout.has_value())
+    return emitOpError("'epilogue' and 'epilogue_layout' go together");
+  bool gated = layout && *layout != GateUpLayout::None;
+  if (epilogue && failed(verifyActivationLayout(*this, *epilogue, *layout, true)))
+    return failure();
+  if (gated && failed(shapes.bindHalf("N", "N/2", "weights", 1)))
+    return failure();
+  return shapes.expect(getResult(), "result", {"S", gated ? "N/2" : "N"});
+}
+
+LogicalResult ActivationOp::verify() {
+  ShapeChecker shapes(*this);
+  GateUpLayout layout = getLayout();
+  if (failed(verifyActivationLayout(*this, getActivation(), layout, true)) ||
+      failed(shapes.expect(getInput(), "input", {"M", "N"})))
+    return failure();
+  bool gated = layout != GateUpLayout::None;
+  if (gated && failed(shapes.bindHalf("N", "N/2", "input", 1)))
+    return failure();
+  if (failed(shapes.expect(getResult(), "result", {"M", gated ? "N/2" : "N"})))
+    return failure();
+  if (elementType(getResult()) != elementType(getInput()))
+    return emitOpError("result element type must match that of 'input'");
+  return success();
+}
+
+LogicalResult CombineOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getRows(), "rows", {"S", "H"})) ||
+      failed(shapes.expect(getPermutation(), "permutation", {"S"})) ||
+      failed(shapes.expect(getWeights(), "weights", {"T", "K"})) ||
+      failed(shapes.expect(getNumValid(), "num_valid", {})) ||
+      failed(shapes.expect(getResult(), "result", {"T", "H"})))
+    return failure();
+  int64_t tokens = shapes.get("T"), topK = shapes.get("K"), slots = shapes.get("S");
+  if (!ShapedType::isDynamic(tokens) && !ShapedType::isDynamic(topK) &&
+      !ShapedType::isDynamic(slots) && slots != tokens * topK)
+    return emitOpError() << "rows has " << slots << " slots, but weights [T, K] makes T * K = "
+                         << tokens * topK;
+  return success();
+}
+
+LogicalResult QuantizeOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getInput(), "input", {"M", "K"})) ||
+      failed(shapes.expect(getResult(), "result", {"M", "K"})))
+    return failure();
+  int64_t columns = shapes.get("K");
+  int64_t groups = ShapedType::isDynamic(columns) ? columns : ceilDiv(columns, kScaleBlock);
+  if (failed(shapes.bind("ceil(K/128)", groups, "input dimension 1 / 128")))
+    return failure();
+  return shapes.expect(getScales(), "result scales", {"M", "ceil(K/128)"});
+}
+
+#define GET_OP_CLASSES
+#include "moec/Dialect/MoE/MoEOps.cpp.inc"

@@ -1,0 +1,277 @@
+//===- NpzTest.cpp - the .npy/.npz reader and writer ------------------------===//
+
+#include "moec/runtime/Npz.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+using namespace moec::rt;
+
+namespace {
+
+std::vector<std::byte> readBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+std::string dataPath(const std::string &name) { return std::string(MOEC_TEST_DATA_DIR) + "/" + name; }
+
+float halfToFloat(uint16_t h) {
+  int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  if (exponent == 0)
+    return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  if (exponent == 31)
+    return mantissa ? NAN : sign * INFINITY;
+  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+}
+
+double elementAsDouble(const HostTensor &t, int64_t i) {
+  switch (t.dtype()) {
+  case DType::F16: return halfToFloat(t.dataAs<uint16_t>()[i]);
+  case DType::F32: return t.dataAs<float>()[i];
+  case DType::F64: return t.dataAs<double>()[i];
+  case DType::I32: return t.dataAs<int32_t>()[i];
+  case DType::I64: return static_cast<double>(t.dataAs<int64_t>()[i]);
+  case DType::Bool:
+  case DType::U8: return t.dataAs<uint8_t>()[i];
+  default: ADD_FAILURE() << "unexpected dtype"; return 0;
+  }
+}
+
+/// numpy-expected.txt: "name descr dims... : values..." per line, written by
+/// the script that wrote the .npz files.
+void expectMatchesNumpy(const TensorMap &tensors) {
+  std::ifstream in(dataPath("numpy-expected.txt"));
+  std::string line;
+  size_t lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    std::istringstream fields(line);
+    std::string name, descr, token;
+    fields >> name >> descr;
+    std::vector<int64_t> shape;
+    while (fields >> token && token != ":")
+      if (token != "-")
+        shape.push_back(std::stoll(token));
+    std::vector<double> values;
+    while (fields >> token)
+      values.push_back(std::stod(token));
+    auto it = tensors.find(name);
+    ASSERT_NE(it, tensors.end()) << name;
+    EXPECT_EQ(it->second.shape(), shape) << name;
+    ASSERT_EQ(it->second.numElements(), static_cast<int64_t>(values.size())) << name;
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_EQ(elementAsDouble(it->second, i), values[i]) << name << "[" << i << "]";
+  }
+  EXPECT_EQ(lines, tensors.size());
+}
+
+HostTensor randomTensor(DType dtype, std::vector<int64_t> shape, std::mt19937 &rng) {
+  HostTensor t(dtype, std::move(shape));
+  auto *bytes = reinterpret_cast<uint8_t *>(t.data());
+  for (size_t i = 0; i < t.sizeInBytes(); ++i)
+    bytes[i] = static_cast<uint8_t>(rng());
+  if (dtype == DType::Bool)
+    for (size_t i = 0; i < t.sizeInBytes(); ++i)
+      bytes[i] &= 1;
+  return t;
+}
+
+std::filesystem::path scratchDir() {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("moec-npz-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(Npz, ReadsNumpySavez) {
+  TensorMap tensors;
+  Status status = readNpz(dataPath("numpy-stored.npz"), tensors);
+  ASSERT_TRUE(status.isOk()) << status.message();
+  expectMatchesNumpy(tensors);
+}
+
+TEST(Npz, ReadsNumpySavezCompressed) {
+  TensorMap tensors;
+  Status status = readNpz(dataPath("numpy-deflated.npz"), tensors);
+  ASSERT_TRUE(status.isOk()) << status.message();
+  expectMatchesNumpy(tensors);
+}
+
+TEST(Npz, RoundTripsEveryDtypeAndRank) {
+  std::mt19937 rng(1234);
+  TensorMap written;
+  written["f32"] = randomTensor(DType::F32, {7, 3}, rng);
+  written["f64"] = randomTensor(DType::F64, {2, 3, 4}, rng);
+  written["f16"] = randomTensor(DType::F16, {5}, rng);
+  written["i8"] = randomTensor(DType::I8, {4, 1}, rng);
+  written["i32"] = randomTensor(DType::I32, {}, rng);
+  written["i64"] = randomTensor(DType::I64, {3, 2}, rng);
+  written["u8"] = randomTensor(DType::U8, {9}, rng);
+  written["b"] = randomTensor(DType::Bool, {2, 2}, rng);
+  written["empty"] = randomTensor(DType::F32, {0, 5}, rng);
+  std::string path = (scratchDir() / "roundtrip.npz").string();
+  Status status = writeNpz(path, written);
+  ASSERT_TRUE(status.isOk()) << status.message();
+  TensorMap read;
+  status = readNpz(path, read);
+  ASSERT_TRUE(status.isOk()) << status.message();
+  ASSERT_EQ(read.size(), written.size());
+  for (const auto &[name, tensor] : written) {
+    const HostTensor &back = read.at(name);
+    EXPECT_EQ(back.dtype(), tensor.dtype()) << name;
+    EXPECT_EQ(back.shape(), tensor.shape()) << name;
+    ASSERT_EQ(back.sizeInBytes(), tensor.sizeInBytes()) << name;
+    EXPECT_EQ(std::memcmp(back.data(), tensor.data(), tensor.sizeInBytes()), 0) << name;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(back.data()) % 64, 0u) << name;
+  }
+  std::filesystem::remove_all(scratchDir());
+}
+
+TEST(Npz, WriteFailureLeavesNoFile) {
+  std::mt19937 rng(5);
+  TensorMap tensors;
+  tensors["x"] = randomTensor(DType::F32, {2}, rng);
+  std::string path = (scratchDir() / "missing-dir" / "out.npz").string();
+  Status status = writeNpz(path, tensors);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("missing-dir/out.npz"), std::string::npos) << status.message();
+  EXPECT_FALSE(std::filesystem::exists(path));
+
+  // A tensor .npy cannot hold is refused before anything reaches the target.
+  tensors["bf16"] = randomTensor(DType::BF16, {2}, rng);
+  path = (scratchDir() / "bf16.npz").string();
+  status = writeNpz(path, tensors);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("'bf16'"), std::string::npos) << status.message();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  for (const auto &entry : std::filesystem::directory_iterator(scratchDir()))
+    ADD_FAILURE() << "left behind: " << entry.path();
+  std::filesystem::remove_all(scratchDir());
+}
+
+struct BadFile {
+  const char *file;
+  const char *expected; // a fragment of the error message
+};
+
+class NpzRejects : public ::testing::TestWithParam<BadFile> {};
+
+TEST_P(NpzRejects, WithAMessageNamingTheReason) {
+  TensorMap tensors;
+  std::string path = dataPath(GetParam().file);
+  std::vector<std::byte> bytes = readBytes(path);
+  Status status = std::string(GetParam().file).ends_with(".npy")
+                      ? [&] {
+                          HostTensor t;
+                          return parseNpy(bytes, t);
+                        }()
+                      : readNpz(path, tensors);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find(GetParam().expected), std::string::npos)
+      << status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, NpzRejects,
+    ::testing::Values(BadFile{"big-endian.npy", "dtype '>i4' is not supported"},
+                      BadFile{"fortran.npy", "Fortran-order"},
+                      BadFile{"does-not-exist.npz", "cannot open"}));
+
+/// Edits an .npy image built from `header` and `data` and expects `expected`
+/// in the error.
+void expectNpyError(const std::string &header, size_t dataBytes, const std::string &expected) {
+  std::string image = "\x93NUMPY\x01";
+  image.push_back('\0');
+  image.push_back(static_cast<char>(header.size() & 0xFF));
+  image.push_back(static_cast<char>(header.size() >> 8));
+  image += header;
+  image.append(dataBytes, '\x01');
+  std::vector<std::byte> bytes(image.size());
+  std::memcpy(bytes.data(), image.data(), image.size());
+  HostTensor t;
+  Status status = parseNpy(bytes, t);
+  ASSERT_FALSE(status.isOk()) << header;
+  EXPECT_NE(status.message().find(expected), std::string::npos) << status.message();
+}
+
+TEST(Npy, RejectsMalformedHeaders) {
+  expectNpyError("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 20,
+                 "holds 20 bytes of data, but f32 of that shape needs 24");
+  expectNpyError("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", 8,
+                 "dtype '<c8' is not supported");
+  expectNpyError("{'descr': '<f4', 'shape': (1,), }", 4, "missing");
+  expectNpyError("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", 4,
+                 "expected True or False");
+  expectNpyError("{'descr': '<f4', 'fortran_order': False, 'shape': (1, -2), }", 4,
+                 "expected a dimension");
+  expectNpyError("{'descr': '<f4', 'fortran_order': False, 'shape': "
+                 "(99999999999999999999,), }",
+                 4, "overflows");
+  expectNpyError("{'descr': '<f8', 'fortran_order': False, 'shape': "
+                 "(4294967296, 4294967296), }",
+                 0, "shape overflows");
+  expectNpyError("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", 4,
+                 "unexpected key 'x'");
+  expectNpyError("{'descr': '<f4", 0, "unterminated string");
+}
+
+TEST(Npz, RejectsCorruption) {
+  std::vector<std::byte> good = readBytes(dataPath("numpy-stored.npz"));
+  TensorMap tensors;
+  ASSERT_TRUE(parseNpz(good, tensors).isOk());
+
+  // A flipped data byte fails the CRC check, and the member is named.
+  std::vector<std::byte> bad = good;
+  bad[100] ^= std::byte{0x40};
+  Status status = parseNpz(bad, tensors);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("member '"), std::string::npos) << status.message();
+
+  // Not a zip at all.
+  std::vector<std::byte> junk(64, std::byte{0x41});
+  status = parseNpz(junk, tensors);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("not a zip archive"), std::string::npos) << status.message();
+}
+
+/// Every truncation and many random corruptions of real numpy files: the
+/// reader returns an error or a tensor map, and never crashes or hangs. Run
+/// under the sanitizers by scripts/fuzz-npz.sh as well.
+TEST(Npz, SurvivesTruncationAndByteFlips) {
+  for (const char *file : {"numpy-stored.npz", "numpy-deflated.npz"}) {
+    std::vector<std::byte> good = readBytes(dataPath(file));
+    size_t rejected = 0;
+    for (size_t length = 0; length < good.size(); ++length) {
+      TensorMap tensors;
+      std::span<const std::byte> prefix(good.data(), length);
+      rejected += !parseNpz(prefix, tensors).isOk();
+    }
+    // Every proper prefix loses the end-of-central-directory record.
+    EXPECT_EQ(rejected, good.size()) << file;
+
+    std::mt19937 rng(99);
+    size_t flipRejected = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::vector<std::byte> bytes = good;
+      int flips = 1 + trial % 4;
+      for (int f = 0; f < flips; ++f)
+        bytes[rng() % bytes.size()] ^= std::byte(1 + rng() % 255);
+      TensorMap tensors;
+      flipRejected += !parseNpz(bytes, tensors).isOk();
+    }
+    EXPECT_GT(flipRejected, 0u) << file;
+  }
+}
+
+} // namespace

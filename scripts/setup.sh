@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything moec needs on a fresh Debian 12 machine: the compiler toolchain
+# (MLIR/LLVM 22, ONNX, protobuf, ninja) from apt and the Python test tooling from PyPI.
+# Idempotent and quiet: it prints nothing unless something fails.
+set -euo pipefail
+
+log=$(mktemp -t moec-setup.XXXXXX)
+trap 'rm -f "$log"' EXIT
+fail() { echo "setup.sh: $1 failed; its output follows" >&2; cat "$log" >&2; exit 1; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+apt_packages=(
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  ninja-build cmake g++ libgtest-dev python3-venv
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq >"$log" 2>&1 || fail "apt-get update"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >"$log" 2>&1 || fail "apt-get install ${missing[*]}"
+fi
+
+# Python tooling lives in a project-local virtual environment so that it never fights
+# the system's python3 (Debian's python3-onnx) or a pyenv shim.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  /usr/bin/python3 -m venv "$venv" >"$log" 2>&1 || fail "python3 -m venv"
+fi
+if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" >/dev/null 2>&1; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$root/scripts/requirements.txt" >"$log" 2>&1 || fail "pip install"
+fi

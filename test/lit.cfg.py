@@ -1,0 +1,33 @@
+# lit configuration for moec's pass and tool tests.
+import os
+import shutil
+import subprocess
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "moec"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.moec_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["moec-opt"], [config.moec_tools_dir])
+
+
+def gpu_present():
+    """A GPU test runs only where the CUDA build is on and a device answers."""
+    smi = shutil.which("nvidia-smi")
+    if not config.moec_enable_cuda or smi is None:
+        return False
+    try:
+        return subprocess.run([smi, "-L"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+if gpu_present():
+    config.available_features.add("cuda")
