@@ -51,6 +51,8 @@ TEST(Cuda, PinnedRoundTripIsExact) {
   ASSERT_OK(cudaStatus(cudaMemcpyAsync(device.data(), staging.data(), device.size(),
                                        cudaMemcpyHostToDevice, stream),
                        "upload", __FILE__, __LINE__));
+  // The upload reads pinned memory asynchronously: wait before overwriting it.
+  ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
   std::memset(staging.data(), 0xFF, staging.size());
   ASSERT_OK(cudaStatus(cudaMemcpyAsync(staging.data(), device.data(), device.size(),
                                        cudaMemcpyDeviceToHost, stream),
