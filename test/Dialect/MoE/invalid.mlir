@@ -1,0 +1,774 @@
+// RUN: moec-opt %s -split-input-file -verify-diagnostics
+
+// Every verifier message of the moe dialect, one case each.
+
+// #moe.activation
+
+func.func @activation_params_on_gelu(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{alpha, beta and limit apply only to 'silu' (SwiGLU), not 'gelu'}}
+  %y = moe.activation %x {activation = #moe.activation<gelu, alpha = 2.0>,
+                          layout = #moe.gate_up_layout<concatenated>} : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @activation_nonfinite_alpha(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{alpha and beta must be finite, got alpha = INF}}
+  %y = moe.activation %x {activation = #moe.activation<silu, alpha = 0x7FF0000000000000>,
+                          layout = #moe.gate_up_layout<concatenated>} : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @activation_negative_limit(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{limit must be positive (or +inf for none), got -1}}
+  %y = moe.activation %x {activation = #moe.activation<silu, limit = -1.0>,
+                          layout = #moe.gate_up_layout<concatenated>} : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @activation_unknown_kind(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{unknown activation 'swish'; expected silu, gelu, relu or identity}}
+  %y = moe.activation %x {activation = #moe.activation<swish>,
+                          layout = #moe.gate_up_layout<concatenated>} : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @activation_unknown_parameter(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{unknown activation parameter 'gamma'; expected alpha, beta or limit}}
+  %y = moe.activation %x {activation = #moe.activation<silu, gamma = 1.0>,
+                          layout = #moe.gate_up_layout<concatenated>} : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+// moe.layer
+
+func.func @layer_both_routers(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>, %l: tensor<?x4xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{takes 'router_weight' or 'router_logits', not both}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         router_logits(%l : tensor<?x4xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_no_router(%x: tensor<?x16xf32>, %wgu: tensor<4x64x16xf32>,
+    %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{needs 'router_weight' or 'router_logits'}}
+  %y = moe.layer %x : tensor<?x16xf32>
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_hidden_rank(%x: tensor<2x?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<2x?x16xf32> {
+  // expected-error @+1 {{hidden must be a rank-2 tensor [T, H], got 'tensor<2x?x16xf32>'}}
+  %y = moe.layer %x : tensor<2x?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<2x?x16xf32>
+  return %y : tensor<2x?x16xf32>
+}
+
+// -----
+
+func.func @layer_router_hidden_size(%x: tensor<?x16xf32>, %wr: tensor<4x17xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{router_weight dimension 1 (H) is 17, but hidden dimension 1 makes H = 16}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x17xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_router_logits_experts(%x: tensor<?x16xf32>, %l: tensor<?x5xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{gate_up_weight dimension 0 (E) is 4, but router_logits dimension 1 makes E = 5}}
+  %y = moe.layer %x : tensor<?x16xf32> router_logits(%l : tensor<?x5xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_router_bias_with_logits(%x: tensor<?x16xf32>, %l: tensor<?x4xf32>, %b: tensor<4xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'router_bias' needs 'router_weight': given logits already include any bias}}
+  %y = moe.layer %x : tensor<?x16xf32> router_logits(%l : tensor<?x4xf32>) router_bias(%b : tensor<4xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_correction_bias_experts(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>, %cb: tensor<8xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{correction_bias dimension 0 (E) is 8, but router_weight dimension 0 makes E = 4}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>) correction_bias(%cb : tensor<8xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_odd_gate_up(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x63x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{gate_up_weight dimension 1 (2I = 63) must be even: it holds gate and up together}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x63x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_down_intermediate(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x64xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{down_weight dimension 2 (I) is 64, but gate_up_weight dimension 1 / 2 makes I = 32}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x64xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_down_rank(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{down_weight must be a rank-3 tensor [E, H, I], got 'tensor<16x32xf32>'}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_separate_without_up(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wg: tensor<4x32x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{gate_up_layout 'separate' needs operand 'up_weight'}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wg : tensor<4x32x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<separate>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_up_without_separate(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wu: tensor<4x32x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{operand 'up_weight' is only for gate_up_layout 'separate'}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) up(%wu : tensor<4x32x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_separate_up_shape(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wg: tensor<4x32x16xf32>, %wu: tensor<4x31x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{up_weight dimension 1 (I) is 31, but gate_up_weight dimension 1 makes I = 32}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wg : tensor<4x32x16xf32>) up(%wu : tensor<4x31x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<separate>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_gate_up_bias(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %b: tensor<4x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{gate_up_bias dimension 1 (2I) is 32, but gate_up_weight dimension 1 makes 2I = 64}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>) gate_up_bias(%b : tensor<4x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_up_bias_without_separate(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %b: tensor<4x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{operand 'up_bias' is only for gate_up_layout 'separate'}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>) up_bias(%b : tensor<4x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_down_bias(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %b: tensor<4x15xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{down_bias dimension 1 (H) is 15, but hidden dimension 1 makes H = 16}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>) down_bias(%b : tensor<4x15xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_swiglu_params_ungated(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wu: tensor<4x32x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{alpha, beta and limit need a gated layout (the SwiGLU form), not 'none'}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wu : tensor<4x32x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64,
+          activation = #moe.activation<silu, limit = 7.0>,
+          gate_up_layout = #moe.gate_up_layout<none>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_shared_half(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %sgu: tensor<48x16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'shared_gate_up_weight' and 'shared_down_weight' go together}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         shared_gate_up(%sgu : tensor<48x16xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_shared_odd(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %sgu: tensor<47x16xf32>,
+    %sd: tensor<16x24xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{shared_gate_up_weight dimension 0 (2Is = 47) must be even: it holds gate and up together}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         shared_gate_up(%sgu : tensor<47x16xf32>) shared_down(%sd : tensor<16x24xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_shared_down(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %sgu: tensor<48x16xf32>,
+    %sd: tensor<16x20xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{shared_down_weight dimension 1 (Is) is 20, but shared_gate_up_weight dimension 0 / 2 makes Is = 24}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         shared_gate_up(%sgu : tensor<48x16xf32>) shared_down(%sd : tensor<16x20xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_shared_gate_alone(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %sg: tensor<1x16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'shared_gate_weight' needs a shared expert}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         shared_gate(%sg : tensor<1x16xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_shared_gate_rows(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>, %sgu: tensor<48x16xf32>,
+    %sd: tensor<16x24xf32>, %sg: tensor<2x16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{shared_gate_weight must be [1, H], one sigmoid gate per token, got 'tensor<2x16xf32>'}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         shared_gate_up(%sgu : tensor<48x16xf32>) shared_down(%sd : tensor<16x24xf32>)
+         shared_gate(%sg : tensor<2x16xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_result_type(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xbf16> {
+  // expected-error @+1 {{result type 'tensor<?x16xbf16>' must equal the type of 'hidden', 'tensor<?x16xf32>'}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xbf16>
+  return %y : tensor<?x16xbf16>
+}
+
+// -----
+
+func.func @layer_top_k_too_large(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{top_k = 5 exceeds the number of experts (4)}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 5 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_top_k_zero(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+3 {{attribute 'top_k' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 0 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_int_weights(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+    %wgu: tensor<4x64x16xi8>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{operand #2 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values}}
+  %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
+         gate_up(%wgu : tensor<4x64x16xi8>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// routing attributes (shared by moe.layer and moe.route)
+
+func.func @route_scaling_factor(%l: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{routed_scaling_factor must be positive and finite, got -1}}
+  %ids, %w = moe.route %l {routing = #moe.routing<softmax_topk>, top_k = 2 : i64,
+                           routed_scaling_factor = -1.0 : f64}
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @route_groups_on_softmax(%l: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{num_groups and topk_groups apply only to routing 'sigmoid_group_topk'}}
+  %ids, %w = moe.route %l {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, num_groups = 2 : i64}
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @route_zero_groups(%l: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{num_groups must be positive, got 0}}
+  %ids, %w = moe.route %l {routing = #moe.routing<sigmoid_group_topk>, top_k = 2 : i64,
+                           num_groups = 0 : i64}
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @route_topk_groups_range(%l: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{topk_groups must be in [1, num_groups = 2], got 3}}
+  %ids, %w = moe.route %l {routing = #moe.routing<sigmoid_group_topk>, top_k = 2 : i64,
+                           num_groups = 2 : i64, topk_groups = 3 : i64}
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @route_uneven_groups(%l: tensor<4x10xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{the 10 experts do not split into num_groups = 4 equal groups}}
+  %ids, %w = moe.route %l {routing = #moe.routing<sigmoid_group_topk>, top_k = 2 : i64,
+                           num_groups = 4 : i64, topk_groups = 2 : i64}
+      : tensor<4x10xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @route_singleton_groups(%l: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{groups of 1 expert: a group's score is the sum of its two best experts, so each group needs at least 2}}
+  %ids, %w = moe.route %l {routing = #moe.routing<sigmoid_group_topk>, top_k = 2 : i64,
+                           num_groups = 8 : i64, topk_groups = 2 : i64}
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @route_topk_beyond_kept_groups(%l: tensor<4x16xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{top_k = 6 exceeds the 4 experts in the topk_groups = 1 groups kept}}
+  %ids, %w = moe.route %l {routing = #moe.routing<sigmoid_group_topk>, top_k = 6 : i64,
+                           num_groups = 4 : i64, topk_groups = 1 : i64}
+      : tensor<4x16xf32> -> tensor<4x6xi32>, tensor<4x6xf32>
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// moe.route shapes
+
+func.func @route_ids_width(%l: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{result expert_ids dimension 1 (K) is 3, but attribute top_k makes K = 2}}
+  %ids, %w = moe.route %l {routing = #moe.routing<softmax_topk>, top_k = 2 : i64}
+      : tensor<4x8xf32> -> tensor<4x3xi32>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @route_weights_tokens(%l: tensor<4x8xf32>) -> tensor<5x2xf32> {
+  // expected-error @+1 {{result weights dimension 0 (T) is 5, but logits dimension 0 makes T = 4}}
+  %ids, %w = moe.route %l {routing = #moe.routing<softmax_topk>, top_k = 2 : i64}
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<5x2xf32>
+  return %w : tensor<5x2xf32>
+}
+
+// -----
+
+func.func @route_ids_dtype(%l: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{result #0 must be ranked tensor of 32-bit signless integer values}}
+  %ids, %w = moe.route %l {routing = #moe.routing<softmax_topk>, top_k = 2 : i64}
+      : tensor<4x8xf32> -> tensor<4x2xi64>, tensor<4x2xf32>
+  return %w : tensor<4x2xf32>
+}
+
+// -----
+
+// moe.sort
+
+func.func @sort_slots(%ids: tensor<4x2xi32>) -> tensor<9xi32> {
+  // expected-error @+1 {{result permutation dimension 0 (S) is 9, but expert_ids [T, K] (T * K) makes S = 8}}
+  %p, %o, %n = moe.sort %ids {num_experts = 4 : i64} : tensor<4x2xi32> -> tensor<9xi32>, tensor<4xi32>, tensor<i32>
+  return %p : tensor<9xi32>
+}
+
+// -----
+
+func.func @sort_offsets(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{result offsets dimension 0 (E) is 5, but attribute num_experts makes E = 4}}
+  %p, %o, %n = moe.sort %ids {num_experts = 4 : i64} : tensor<4x2xi32> -> tensor<8xi32>, tensor<5xi32>, tensor<i32>
+  return %p : tensor<8xi32>
+}
+
+// -----
+
+func.func @sort_num_valid_rank(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{result num_valid must be a rank-0 tensor [], got 'tensor<1xi32>'}}
+  %p, %o, %n = moe.sort %ids {num_experts = 4 : i64} : tensor<4x2xi32> -> tensor<8xi32>, tensor<4xi32>, tensor<1xi32>
+  return %p : tensor<8xi32>
+}
+
+// -----
+
+func.func @sort_id_range(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{first_expert + num_experts = 2147483651 does not fit the i32 expert ids}}
+  %p, %o, %n = moe.sort %ids {num_experts = 4 : i64, first_expert = 2147483647 : i64}
+      : tensor<4x2xi32> -> tensor<8xi32>, tensor<4xi32>, tensor<i32>
+  return %p : tensor<8xi32>
+}
+
+// -----
+
+func.func @sort_negative_first_expert(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{attribute 'first_expert' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %p, %o, %n = moe.sort %ids {num_experts = 4 : i64, first_expert = -1 : i64}
+      : tensor<4x2xi32> -> tensor<8xi32>, tensor<4xi32>, tensor<i32>
+  return %p : tensor<8xi32>
+}
+
+// -----
+
+// moe.permute
+
+func.func @permute_rows(%x: tensor<4x16xf32>, %p: tensor<12xi32>, %n: tensor<i32>) -> tensor<12x16xf32> {
+  // expected-error @+1 {{permutation has 12 rows, but hidden's 4 tokens times top_k = 2 make 8}}
+  %r = moe.permute %x, %p, %n {top_k = 2 : i64} : tensor<4x16xf32>, tensor<12xi32>, tensor<i32> -> tensor<12x16xf32>
+  return %r : tensor<12x16xf32>
+}
+
+// -----
+
+func.func @permute_width(%x: tensor<4x16xf32>, %p: tensor<8xi32>, %n: tensor<i32>) -> tensor<8x15xf32> {
+  // expected-error @+1 {{result dimension 1 (H) is 15, but hidden dimension 1 makes H = 16}}
+  %r = moe.permute %x, %p, %n {top_k = 2 : i64} : tensor<4x16xf32>, tensor<8xi32>, tensor<i32> -> tensor<8x15xf32>
+  return %r : tensor<8x15xf32>
+}
+
+// -----
+
+func.func @permute_dtype(%x: tensor<4x16xf32>, %p: tensor<8xi32>, %n: tensor<i32>) -> tensor<8x16xbf16> {
+  // expected-error @+1 {{result element type must match that of 'hidden'}}
+  %r = moe.permute %x, %p, %n {top_k = 2 : i64} : tensor<4x16xf32>, tensor<8xi32>, tensor<i32> -> tensor<8x16xbf16>
+  return %r : tensor<8x16xbf16>
+}
+
+// -----
+
+// moe.grouped_matmul
+
+func.func @gmm_contraction(%x: tensor<?x64xbf16>, %w: tensor<8x32x65xbf16>, %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{weights dimension 2 (K) is 65, but lhs dimension 1 makes K = 64}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xbf16>, tensor<8x32x65xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_offsets(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<7xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{offsets dimension 0 (E) is 7, but weights dimension 0 makes E = 8}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<7xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_bias(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>, %b: tensor<8x64xf32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{bias dimension 1 (N) is 64, but weights dimension 1 makes N = 32}}
+  %y = moe.grouped_matmul %x, %w, %o bias(%b : tensor<8x64xf32>) : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_fp8_lhs_without_scales(%x: tensor<?x64xf8E4M3FN>, %w: tensor<8x32x64xf8E4M3FN>,
+    %ws: tensor<8x1x1xf32>, %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{operand 'lhs' is f8E4M3FN and needs 'lhs_scales'}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x1x1xf32>)
+      : tensor<?x64xf8E4M3FN>, tensor<8x32x64xf8E4M3FN>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_scales_without_fp8_lhs(%x: tensor<?x64xbf16>, %xs: tensor<?x1xf32>, %w: tensor<8x32x64xbf16>,
+    %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{'lhs_scales' is given but operand 'lhs' is not FP8}}
+  %y = moe.grouped_matmul %x, %w, %o lhs_scales(%xs : tensor<?x1xf32>)
+      : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_fp8_weights_without_scales(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xf8E4M3FN>,
+    %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{operand 'weights' is f8E4M3FN and needs 'weight_scales'}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xbf16>, tensor<8x32x64xf8E4M3FN>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_scales_without_fp8_weights(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>,
+    %ws: tensor<8x1x1xf32>, %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{'weight_scales' is given but operand 'weights' is not FP8}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x1x1xf32>)
+      : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_fp8_lhs_bf16_weights(%x: tensor<?x64xf8E4M3FN>, %xs: tensor<?x1xf32>, %w: tensor<8x32x64xbf16>,
+    %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{an FP8 'lhs' needs FP8 'weights'}}
+  %y = moe.grouped_matmul %x, %w, %o lhs_scales(%xs : tensor<?x1xf32>)
+      : tensor<?x64xf8E4M3FN>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_mixed_types(%x: tensor<?x64xf32>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'lhs' ('f32') and 'weights' ('bf16') must have one element type}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xf32>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_weight_scale_blocks(%x: tensor<?x200xf8E4M3FN>, %xs: tensor<?x2xf32>,
+    %w: tensor<4x300x200xf8E4M3FN>, %ws: tensor<4x2x2xf32>, %o: tensor<4xi32>) -> tensor<?x300xbf16> {
+  // expected-error @+1 {{weight_scales dimension 1 (ceil(N/128)) is 2, but weights dimension 1 / 128 makes ceil(N/128) = 3}}
+  %y = moe.grouped_matmul %x, %w, %o lhs_scales(%xs : tensor<?x2xf32>) weight_scales(%ws : tensor<4x2x2xf32>)
+      : tensor<?x200xf8E4M3FN>, tensor<4x300x200xf8E4M3FN>, tensor<4xi32> -> tensor<?x300xbf16>
+  return %y : tensor<?x300xbf16>
+}
+
+// -----
+
+func.func @gmm_lhs_scale_groups(%x: tensor<?x200xf8E4M3FN>, %xs: tensor<?x1xf32>,
+    %w: tensor<4x300x200xf8E4M3FN>, %ws: tensor<4x3x2xf32>, %o: tensor<4xi32>) -> tensor<?x300xbf16> {
+  // expected-error @+1 {{lhs_scales dimension 1 (ceil(K/128)) is 1, but weights dimension 2 / 128 makes ceil(K/128) = 2}}
+  %y = moe.grouped_matmul %x, %w, %o lhs_scales(%xs : tensor<?x1xf32>) weight_scales(%ws : tensor<4x3x2xf32>)
+      : tensor<?x200xf8E4M3FN>, tensor<4x300x200xf8E4M3FN>, tensor<4xi32> -> tensor<?x300xbf16>
+  return %y : tensor<?x300xbf16>
+}
+
+// -----
+
+func.func @gmm_epilogue_without_layout(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x16xbf16> {
+  // expected-error @+1 {{'epilogue' and 'epilogue_layout' go together}}
+  %y = moe.grouped_matmul %x, %w, %o {epilogue = #moe.activation<silu>}
+      : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x16xbf16>
+  return %y : tensor<?x16xbf16>
+}
+
+// -----
+
+func.func @gmm_epilogue_separate(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x16xbf16> {
+  // expected-error @+1 {{layout 'separate' is not a fused layout: concatenate gate and up first}}
+  %y = moe.grouped_matmul %x, %w, %o {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<separate>}
+      : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x16xbf16>
+  return %y : tensor<?x16xbf16>
+}
+
+// -----
+
+func.func @gmm_gated_epilogue_width(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{result dimension 1 (N/2) is 32, but weights dimension 1 / 2 makes N/2 = 16}}
+  %y = moe.grouped_matmul %x, %w, %o {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>}
+      : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+func.func @gmm_gated_odd(%x: tensor<?x64xbf16>, %w: tensor<8x33x64xbf16>, %o: tensor<8xi32>) -> tensor<?x16xbf16> {
+  // expected-error @+1 {{weights dimension 1 (N = 33) must be even: it holds gate and up together}}
+  %y = moe.grouped_matmul %x, %w, %o {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<interleaved>}
+      : tensor<?x64xbf16>, tensor<8x33x64xbf16>, tensor<8xi32> -> tensor<?x16xbf16>
+  return %y : tensor<?x16xbf16>
+}
+
+// -----
+
+func.func @gmm_swiglu_params_ungated(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x32xbf16> {
+  // expected-error @+1 {{alpha, beta and limit need a gated layout (the SwiGLU form), not 'none'}}
+  %y = moe.grouped_matmul %x, %w, %o {epilogue = #moe.activation<silu, alpha = 1.702>, epilogue_layout = #moe.gate_up_layout<none>}
+      : tensor<?x64xbf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}
+
+// -----
+
+// moe.activation
+
+func.func @activation_result_dtype(%x: tensor<4x8xf32>) -> tensor<4x4xbf16> {
+  // expected-error @+1 {{result element type must match that of 'input'}}
+  %y = moe.activation %x {activation = #moe.activation<silu>, layout = #moe.gate_up_layout<concatenated>}
+      : tensor<4x8xf32> -> tensor<4x4xbf16>
+  return %y : tensor<4x4xbf16>
+}
+
+// -----
+
+func.func @activation_separate(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{layout 'separate' is not a fused layout: concatenate gate and up first}}
+  %y = moe.activation %x {activation = #moe.activation<silu>, layout = #moe.gate_up_layout<separate>}
+      : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @activation_ungated_width(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{result dimension 1 (N) is 4, but input dimension 1 makes N = 8}}
+  %y = moe.activation %x {activation = #moe.activation<relu>, layout = #moe.gate_up_layout<none>}
+      : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+// moe.combine
+
+func.func @combine_slots(%r: tensor<10x16xf32>, %p: tensor<10xi32>, %w: tensor<4x2xf32>, %n: tensor<i32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{rows has 10 slots, but weights [T, K] makes T * K = 8}}
+  %y = moe.combine %r, %p, %w, %n : tensor<10x16xf32>, tensor<10xi32>, tensor<4x2xf32>, tensor<i32> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @combine_permutation(%r: tensor<8x16xf32>, %p: tensor<9xi32>, %w: tensor<4x2xf32>, %n: tensor<i32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{permutation dimension 0 (S) is 9, but rows dimension 0 makes S = 8}}
+  %y = moe.combine %r, %p, %w, %n : tensor<8x16xf32>, tensor<9xi32>, tensor<4x2xf32>, tensor<i32> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @combine_result(%r: tensor<8x16xf32>, %p: tensor<8xi32>, %w: tensor<4x2xf32>, %n: tensor<i32>) -> tensor<5x16xf32> {
+  // expected-error @+1 {{result dimension 0 (T) is 5, but weights dimension 0 makes T = 4}}
+  %y = moe.combine %r, %p, %w, %n : tensor<8x16xf32>, tensor<8xi32>, tensor<4x2xf32>, tensor<i32> -> tensor<5x16xf32>
+  return %y : tensor<5x16xf32>
+}
+
+// -----
+
+// moe.quantize
+
+func.func @quantize_scales(%x: tensor<4x300xbf16>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{result scales dimension 1 (ceil(K/128)) is 2, but input dimension 1 / 128 makes ceil(K/128) = 3}}
+  %q, %s = moe.quantize %x : tensor<4x300xbf16> -> tensor<4x300xf8E4M3FN>, tensor<4x2xf32>
+  return %s : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @quantize_rows(%x: tensor<4x300xbf16>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{result dimension 0 (M) is 5, but input dimension 0 makes M = 4}}
+  %q, %s = moe.quantize %x : tensor<4x300xbf16> -> tensor<5x300xf8E4M3FN>, tensor<4x3xf32>
+  return %s : tensor<4x3xf32>
+}
+
+// -----
+
+// moe.all_reduce
+
+func.func @all_reduce_one_rank(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{attribute 'ep_size' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 2}}
+  %y = moe.all_reduce %x {ep_size = 1 : i64} : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
