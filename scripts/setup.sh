@@ -14,7 +14,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 apt_packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
   libonnx-dev libprotobuf-dev protobuf-compiler
-  ninja-build cmake g++ libgtest-dev python3-venv
+  ninja-build cmake g++ libgtest-dev zlib1g-dev python3-venv
 )
 missing=()
 for p in "${apt_packages[@]}"; do
