@@ -23,51 +23,41 @@ int cudaDeviceCountOrZero() {
   return count;
 }
 
-DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+template <MemoryKind Kind>
+CudaBuffer<Kind> &CudaBuffer<Kind>::operator=(CudaBuffer &&other) noexcept {
   if (this != &other) {
-    if (data_)
-      cudaFree(data_);
+    release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (data_)
+template <MemoryKind Kind> void CudaBuffer<Kind>::release() {
+  if (!data_)
+    return;
+  if constexpr (Kind == MemoryKind::Device)
     cudaFree(data_);
-}
-
-Status DeviceBuffer::allocate(size_t bytes, DeviceBuffer &out) {
-  DeviceBuffer buffer;
-  MOEC_CUDA_TRY(cudaMalloc(&buffer.data_, bytes == 0 ? 1 : bytes));
-  buffer.size_ = bytes;
-  out = std::move(buffer);
-  return Status::ok();
-}
-
-PinnedBuffer &PinnedBuffer::operator=(PinnedBuffer &&other) noexcept {
-  if (this != &other) {
-    if (data_)
-      cudaFreeHost(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (data_)
+  else
     cudaFreeHost(data_);
+  data_ = nullptr;
 }
 
-Status PinnedBuffer::allocate(size_t bytes, PinnedBuffer &out) {
-  PinnedBuffer buffer;
-  MOEC_CUDA_TRY(cudaMallocHost(&buffer.data_, bytes == 0 ? 1 : bytes));
+template <MemoryKind Kind> Status CudaBuffer<Kind>::allocate(size_t bytes, CudaBuffer &out) {
+  CudaBuffer buffer;
+  // A zero-byte request still gets a real allocation, so data() is never null.
+  size_t request = bytes == 0 ? 1 : bytes;
+  if constexpr (Kind == MemoryKind::Device)
+    MOEC_CUDA_TRY(cudaMalloc(&buffer.data_, request));
+  else
+    MOEC_CUDA_TRY(cudaMallocHost(&buffer.data_, request));
   buffer.size_ = bytes;
   out = std::move(buffer);
   return Status::ok();
 }
+
+template class CudaBuffer<MemoryKind::Device>;
+template class CudaBuffer<MemoryKind::Pinned>;
 
 Status poisonDeviceMemory(void *data, size_t bytes, cudaStream_t stream) {
   MOEC_CUDA_TRY(cudaMemsetAsync(data, 0xFF, bytes, stream));

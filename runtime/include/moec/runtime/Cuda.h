@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <utility>
 
 namespace moec::rt {
 
@@ -25,40 +26,32 @@ Status cudaStatus(cudaError_t error, const char *expr, const char *file, int lin
 /// Number of usable CUDA devices; 0 (not an error) where there is no driver.
 int cudaDeviceCountOrZero();
 
-/// Device memory, freed on destruction.
-class DeviceBuffer {
-public:
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer &&other) noexcept { *this = std::move(other); }
-  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
-  ~DeviceBuffer();
+/// Where a CudaBuffer lives: device memory, or page-locked host memory (for
+/// uploads and downloads at full bus speed).
+enum class MemoryKind { Device, Pinned };
 
-  static Status allocate(size_t bytes, DeviceBuffer &out);
+/// CUDA memory of one kind, freed on destruction.
+template <MemoryKind Kind> class CudaBuffer {
+public:
+  CudaBuffer() = default;
+  CudaBuffer(CudaBuffer &&other) noexcept { *this = std::move(other); }
+  CudaBuffer &operator=(CudaBuffer &&other) noexcept;
+  ~CudaBuffer() { release(); }
+
+  static Status allocate(size_t bytes, CudaBuffer &out);
   void *data() const { return data_; }
   size_t size() const { return size_; }
   template <typename T> T *dataAs() const { return static_cast<T *>(data_); }
 
 private:
+  void release();
+
   void *data_ = nullptr;
   size_t size_ = 0;
 };
 
-/// Page-locked host memory, for uploads and downloads at full bus speed.
-class PinnedBuffer {
-public:
-  PinnedBuffer() = default;
-  PinnedBuffer(PinnedBuffer &&other) noexcept { *this = std::move(other); }
-  PinnedBuffer &operator=(PinnedBuffer &&other) noexcept;
-  ~PinnedBuffer();
-
-  static Status allocate(size_t bytes, PinnedBuffer &out);
-  void *data() const { return data_; }
-  size_t size() const { return size_; }
-
-private:
-  void *data_ = nullptr;
-  size_t size_ = 0;
-};
+using DeviceBuffer = CudaBuffer<MemoryKind::Device>;
+using PinnedBuffer = CudaBuffer<MemoryKind::Pinned>;
 
 /// Fills `bytes` bytes of device memory with 0xFF: NaN in every float format,
 /// so that a kernel that skips a row it should write is caught by its test.
