@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Dialect/MoE/MoEDialect.h"
+#include "moec/Dialect/ONNX/ONNXDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,7 +21,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
 
   mlir::DialectRegistry registry;
-  registry.insert<moec::moe::MoEDialect, mlir::arith::ArithDialect,
+  registry.insert<moec::moe::MoEDialect, moec::onnx::ONNXDialect, mlir::arith::ArithDialect,
                   mlir::func::FuncDialect, mlir::linalg::LinalgDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
   return mlir::asMainReturnCode(
