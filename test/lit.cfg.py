@@ -11,11 +11,14 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moec_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "fixtures"]
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["moec-opt"], [config.moec_tools_dir])
+llvm_config.add_tool_substitutions(["moec-opt", "moec-translate"], [config.moec_tools_dir])
+# The end-to-end fixtures (model.onnx, inputs.npz, expected.npz per model).
+config.substitutions.append(("%fixtures", os.path.join(config.moec_src_root, "test", "fixtures")))
+config.excludes.append("Inputs")
 
 
 def gpu_present():
