@@ -26,3 +26,12 @@
 // SILU-SAME: gate_up_layout = #moe.gate_up_layout<none>
 // SILU-NOT: normalize
 // SILU-SAME: top_k = 2 : i64
+
+// RUN: moec-translate --import-onnx %fixtures/ort-qmoe/model.onnx | FileCheck %s --check-prefix=QMOE
+// com.microsoft.QMoE: int4 weights are dequantized at import into f32 blobs
+// (check_qmoe_dequant.py checks their values); the node becomes moe.layer.
+// QMOE-LABEL: func.func @ort_qmoe(
+// QMOE-DAG: %[[FC1:.*]] = "onnx.Constant"() <{value = dense_resource<fc1_dequantized> : tensor<4x64x64xf32>}>
+// QMOE-DAG: %[[FC2:.*]] = "onnx.Constant"() <{value = dense_resource<fc2_dequantized> : tensor<4x64x32xf32>}>
+// QMOE: moe.layer %{{.*}} : tensor<?x64xf32> router_logits(%{{.*}} : tensor<?x4xf32>) gate_up(%[[FC1]] : tensor<4x64x64xf32>) down(%[[FC2]] : tensor<4x64x32xf32>)
+// QMOE-SAME: gate_up_layout = #moe.gate_up_layout<interleaved>

@@ -13,7 +13,9 @@
 #include "moec/Dialect/MoE/MoEOps.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace moec;
@@ -33,6 +35,32 @@ constexpr const char *kMoEInputNames[] = {
 constexpr const char *kKnownAttributes[] = {
     "k", "activation_type", "normalize_routing_weights", "use_sparse_mixer", "swiglu_fusion",
     "swiglu_limit", "activation_alpha", "activation_beta", "swiglu_limit_after_activation"};
+constexpr const char *kKnownQuantAttributes[] = {
+    "expert_weight_bits", "fc1_expert_weight_bits", "fc2_expert_weight_bits",
+    "fc3_expert_weight_bits", "block_size", "quant_type", "weights_prepacked",
+    "accuracy_level"};
+
+/// Inputs of com.microsoft.QMoE that moec reads, in order; the rest (global and
+/// activation scales of the FP4/FP8 modes) must be absent.
+enum QMoEInput {
+  kQInput, kQRouterProbs, kQFc1Weights, kQFc1Scales, kQFc1Bias, kQFc2Weights, kQFc2Scales,
+  kQFc2Bias, kQFc3Weights, kQFc3Scales, kQFc3Bias, kQFc1ZeroPoints, kQFc2ZeroPoints,
+  kQFc3ZeroPoints, kQRouterWeights, kNumQMoEInputsRead
+};
+
+/// The bytes of a constant tensor, inline or in a resource blob.
+std::optional<ArrayRef<char>> constantBytes(Value value) {
+  auto constant = value.getDefiningOp<moec::onnx::ConstantOp>();
+  if (!constant || !constant.getValue())
+    return std::nullopt;
+  Attribute attr = *constant.getValue();
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr))
+    return dense.isSplat() ? std::nullopt : std::optional(dense.getRawData());
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      return blob->getData();
+  return std::nullopt;
+}
 
 class MoEImporter {
 public:
@@ -99,8 +127,11 @@ private:
   }
 
   LogicalResult checkAttributes() {
+    bool quantized = node.op_type() == "QMoE";
     for (const auto &attr : node.attribute())
-      if (llvm::find(kKnownAttributes, attr.name()) == std::end(kKnownAttributes))
+      if (llvm::find(kKnownAttributes, attr.name()) == std::end(kKnownAttributes) &&
+          (!quantized ||
+           llvm::find(kKnownQuantAttributes, attr.name()) == std::end(kKnownQuantAttributes)))
         return error() << "unknown attribute '" << attr.name() << "'";
     if (intAttribute(node, "k", 1) < 1)
       return error() << "k = " << intAttribute(node, "k", 1) << " must be positive";
@@ -108,6 +139,8 @@ private:
   }
 
   LogicalResult collectInputs() {
+    if (node.op_type() == "QMoE")
+      return collectQuantizedInputs();
     if (node.input_size() > kNumMoEInputs)
       return error() << "has " << node.input_size() << " inputs; MoE takes at most "
                      << kNumMoEInputs;
@@ -128,6 +161,152 @@ private:
       if (!inputs[required])
         return error() << "required input " << kMoEInputNames[required] << " is missing";
     return success();
+  }
+
+
+  /// QMoE: the int4/int8 block-quantized weights are dequantized at import,
+  /// `w = (q - zero_point) * scale`, into f32 constants, and the node is then a
+  /// MoE node. Only the raw layout (weights_prepacked = 0) is defined well
+  /// enough to read; execution-provider-specific packings are rejected.
+  LogicalResult collectQuantizedInputs() {
+    std::string quantType = stringAttribute(node, "quant_type", "int");
+    if (quantType != "int")
+      return error() << "quant_type '" << quantType << "' is not supported (only 'int')";
+    if (intAttribute(node, "weights_prepacked", -1) != 0)
+      return error() << "weights_prepacked = " << intAttribute(node, "weights_prepacked", -1)
+                     << " selects an execution-provider-specific packing; only 0, the raw "
+                        "[E, N, K/pack] layout, can be imported";
+    if (node.input_size() > kNumQMoEInputsRead)
+      for (int i = kNumQMoEInputsRead; i < node.input_size(); ++i)
+        if (!node.input(i).empty())
+          return error() << "input " << i << " (a global or activation scale of the FP4/FP8 "
+                         << "modes) is not supported with quant_type 'int'";
+    if (node.input_size() > kQRouterWeights && !node.input(kQRouterWeights).empty())
+      return error() << "router_weights (separate mixing weights) cannot be expressed as "
+                        "a moe.layer";
+    SmallVector<Value> q(kNumQMoEInputsRead, Value());
+    for (int i = 0; i < std::min<int>(node.input_size(), kNumQMoEInputsRead); ++i) {
+      if (node.input(i).empty())
+        continue;
+      FailureOr<Value> value = importer.lookup(node, node.input(i));
+      if (failed(value))
+        return failure();
+      if (!isa<RankedTensorType>(value->getType()))
+        return error() << "input " << i << " must be a ranked tensor";
+      q[i] = *value;
+    }
+    for (QMoEInput required : {kQInput, kQRouterProbs, kQFc1Weights, kQFc1Scales,
+                               kQFc2Weights, kQFc2Scales})
+      if (!q[required])
+        return error() << "required input " << required << " is missing";
+    inputs.assign(kNumMoEInputs, Value());
+    inputs[kInput] = q[kQInput];
+    inputs[kRouterProbs] = q[kQRouterProbs];
+    inputs[kFc1Bias] = q[kQFc1Bias];
+    inputs[kFc2Bias] = q[kQFc2Bias];
+    inputs[kFc3Bias] = q[kQFc3Bias];
+    int64_t bits = intAttribute(node, "expert_weight_bits", 4);
+    struct Projection {
+      const char *name;
+      QMoEInput weights, scales, zeroPoints;
+      MoEInput into;
+    } projections[] = {{"fc1", kQFc1Weights, kQFc1Scales, kQFc1ZeroPoints, kFc1Weights},
+                       {"fc2", kQFc2Weights, kQFc2Scales, kQFc2ZeroPoints, kFc2Weights},
+                       {"fc3", kQFc3Weights, kQFc3Scales, kQFc3ZeroPoints, kFc3Weights}};
+    for (const Projection &p : projections) {
+      if (!q[p.weights])
+        continue;
+      int64_t projectionBits =
+          intAttribute(node, (std::string(p.name) + "_expert_weight_bits").c_str(), bits);
+      FailureOr<Value> weights = dequantize(p.name, q[p.weights], q[p.scales],
+                                            q[p.zeroPoints], projectionBits);
+      if (failed(weights))
+        return failure();
+      inputs[p.into] = *weights;
+    }
+    return success();
+  }
+
+  FailureOr<Value> dequantize(StringRef name, Value packed, Value scales, Value zeroPoints,
+                              int64_t bits) {
+    if (bits != 4 && bits != 8)
+      return error() << name << ": " << bits << "-bit weights are not supported (4 and 8 are)";
+    if (!scales)
+      return error() << name << "_scales is required";
+    auto packedType = cast<RankedTensorType>(packed.getType());
+    auto scaleType = cast<RankedTensorType>(scales.getType());
+    if (packedType.getRank() != 3 || !packedType.hasStaticShape() ||
+        !packedType.getElementType().isUnsignedInteger(8))
+      return error() << name << "_experts_weights must be a static [E, N, K*" << bits
+                     << "/8] ui8 tensor, got " << packedType;
+    if (!scaleType.getElementType().isF32())
+      return error() << name << "_scales must be f32, got " << scaleType;
+    int64_t experts = packedType.getDimSize(0), rows = packedType.getDimSize(1);
+    int64_t columns = packedType.getDimSize(2) * 8 / bits;
+    int64_t blockSize = intAttribute(node, "block_size", 0);
+    int64_t blocks = 1;
+    SmallVector<int64_t> expectedScales = {experts, rows};
+    if (blockSize > 0) {
+      if (!llvm::isPowerOf2_64(blockSize) || blockSize < 16 || columns % blockSize != 0)
+        return error() << "block_size = " << blockSize << " must be a power of two >= 16 that "
+                       << "divides K = " << columns;
+      blocks = columns / blockSize;
+      expectedScales.push_back(blocks);
+    } else {
+      blockSize = columns;
+    }
+    if (scaleType.getShape() != ArrayRef<int64_t>(expectedScales))
+      return error() << name << "_scales has type " << scaleType << ", expected shape ["
+                     << experts << ", " << rows << (expectedScales.size() == 3 ? ", " : "")
+                     << (expectedScales.size() == 3 ? std::to_string(blocks) : "") << "]";
+    std::optional<ArrayRef<char>> packedBytes = constantBytes(packed);
+    std::optional<ArrayRef<char>> scaleBytes = constantBytes(scales);
+    if (!packedBytes || !scaleBytes)
+      return error() << name << " weights and scales must be initializers (non-splat)";
+    std::optional<ArrayRef<char>> zeroBytes;
+    int64_t zeroStride = 0; // bytes of zero points per row
+    if (zeroPoints) {
+      auto zeroType = cast<RankedTensorType>(zeroPoints.getType());
+      zeroStride = (blocks * bits + 7) / 8;
+      SmallVector<int64_t> expectedZeros = {experts, rows, zeroStride};
+      if (expectedScales.size() == 2)
+        expectedZeros = {experts, (rows * bits + 7) / 8};
+      if (zeroType.getShape() != ArrayRef<int64_t>(expectedZeros) ||
+          !zeroType.getElementType().isUnsignedInteger(8))
+        return error() << name << "_zero_points has type " << zeroType
+                       << ", which does not match the packed layout of the schema";
+      if (expectedScales.size() == 2 && bits == 4)
+        return error() << name << "_zero_points packed across rows (no block_size) are not "
+                                  "supported for 4-bit weights";
+      zeroBytes = constantBytes(zeroPoints);
+      if (!zeroBytes)
+        return error() << name << "_zero_points must be an initializer";
+    }
+    // Unpack: 4-bit values sit two to a byte, the lower index in the low nibble.
+    auto code = [&](ArrayRef<char> bytes, int64_t index) -> int64_t {
+      auto byte = static_cast<uint8_t>(bytes[bits == 8 ? index : index / 2]);
+      return bits == 8 ? byte : (index % 2 == 0 ? byte & 0xF : byte >> 4);
+    };
+    auto *scaleData = reinterpret_cast<const float *>(scaleBytes->data());
+    int64_t count = experts * rows * columns;
+    std::vector<float> values(static_cast<size_t>(count));
+    int64_t defaultZero = int64_t(1) << (bits - 1);
+    for (int64_t row = 0; row < experts * rows; ++row)
+      for (int64_t col = 0; col < columns; ++col) {
+        int64_t block = col / blockSize;
+        int64_t zero = defaultZero;
+        if (zeroBytes)
+          zero = code(*zeroBytes, row * zeroStride * 8 / bits + block);
+        float scale = scaleData[row * blocks + block];
+        values[row * columns + col] =
+            static_cast<float>(code(*packedBytes, row * columns + col) - zero) * scale;
+      }
+    auto type = RankedTensorType::get({experts, rows, columns}, importer.builder.getF32Type());
+    ArrayRef<char> raw(reinterpret_cast<const char *>(values.data()), values.size() * 4);
+    auto attr = DenseResourceElementsAttr::get(
+        type, (std::string(name) + "_dequantized").c_str(),
+        HeapAsmResourceBlob::allocateAndCopyInferAlign(raw));
+    return importer.makeConstant(loc, cast<ElementsAttr>(attr));
   }
 
   ArrayRef<int64_t> shapeOf(MoEInput input) {
@@ -241,9 +420,9 @@ private:
 
 LogicalResult moec::onnx::detail::importMicrosoftNode(GraphImporter &importer,
                                                       const ::onnx::NodeProto &node) {
-  if (node.op_type() == "MoE")
+  if (node.op_type() == "MoE" || node.op_type() == "QMoE")
     return MoEImporter(importer, node).run();
   return emitError(importer.nodeLoc(node))
          << "node '" << node.name() << "' (com.microsoft." << node.op_type()
-         << "): operator is not supported (com.microsoft.MoE is)";
+         << "): operator is not supported (com.microsoft.MoE and QMoE are)";
 }
