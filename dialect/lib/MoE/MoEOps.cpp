@@ -135,6 +135,22 @@ LogicalResult verifyActivationLayout(Operation *op, ActivationAttr activation,
   return success();
 }
 
+/// The epilogue of moe.grouped_matmul and moe.linear: activation and layout go
+/// together, and a gated layout halves N (which must be even).
+LogicalResult verifyEpilogue(Operation *op, ShapeChecker &shapes,
+                                    std::optional<ActivationAttr> epilogue,
+                                    std::optional<GateUpLayout> layout, StringRef weightsName,
+                                    int64_t weightsRowDim, bool &gated) {
+  if (epilogue.has_value() != layout.has_value())
+    return op->emitOpError("'epilogue' and 'epilogue_layout' go together");
+  gated = layout && *layout != GateUpLayout::None;
+  if (epilogue && failed(verifyActivationLayout(op, *epilogue, *layout, true)))
+    return failure();
+  if (gated && failed(shapes.bindHalf("N", "N/2", weightsName, weightsRowDim)))
+    return failure();
+  return success();
+}
+
 bool isFP8(Value value) {
   return isa<Float8E4M3FNType>(cast<ShapedType>(value.getType()).getElementType());
 }
@@ -336,15 +352,9 @@ LogicalResult GroupedMatmulOp::verify() {
                             {"E", "ceil(N/128)", "ceil(K/128)"}))))
     return failure();
 
-  // The epilogue halves N when it is gated.
-  std::optional<ActivationAttr> epilogue = getEpilogue();
-  std::optional<GateUpLayout> layout = getEpilogueLayout();
-  if (epilogue.has_value() != layout.has_value())
-    return emitOpError("'epilogue' and 'epilogue_layout' go together");
-  bool gated = layout && *layout != GateUpLayout::None;
-  if (epilogue && failed(verifyActivationLayout(*this, *epilogue, *layout, true)))
-    return failure();
-  if (gated && failed(shapes.bindHalf("N", "N/2", "weights", 1)))
+  bool gated = false;
+  if (failed(verifyEpilogue(*this, shapes, getEpilogue(), getEpilogueLayout(), "weights", 1,
+                            gated)))
     return failure();
   return shapes.expect(getResult(), "result", {"S", gated ? "N/2" : "N"});
 }
@@ -371,14 +381,37 @@ LogicalResult CombineOp::verify() {
       failed(shapes.expect(getPermutation(), "permutation", {"S"})) ||
       failed(shapes.expect(getWeights(), "weights", {"T", "K"})) ||
       failed(shapes.expect(getNumValid(), "num_valid", {})) ||
-      failed(shapes.expect(getResult(), "result", {"T", "H"})))
+      failed(shapes.expect(getResult(), "result", {"T", "H"})) ||
+      (getAddend() && failed(shapes.expect(getAddend(), "addend", {"T", "H"}))))
     return failure();
+  if (getAddendGate()) {
+    if (!getAddend())
+      return emitOpError("'addend_gate' needs an 'addend'");
+    if (failed(shapes.expect(getAddendGate(), "addend_gate", {"T", "G"})))
+      return failure();
+    if (shapes.get("G") != 1)
+      return emitOpError() << "addend_gate must be [T, 1], one gate per token, got "
+                           << getAddendGate().getType();
+  }
   int64_t tokens = shapes.get("T"), topK = shapes.get("K"), slots = shapes.get("S");
   if (!ShapedType::isDynamic(tokens) && !ShapedType::isDynamic(topK) &&
       !ShapedType::isDynamic(slots) && slots != tokens * topK)
     return emitOpError() << "rows has " << slots << " slots, but weights [T, K] makes T * K = "
                          << tokens * topK;
   return success();
+}
+
+LogicalResult LinearOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getInput(), "input", {"M", "K"})) ||
+      failed(shapes.expect(getWeight(), "weight", {"N", "K"})) ||
+      (getBias() && failed(shapes.expect(getBias(), "bias", {"N"}))))
+    return failure();
+  bool gated = false;
+  if (failed(verifyEpilogue(*this, shapes, getEpilogue(), getEpilogueLayout(), "weight", 0,
+                            gated)))
+    return failure();
+  return shapes.expect(getResult(), "result", {"M", gated ? "N/2" : "N"});
 }
 
 LogicalResult QuantizeOp::verify() {

@@ -772,3 +772,68 @@ func.func @all_reduce_one_rank(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %y = moe.all_reduce %x {ep_size = 1 : i64} : tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
+
+// -----
+
+func.func @combine_gate_without_addend(%r: tensor<8x16xf32>, %p: tensor<8xi32>, %w: tensor<4x2xf32>, %n: tensor<i32>,
+    %g: tensor<4x1xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'addend_gate' needs an 'addend'}}
+  %y = moe.combine %r, %p, %w, %n addend_gate(%g : tensor<4x1xf32>)
+      : tensor<8x16xf32>, tensor<8xi32>, tensor<4x2xf32>, tensor<i32> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @combine_gate_width(%r: tensor<8x16xf32>, %p: tensor<8xi32>, %w: tensor<4x2xf32>, %n: tensor<i32>,
+    %a: tensor<4x16xf32>, %g: tensor<4x2xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{addend_gate must be [T, 1], one gate per token, got 'tensor<4x2xf32>'}}
+  %y = moe.combine %r, %p, %w, %n addend(%a : tensor<4x16xf32>) addend_gate(%g : tensor<4x2xf32>)
+      : tensor<8x16xf32>, tensor<8xi32>, tensor<4x2xf32>, tensor<i32> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @combine_addend_shape(%r: tensor<8x16xf32>, %p: tensor<8xi32>, %w: tensor<4x2xf32>, %n: tensor<i32>,
+    %a: tensor<4x17xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{addend dimension 1 (H) is 17, but rows dimension 1 makes H = 16}}
+  %y = moe.combine %r, %p, %w, %n addend(%a : tensor<4x17xf32>)
+      : tensor<8x16xf32>, tensor<8xi32>, tensor<4x2xf32>, tensor<i32> -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// moe.linear
+
+func.func @linear_contraction(%x: tensor<?x64xf32>, %w: tensor<8x63xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{weight dimension 1 (K) is 63, but input dimension 1 makes K = 64}}
+  %y = moe.linear %x, %w : tensor<?x64xf32>, tensor<8x63xf32> -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<?x64xf32>, %w: tensor<8x64xf32>, %b: tensor<9xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{bias dimension 0 (N) is 9, but weight dimension 0 makes N = 8}}
+  %y = moe.linear %x, %w bias(%b : tensor<9xf32>) : tensor<?x64xf32>, tensor<8x64xf32> -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @linear_epilogue_without_layout(%x: tensor<?x64xf32>, %w: tensor<8x64xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'epilogue' and 'epilogue_layout' go together}}
+  %y = moe.linear %x, %w {epilogue = #moe.activation<silu>} : tensor<?x64xf32>, tensor<8x64xf32> -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_gated_width(%x: tensor<?x64xf32>, %w: tensor<8x64xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{result dimension 1 (N/2) is 8, but weight dimension 0 / 2 makes N/2 = 4}}
+  %y = moe.linear %x, %w {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>}
+      : tensor<?x64xf32>, tensor<8x64xf32> -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}

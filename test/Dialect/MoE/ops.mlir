@@ -196,3 +196,20 @@ func.func @all_reduce(%partial: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
   %y = moe.all_reduce %partial {ep_size = 8 : i64} : tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
 }
+
+// CHECK-LABEL: func.func @linear_and_shared_expert_combine
+func.func @linear_and_shared_expert_combine(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>, %br: tensor<8xbf16>,
+    %sgu: tensor<96x64xbf16>, %sd: tensor<64x48xbf16>, %sg: tensor<1x64xbf16>,
+    %rows: tensor<?x64xf32>, %perm: tensor<?xi32>, %w: tensor<?x2xf32>, %n: tensor<i32>) -> tensor<?x64xbf16> {
+  // CHECK: moe.linear %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} bias(%{{[a-z0-9_]+}} : tensor<8xbf16>) : tensor<?x64xbf16>, tensor<8x64xbf16> -> tensor<?x8xf32>
+  %logits = moe.linear %x, %wr bias(%br : tensor<8xbf16>) : tensor<?x64xbf16>, tensor<8x64xbf16> -> tensor<?x8xf32>
+  // CHECK: moe.linear %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>} : tensor<?x64xbf16>, tensor<96x64xbf16> -> tensor<?x48xbf16>
+  %h = moe.linear %x, %sgu {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>}
+      : tensor<?x64xbf16>, tensor<96x64xbf16> -> tensor<?x48xbf16>
+  %s = moe.linear %h, %sd : tensor<?x48xbf16>, tensor<64x48xbf16> -> tensor<?x64xbf16>
+  %g = moe.linear %x, %sg : tensor<?x64xbf16>, tensor<1x64xbf16> -> tensor<?x1xf32>
+  // CHECK: moe.combine %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} addend(%{{[a-z0-9_]+}} : tensor<?x64xbf16>) addend_gate(%{{[a-z0-9_]+}} : tensor<?x1xf32>) : tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xf32>, tensor<i32> -> tensor<?x64xbf16>
+  %y = moe.combine %rows, %perm, %w, %n addend(%s : tensor<?x64xbf16>) addend_gate(%g : tensor<?x1xf32>)
+      : tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xf32>, tensor<i32> -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}

@@ -240,22 +240,51 @@ def MoE_ActivationOp : MoE_Op<"activation", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
+def MoE_CombineOp : MoE_Op<"combine", [Pure, AttrSizedOperandSegments]> {
   let summary = "weighted scatter-add of sorted expert rows back to token order";
   let description = [{
     `result[t] = Σ_k weights[t, k] · rows[r]` over the slots `s = t * K + k`
     whose sorted row `r` (`permutation[r] = s`) is below `num_valid`, summed in
     f32 in ascending k and rounded once. Sentinel rows add nothing and are never
     read, so NaN or garbage there cannot leak; a token whose every slot is a
-    sentinel gets an exact zero row.
+    sentinel gets an exact zero row (plus the addend, if any).
+
+    An optional `addend` [T, H] (the shared experts' output) is added to the f32
+    sum before the rounding, scaled per token by `sigmoid(addend_gate[t])` when
+    `addend_gate` [T, 1] is given (Qwen2-MoE's shared-expert gate).
   }];
   let arguments = (ins MoE_FloatTensor:$rows, MoE_I32Tensor:$permutation,
-                       MoE_FloatTensor:$weights, MoE_I32Tensor:$num_valid);
+                       MoE_FloatTensor:$weights, MoE_I32Tensor:$num_valid,
+                       Optional<MoE_FloatTensor>:$addend,
+                       Optional<MoE_FloatTensor>:$addend_gate);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
-    $rows `,` $permutation `,` $weights `,` $num_valid attr-dict `:`
+    $rows `,` $permutation `,` $weights `,` $num_valid
+    (`addend` `(` $addend^ `:` type($addend) `)`)?
+    (`addend_gate` `(` $addend_gate^ `:` type($addend_gate) `)`)?
+    attr-dict `:`
     type($rows) `,` type($permutation) `,` type($weights) `,` type($num_valid)
     `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_LinearOp : MoE_Op<"linear", [Pure]> {
+  let summary = "a dense projection, x · Wᵀ + b, with an optional activation epilogue";
+  let description = [{
+    `input` [M, K], `weight` [N, K], optional `bias` [N]: `acc = input · weightᵀ +
+    bias` in f32, then the `epilogue` activation per `epilogue_layout` (gated
+    layouts halve N), rounded once to the result type. The router's logits and
+    the shared experts are such projections.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       Optional<MoE_FloatTensor>:$bias,
+                       OptionalAttr<MoE_ActivationAttr>:$epilogue,
+                       OptionalAttr<MoE_GateUpLayoutAttr>:$epilogue_layout);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:`
+    type($input) `,` type($weight) `->` type($result)
   }];
   let hasVerifier = 1;
 }
