@@ -18,7 +18,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["moec-opt", "moec-translate"], [config.moec_tools_dir])
 # The end-to-end fixtures (model.onnx, inputs.npz, expected.npz per model).
 config.substitutions.append(("%fixtures", os.path.join(config.moec_src_root, "test", "fixtures")))
-config.excludes.append("Inputs")
+config.excludes += ["Inputs", "Regressions"]
 
 
 def gpu_present():

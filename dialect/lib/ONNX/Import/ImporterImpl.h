@@ -52,6 +52,14 @@ mlir::FailureOr<mlir::Type> convertType(const ::onnx::TypeProto &type, mlir::Loc
 mlir::FailureOr<mlir::Type> convertElementType(int32_t dtype, mlir::Location loc,
                                                llvm::StringRef what);
 
+/// `name` with bytes outside printable ASCII written as \xNN: names come from
+/// the file and end up in messages.
+std::string printableName(llvm::StringRef name);
+
+/// "node 'name' (Op)" or "node 'name' (com.microsoft.Op)", the prefix of every
+/// error about a node.
+std::string describeNode(const ::onnx::NodeProto &node);
+
 /// Imports a node of the com.microsoft domain (MoE, QMoE).
 mlir::LogicalResult importMicrosoftNode(GraphImporter &importer, const ::onnx::NodeProto &node);
 

@@ -122,8 +122,7 @@ public:
 
 private:
   InFlightDiagnostic error() {
-    return emitError(loc) << "node '" << node.name() << "' (com.microsoft." << node.op_type()
-                          << "): ";
+    return emitError(loc) << describeNode(node) << ": ";
   }
 
   LogicalResult checkAttributes() {
@@ -423,6 +422,5 @@ LogicalResult moec::onnx::detail::importMicrosoftNode(GraphImporter &importer,
   if (node.op_type() == "MoE" || node.op_type() == "QMoE")
     return MoEImporter(importer, node).run();
   return emitError(importer.nodeLoc(node))
-         << "node '" << node.name() << "' (com.microsoft." << node.op_type()
-         << "): operator is not supported (com.microsoft.MoE and QMoE are)";
+         << describeNode(node) << ": operator is not supported (com.microsoft.MoE and QMoE are)";
 }

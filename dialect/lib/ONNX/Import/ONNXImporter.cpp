@@ -81,7 +81,7 @@ public:
   TensorConverter(GraphImporter &importer) : importer(importer) {}
 
   FailureOr<ElementsAttr> convert(::onnx::TensorProto &tensor, Location loc) {
-    std::string what = "tensor '" + tensor.name() + "'";
+    std::string what = "tensor '" + printableName(tensor.name()) + "'";
     FailureOr<Type> elementType = convertElementType(tensor.data_type(), loc, what);
     if (failed(elementType))
       return failure();
@@ -197,12 +197,22 @@ private:
                                           const std::string &what) {
     Type elementType = type.getElementType();
     int64_t elementBytes = storageBytes(elementType);
-    std::vector<char> bytes(static_cast<size_t>(count * elementBytes));
+    // Compare the count before allocating: the shape comes from the file and
+    // may claim far more elements than the file holds.
     int64_t available = 0;
+    switch (tensor.data_type()) {
+    case kFloat: available = tensor.float_data_size(); break;
+    case kDouble: available = tensor.double_data_size(); break;
+    case kInt64: available = tensor.int64_data_size(); break;
+    case kUInt32:
+    case kUInt64: available = tensor.uint64_data_size(); break;
+    default: available = tensor.int32_data_size(); break; // narrower types widen to int32
+    }
+    if (available != count)
+      return emitError(loc) << what << " holds " << available << " values, but shape "
+                            << describeShape(type.getShape()) << " needs " << count;
+    std::vector<char> bytes(static_cast<size_t>(count * elementBytes));
     auto fill = [&](const auto &field, auto convert) {
-      available = field.size();
-      if (available != count)
-        return;
       for (int64_t i = 0; i < count; ++i) {
         auto value = convert(field.Get(i));
         std::memcpy(bytes.data() + i * elementBytes, &value, elementBytes);
@@ -214,14 +224,8 @@ private:
     case kInt64: fill(tensor.int64_data(), [](int64_t v) { return v; }); break;
     case kUInt32:
     case kUInt64: fill(tensor.uint64_data(), [](uint64_t v) { return v; }); break;
-    default:
-      // Every narrower type is stored widened to int32, little end first.
-      fill(tensor.int32_data(), [](int32_t v) { return v; });
-      break;
+    default: fill(tensor.int32_data(), [](int32_t v) { return v; }); break;
     }
-    if (available != count)
-      return emitError(loc) << what << " holds " << available << " values, but shape "
-                            << describeShape(type.getShape()) << " needs " << count;
     if (elementType.isInteger(1)) {
       SmallVector<bool> bits(bytes.begin(), bytes.end());
       return cast<ElementsAttr>(DenseElementsAttr::get(type, ArrayRef<bool>(bits)));
@@ -313,6 +317,28 @@ bool reduceAxesMovedToInput(StringRef opType, int64_t opset) {
 // GraphImporter helpers
 //===----------------------------------------------------------------------===//
 
+std::string moec::onnx::detail::printableName(StringRef name) {
+  std::string text;
+  for (unsigned char c : name) {
+    if (c >= 0x20 && c < 0x7F) {
+      text += static_cast<char>(c);
+    } else {
+      static const char hex[] = "0123456789ABCDEF";
+      text += "\\x";
+      text += hex[c >> 4];
+      text += hex[c & 0xF];
+    }
+  }
+  return text;
+}
+
+std::string moec::onnx::detail::describeNode(const ::onnx::NodeProto &node) {
+  std::string op = node.domain().empty() || node.domain() == "ai.onnx"
+                       ? node.op_type()
+                       : node.domain() + "." + node.op_type();
+  return "node '" + printableName(node.name()) + "' (" + printableName(op) + ")";
+}
+
 Location GraphImporter::fileLoc() { return FileLineColLoc::get(&context, path, 0, 0); }
 
 Location GraphImporter::nodeLoc(const ::onnx::NodeProto &node) {
@@ -324,7 +350,7 @@ FailureOr<Value> GraphImporter::lookup(const ::onnx::NodeProto &node, StringRef 
   Value value = values.lookup(name);
   if (!value)
     return emitError(nodeLoc(node))
-           << "node '" << node.name() << "' (" << node.op_type() << "): input '" << name
+           << describeNode(node) << ": input '" << printableName(name)
            << "' is not a graph input, an initializer or an earlier node's output";
   return value;
 }
@@ -333,7 +359,7 @@ FailureOr<Type> GraphImporter::declaredType(const ::onnx::NodeProto &node, Strin
   const ::onnx::TypeProto *type = declaredTypes.lookup(name);
   if (!type)
     return emitError(nodeLoc(node))
-           << "node '" << node.name() << "' (" << node.op_type() << "): output '" << name
+           << describeNode(node) << ": output '" << printableName(name)
            << "' has no type information; run onnx.shape_inference.infer_shapes on the "
               "model first";
   return convertType(*type, nodeLoc(node), "value '" + name.str() + "'");
@@ -457,8 +483,7 @@ private:
   LogicalResult importDefaultDomainNode(::onnx::NodeProto &node);
 
   InFlightDiagnostic nodeError(const ::onnx::NodeProto &node) {
-    return emitError(nodeLoc(node))
-           << "node '" << node.name() << "' (" << node.op_type() << "): ";
+    return emitError(nodeLoc(node)) << describeNode(node) << ": ";
   }
 };
 
