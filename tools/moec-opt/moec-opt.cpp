@@ -7,6 +7,7 @@
 
 #include "moec/Dialect/MoE/MoEDialect.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
+#include "moec/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,6 +20,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  moec::registerMoECPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<moec::moe::MoEDialect, moec::onnx::ONNXDialect, mlir::arith::ArithDialect,

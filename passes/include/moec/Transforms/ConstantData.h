@@ -1,0 +1,36 @@
+//===- ConstantData.h - reading and making weight constants ----*- C++ -*-===//
+//
+// Passes rearrange weights at compile time (concatenate gate and up, slice an
+// expert-parallel rank's experts, transpose). Weights are arith.constant or
+// onnx.Constant ops holding dense or dense_resource elements; these helpers
+// read their bytes and make new constants without going through per-element
+// attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_TRANSFORMS_CONSTANTDATA_H
+#define MOEC_TRANSFORMS_CONSTANTDATA_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <optional>
+
+namespace moec {
+
+/// The row-major bytes of `value` when it is a constant (arith.constant or
+/// onnx.Constant, dense non-splat or dense_resource) of a non-i1 element type.
+std::optional<llvm::ArrayRef<char>> getConstantBytes(mlir::Value value);
+
+/// An arith.constant of `type` holding `bytes` (copied into a resource blob
+/// named `name`).
+mlir::Value makeConstant(mlir::OpBuilder &builder, mlir::Location loc,
+                         mlir::RankedTensorType type, llvm::ArrayRef<char> bytes,
+                         llvm::StringRef name);
+
+/// Bytes per element of a constant's storage.
+int64_t elementBytes(mlir::Type elementType);
+
+} // namespace moec
+
+#endif // MOEC_TRANSFORMS_CONSTANTDATA_H

@@ -1,0 +1,41 @@
+//===- Passes.td - moec's passes ---------------------------*- tablegen -*-===//
+
+#ifndef MOEC_TRANSFORMS_PASSES_TD
+#define MOEC_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MoELowerLayer : Pass<"moe-lower-layer", "::mlir::ModuleOp"> {
+  let summary = "Lower moe.layer to the sorted grouped-GEMM pipeline";
+  let description = [{
+    Rewrites each `moe.layer` into `moe.linear` (router logits, when the layer
+    takes router weights) → `moe.route` → `moe.sort` → `moe.permute` →
+    `moe.grouped_matmul` (gate and up, the activation as epilogue) →
+    `moe.grouped_matmul` (down) → `moe.combine`, with the shared experts as
+    `moe.linear`s whose output joins the combine. Separate gate and up weights
+    are concatenated, at compile time when they are constants.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MoEPartitionExperts : Pass<"moe-partition-experts", "::mlir::ModuleOp"> {
+  let summary = "Keep one expert-parallel rank's experts; the others become the sentinel";
+  let description = [{
+    On the lowered form: each `moe.sort` over E experts keeps the E / ep-size
+    experts of rank ep-rank (`first_expert`, `num_experts`), so every other id
+    sorts to the sentinel tail and is never computed; the grouped matmuls keep
+    that rank's slice of the stacked weights (sliced at compile time when
+    constant); each `moe.combine` is followed by a `moe.all_reduce` of the
+    partial outputs, and only rank 0 adds the shared experts so that the sum
+    counts them once.
+  }];
+  let options = [
+    Option<"epSize", "ep-size", "int64_t", "1", "number of expert-parallel ranks">,
+    Option<"epRank", "ep-rank", "int64_t", "0", "this rank, in [0, ep-size)">
+  ];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+#endif // MOEC_TRANSFORMS_PASSES_TD
