@@ -33,7 +33,8 @@ std::optional<ArrayRef<char>> moec::getConstantBytes(Value value) {
 
 Value moec::makeConstant(OpBuilder &builder, Location loc, RankedTensorType type,
                          ArrayRef<char> bytes, StringRef name) {
+  // 64-byte aligned: enough for any vector load the kernels make.
   auto attr = DenseResourceElementsAttr::get(
-      type, name, HeapAsmResourceBlob::allocateAndCopyInferAlign(bytes));
+      type, name, HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, 64));
   return arith::ConstantOp::create(builder, loc, type, cast<TypedAttr>(attr)).getResult();
 }

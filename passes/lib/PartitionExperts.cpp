@@ -60,7 +60,7 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
     if (epSize < 1 || epRank < 0 || epRank >= epSize) {
       getOperation().emitError() << "moe-partition-experts: ep-rank must be in [0, ep-size), "
                                     "got ep-size = "
-                                 << epSize << ", ep-rank = " << epRank;
+                                 << int64_t(epSize) << ", ep-rank = " << int64_t(epRank);
       return signalPassFailure();
     }
     if (epSize == 1)
@@ -78,7 +78,7 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
       return sort.emitError("moe-partition-experts: this sort is already partitioned");
     if (experts % epSize != 0)
       return sort.emitError() << "moe-partition-experts: " << experts
-                              << " experts do not split evenly over ep-size = " << epSize;
+                              << " experts do not split evenly over ep-size = " << int64_t(epSize);
     int64_t local = experts / epSize, first = epRank * local;
     OpBuilder builder(sort);
     MLIRContext *context = &getContext();

@@ -16,6 +16,10 @@
 
 namespace moec::onnx::detail {
 
+/// Alignment of the weight blobs the importer allocates itself: enough for any
+/// vector load the kernels make.
+inline constexpr size_t kBlobAlignment = 64;
+
 /// The importer's view of one graph being imported.
 class GraphImporter {
 public:

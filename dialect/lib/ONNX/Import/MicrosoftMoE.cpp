@@ -304,7 +304,7 @@ private:
     ArrayRef<char> raw(reinterpret_cast<const char *>(values.data()), values.size() * 4);
     auto attr = DenseResourceElementsAttr::get(
         type, (std::string(name) + "_dequantized").c_str(),
-        HeapAsmResourceBlob::allocateAndCopyInferAlign(raw));
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(raw, kBlobAlignment));
     return importer.makeConstant(loc, cast<ElementsAttr>(attr));
   }
 

@@ -120,7 +120,7 @@ private:
     size_t alignment = alignmentFor(type, data.data());
     if (alignment == 0)
       return blob(tensor.name(), type,
-                  HeapAsmResourceBlob::allocateAndCopyInferAlign(data));
+                  HeapAsmResourceBlob::allocateAndCopyWithAlign(data, kBlobAlignment));
     return blob(tensor.name(), type,
                 AsmResourceBlob(data, alignment,
                                 [owner = std::move(owner)](void *, size_t, size_t) mutable {
@@ -182,7 +182,7 @@ private:
     }
     size_t alignment = alignmentFor(type, data.data());
     if (alignment == 0)
-      return blob(tensor.name(), type, HeapAsmResourceBlob::allocateAndCopyInferAlign(data));
+      return blob(tensor.name(), type, HeapAsmResourceBlob::allocateAndCopyWithAlign(data, kBlobAlignment));
     // The mapping itself is the blob's storage: nothing is copied.
     return blob(tensor.name(), type,
                 AsmResourceBlob(data, alignment,
