@@ -1,0 +1,187 @@
+//===- Interpreter.cpp - evaluates a func.func op by op ------------------===//
+//
+// The driver: binds the arguments, walks the function's single block in order,
+// hands each op's operand tensors to its dialect's kernels, then rounds every
+// result to its declared element type and checks its concrete shape against
+// the declared one. A result that disagrees with its type is an error naming
+// the op: the declared types are what passes and backends rely on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Interpreter/Interpreter.h"
+
+#include "Kernels.h"
+
+#include "moec/Dialect/MoE/MoEDialect.h"
+#include "moec/Dialect/ONNX/ONNXDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace moec::interp {
+
+void registerInterpretedDialects(DialectRegistry &registry) {
+  registry.insert<func::FuncDialect, arith::ArithDialect, tensor::TensorDialect,
+                  moe::MoEDialect, onnx::ONNXDialect>();
+}
+
+namespace {
+
+/// Whether `tensor`'s shape fits `type` (same rank; static dims equal).
+bool shapeFits(const Tensor &tensor, RankedTensorType type) {
+  if (tensor.rank() != type.getRank())
+    return false;
+  for (auto [size, declared] : llvm::zip(tensor.shape, type.getShape()))
+    if (!ShapedType::isDynamic(declared) && size != declared)
+      return false;
+  return true;
+}
+
+/// Checks that `type` is something the interpreter can hold: a ranked tensor
+/// of a known element type. `what` names the value in the message.
+LogicalResult checkSupportedType(Operation *op, Type type, const Twine &what) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  if (!ranked)
+    return op->emitOpError() << what << " has type " << type
+                             << "; the interpreter evaluates ranked tensors only";
+  if (!getElementType(ranked.getElementType()))
+    return op->emitOpError() << what << " has element type " << ranked.getElementType()
+                             << ", which the interpreter does not support";
+  return success();
+}
+
+class FunctionInterpreter {
+public:
+  FailureOr<SmallVector<Tensor>> run(func::FuncOp function, ArrayRef<Tensor> arguments) {
+    if (function.isExternal())
+      return function.emitOpError("has no body to interpret");
+    if (!function.getBody().hasOneBlock())
+      return function.emitOpError("has more than one block; the interpreter runs "
+                                  "straight-line functions only");
+    if (failed(bindArguments(function, arguments)))
+      return failure();
+    for (Operation &op : function.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op))
+        return returnValues(ret);
+      if (failed(evaluate(op)))
+        return failure();
+    }
+    return function.emitOpError("ends without func.return");
+  }
+
+private:
+  LogicalResult bindArguments(func::FuncOp function, ArrayRef<Tensor> arguments) {
+    Block &entry = function.getBody().front();
+    if (arguments.size() != entry.getNumArguments())
+      return function.emitOpError() << "takes " << entry.getNumArguments()
+                                    << " arguments, but " << arguments.size()
+                                    << " were given";
+    for (auto [index, argument, tensor] : llvm::enumerate(entry.getArguments(), arguments)) {
+      if (failed(checkSupportedType(function, argument.getType(),
+                                    "argument " + Twine(index))))
+        return failure();
+      auto type = cast<RankedTensorType>(argument.getType());
+      if (tensor.elementType != *getElementType(type.getElementType()) ||
+          !shapeFits(tensor, type))
+        return function.emitOpError()
+               << "argument " << index << " of type " << type << " cannot take a "
+               << tensor.describe() << " tensor";
+      values[argument] = tensor;
+      values[argument].round();
+    }
+    return success();
+  }
+
+  FailureOr<SmallVector<Tensor>> returnValues(func::ReturnOp ret) {
+    SmallVector<Tensor> results;
+    for (Value operand : ret.getOperands()) {
+      auto it = values.find(operand);
+      if (it == values.end())
+        return ret.emitOpError("returns a value that is not a tensor");
+      results.push_back(it->second);
+    }
+    return results;
+  }
+
+  LogicalResult evaluate(Operation &op) {
+    for (auto [index, result] : llvm::enumerate(op.getResults()))
+      if (!isa<NoneType>(result.getType()) &&
+          failed(checkSupportedType(&op, result.getType(), "result " + Twine(index))))
+        return failure();
+
+    SmallVector<const Tensor *> operands;
+    for (Value operand : op.getOperands()) {
+      if (isa<NoneType>(operand.getType())) {
+        operands.push_back(nullptr); // an omitted optional ONNX input
+        continue;
+      }
+      auto it = values.find(operand);
+      if (it == values.end())
+        return op.emitOpError("uses a value the interpreter has not computed");
+      operands.push_back(&it->second);
+    }
+
+    SmallVector<Tensor> results;
+    if (failed(dispatch(op, operands, results)))
+      return failure();
+    if (results.size() != op.getNumResults())
+      return op.emitOpError() << "interpreter kernel produced " << results.size()
+                              << " results for " << op.getNumResults();
+    for (auto [index, result, tensor] : llvm::enumerate(op.getResults(), results)) {
+      if (isa<NoneType>(result.getType()))
+        continue;
+      auto type = cast<RankedTensorType>(result.getType());
+      tensor.elementType = *getElementType(type.getElementType());
+      if (!shapeFits(tensor, type))
+        return op.emitOpError() << "result " << index << " has shape "
+                                << formatShape(tensor.shape)
+                                << " at run time, which does not fit its declared type "
+                                << type;
+      tensor.round();
+    }
+    for (auto [result, tensor] : llvm::zip(op.getResults(), results))
+      if (!isa<NoneType>(result.getType()))
+        values[result] = std::move(tensor);
+    return success();
+  }
+
+  LogicalResult dispatch(Operation &op, detail::Operands operands, detail::Results &results) {
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      FailureOr<Tensor> tensor = tensorFromAttribute(constant.getValue(), op.getLoc());
+      if (failed(tensor))
+        return failure();
+      results.push_back(std::move(*tensor));
+      return success();
+    }
+    if (auto empty = dyn_cast<tensor::EmptyOp>(op)) {
+      if (!empty.getType().hasStaticShape())
+        return op.emitOpError("with dynamic sizes is not supported by the interpreter");
+      // The contents are undefined: NaN makes a read of them visible.
+      ElementType type = detail::resultElementType(&op);
+      results.emplace_back(type, empty.getType().getShape(),
+                           isFloat(type) ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+      return success();
+    }
+    if (isa_and_nonnull<onnx::ONNXDialect>(op.getDialect()))
+      return detail::evalONNXOp(&op, operands, results);
+    if (isa_and_nonnull<moe::MoEDialect>(op.getDialect()))
+      return detail::evalMoEOp(&op, operands, results);
+    return op.emitOpError("is not supported by the interpreter");
+  }
+
+  llvm::DenseMap<Value, Tensor> values;
+};
+
+} // namespace
+
+FailureOr<SmallVector<Tensor>> interpret(func::FuncOp function, ArrayRef<Tensor> arguments) {
+  return FunctionInterpreter().run(function, arguments);
+}
+
+} // namespace moec::interp

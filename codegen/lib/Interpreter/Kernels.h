@@ -1,0 +1,63 @@
+//===- Kernels.h - the interpreter's op kernels (internal) -----*- C++ -*-===//
+//
+// A kernel computes the exact (f64) results of one op from its operand
+// tensors. The driver (Interpreter.cpp) then rounds each result to its declared
+// element type and checks its shape, so kernels neither round nor re-check the
+// declared types; they check what the verifier cannot: run-time shapes,
+// indices, and attribute values against those shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_INTERPRETER_KERNELS_H
+#define MOEC_INTERPRETER_KERNELS_H
+
+#include "moec/Interpreter/Tensor.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+
+namespace moec::interp::detail {
+
+/// The operands of an op; null where an optional input is absent (the value
+/// of onnx.NoValue, or an omitted optional operand of a moe op).
+using Operands = llvm::ArrayRef<const Tensor *>;
+/// The results a kernel appends, one per op result (a result of type `none`
+/// gets an empty placeholder).
+using Results = llvm::SmallVectorImpl<Tensor>;
+
+/// Evaluates an op of the `onnx` dialect; an op it does not know is an error.
+mlir::LogicalResult evalONNXOp(mlir::Operation *op, Operands operands, Results &results);
+/// Evaluates an op of the `moe` dialect.
+mlir::LogicalResult evalMoEOp(mlir::Operation *op, Operands operands, Results &results);
+
+/// The declared element type of result `index` (the driver has checked that
+/// every result type is a ranked tensor of a known element type, or none).
+inline ElementType resultElementType(mlir::Operation *op, unsigned index = 0) {
+  auto type = llvm::dyn_cast<mlir::RankedTensorType>(op->getResult(index).getType());
+  if (!type)
+    return ElementType::F32;
+  return getElementType(type.getElementType()).value_or(ElementType::F32);
+}
+
+/// An optional integer attribute's value, or ONNX's default.
+inline int64_t attrOr(mlir::IntegerAttr attr, int64_t fallback) {
+  return attr ? attr.getInt() : fallback;
+}
+/// An optional float attribute's value, or ONNX's default.
+inline double attrOr(mlir::FloatAttr attr, double fallback) {
+  return attr ? attr.getValueAsDouble() : fallback;
+}
+
+/// The elements of an integer operand (shape, axes, K, ...) as int64s.
+inline llvm::SmallVector<int64_t> toInt64s(const Tensor &tensor) {
+  llvm::SmallVector<int64_t> values;
+  values.reserve(tensor.values.size());
+  for (double value : tensor.values)
+    values.push_back(toInt64(value));
+  return values;
+}
+
+} // namespace moec::interp::detail
+
+#endif // MOEC_INTERPRETER_KERNELS_H

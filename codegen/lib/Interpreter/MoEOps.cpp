@@ -1,0 +1,641 @@
+//===- MoEOps.cpp - the moe dialect's kernels -----------------------------===//
+//
+// docs/dialect.md is the specification these kernels follow, rule by rule:
+// routing (scores, selection with the correction bias, group-limited top-k
+// with -inf masking, ties to the lower id, normalisation with +1e-20, the
+// scaling factor), the stable sort with the sentinel, inclusive end offsets,
+// rows past num_valid that are never computed nor read, and the FP8 block
+// scales. moe.layer is evaluated directly from its definition, independently
+// of the lowered ops, so that a lowering can be checked against it.
+//
+// Rows the lowered ops leave unspecified are NaN here, so a later op that
+// reads them by mistake produces NaN instead of a plausible number.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Indexing.h"
+#include "Kernels.h"
+
+#include "moec/Dialect/MoE/MoEOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <numeric>
+
+using namespace mlir;
+using namespace moec::moe;
+
+namespace moec::interp::detail {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+/// The tensor of `value`, one of `op`'s operands; null for an absent optional
+/// operand. (The same value twice is the same tensor, so the first match is right.)
+const Tensor *operandTensor(Operation *op, Operands in, Value value) {
+  if (!value)
+    return nullptr;
+  for (OpOperand &operand : op->getOpOperands())
+    if (operand.get() == value)
+      return in[operand.getOperandNumber()];
+  return nullptr;
+}
+
+/// Checks a run-time shape against the expected one; -1 accepts any size.
+LogicalResult expectShape(Operation *op, const Tensor *tensor, StringRef name,
+                          ArrayRef<int64_t> expected) {
+  if (!tensor)
+    return success();
+  bool fits = tensor->rank() == static_cast<int64_t>(expected.size());
+  for (size_t d = 0; fits && d < expected.size(); ++d)
+    fits = expected[d] < 0 || tensor->dim(d) == expected[d];
+  if (fits)
+    return success();
+  std::string wanted = "[";
+  for (auto [d, size] : llvm::enumerate(expected))
+    wanted += (d ? ", " : "") + (size < 0 ? std::string("?") : std::to_string(size));
+  return op->emitOpError() << name << " has shape " << formatShape(tensor->shape)
+                           << " at run time, expected " << wanted << "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Activation
+//===----------------------------------------------------------------------===//
+
+/// `#moe.activation`: f and SwiGLU's alpha, beta and limit.
+struct Activation {
+  ActivationKind kind;
+  double alpha, beta, limit;
+
+  explicit Activation(ActivationAttr attr)
+      : kind(attr.getKind()), alpha(attr.getAlphaValue()), beta(attr.getBetaValue()),
+        limit(attr.getLimitValue()) {}
+
+  double f(double g) const {
+    switch (kind) {
+    case ActivationKind::SiLU: return g * sigmoid(alpha * g);
+    case ActivationKind::GELU: return 0.5 * g * (1.0 + std::erf(g / std::numbers::sqrt2));
+    case ActivationKind::ReLU: return std::isnan(g) ? g : std::max(g, 0.0);
+    case ActivationKind::Identity: return g;
+    }
+    llvm_unreachable("unknown activation");
+  }
+
+  /// Gated: f(g) · (u + beta), the inputs clamped first when limit is finite.
+  double gated(double g, double u) const {
+    if (std::isfinite(limit)) {
+      g = std::min(g, limit);
+      u = std::clamp(u, -limit, limit);
+    }
+    return f(g) * (u + beta);
+  }
+
+  /// A projected row of `in.size()` values to `out`: halves for the fused gated
+  /// layouts, f per element for `none`.
+  void apply(GateUpLayout layout, ArrayRef<double> in, MutableArrayRef<double> out) const {
+    size_t half = in.size() / 2;
+    switch (layout) {
+    case GateUpLayout::None:
+      for (size_t i = 0; i < in.size(); ++i)
+        out[i] = f(in[i]);
+      return;
+    case GateUpLayout::Concatenated:
+      for (size_t i = 0; i < half; ++i)
+        out[i] = gated(in[i], in[half + i]);
+      return;
+    case GateUpLayout::Interleaved:
+      for (size_t i = 0; i < half; ++i)
+        out[i] = gated(in[2 * i], in[2 * i + 1]);
+      return;
+    case GateUpLayout::Separate:
+      llvm_unreachable("separate gate and up are applied by moe.layer itself");
+    }
+  }
+};
+
+/// `y = W · x (+ b)` for W [rows, cols] at `w` and x [cols]: an f64 dot per row.
+void matvec(const double *w, const double *x, const double *bias, int64_t rows, int64_t cols,
+            MutableArrayRef<double> y) {
+  for (int64_t n = 0; n < rows; ++n) {
+    double sum = 0.0;
+    for (int64_t k = 0; k < cols; ++k)
+      sum += w[n * cols + k] * x[k];
+    y[n] = bias ? sum + bias[n] : sum;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Routing
+//===----------------------------------------------------------------------===//
+
+struct Routing {
+  RoutingKind kind;
+  int64_t topK, numGroups, topkGroups;
+  bool normalize;
+  double scale;
+};
+
+/// The indices of the `k` best of `scores`: descending, ties to the lower
+/// index, NaN as the largest value (as torch.topk).
+SmallVector<int64_t> topK(ArrayRef<double> scores, int64_t k) {
+  SmallVector<int64_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    double x = scores[a], y = scores[b];
+    if (std::isnan(x) || std::isnan(y))
+      return std::isnan(x) && !std::isnan(y);
+    return x > y;
+  });
+  order.resize(k);
+  return order;
+}
+
+/// Routes one token: its logits [E] and the optional correction bias [E] to
+/// ids [K] and weights [K] (docs/dialect.md, "Routing").
+void routeToken(const Routing &routing, ArrayRef<double> logits, const double *bias,
+                SmallVectorImpl<int64_t> &ids, SmallVectorImpl<double> &weights) {
+  int64_t e = static_cast<int64_t>(logits.size());
+  std::vector<double> scores(logits.begin(), logits.end());
+  if (routing.kind == RoutingKind::SoftmaxTopK) {
+    double max = *std::max_element(scores.begin(), scores.end());
+    double sum = 0.0;
+    for (double &s : scores)
+      sum += s = std::exp(s - max);
+    for (double &s : scores)
+      s /= sum;
+  } else if (routing.kind == RoutingKind::SigmoidGroupTopK) {
+    for (double &s : scores)
+      s = sigmoid(s);
+  }
+  // The correction bias steers the selection only; weights use the scores.
+  std::vector<double> selection = scores;
+  if (bias)
+    for (int64_t i = 0; i < e; ++i)
+      selection[i] += bias[i];
+  if (routing.kind == RoutingKind::SigmoidGroupTopK && routing.numGroups > 1) {
+    int64_t groupSize = e / routing.numGroups;
+    std::vector<double> groupScores(routing.numGroups);
+    for (int64_t g = 0; g < routing.numGroups; ++g) {
+      ArrayRef<double> group(selection.data() + g * groupSize, groupSize);
+      SmallVector<int64_t> best = topK(group, std::min<int64_t>(2, groupSize));
+      groupScores[g] = 0.0;
+      for (int64_t i : best)
+        groupScores[g] += group[i];
+    }
+    SmallVector<int64_t> kept = topK(groupScores, routing.topkGroups);
+    // Experts of the other groups drop to -inf, not 0 (transformers PR #45441).
+    for (int64_t g = 0; g < routing.numGroups; ++g)
+      if (!llvm::is_contained(kept, g))
+        std::fill_n(selection.begin() + g * groupSize, groupSize, -kInf);
+  }
+  SmallVector<int64_t> best = topK(selection, routing.topK);
+  ids.assign(best.begin(), best.end());
+  weights.clear();
+  for (int64_t id : ids)
+    weights.push_back(routing.kind == RoutingKind::TopKSoftmax ? logits[id] : scores[id]);
+  if (routing.kind == RoutingKind::TopKSoftmax) {
+    double max = *std::max_element(weights.begin(), weights.end());
+    double sum = 0.0;
+    for (double &w : weights)
+      sum += w = std::exp(w - max);
+    for (double &w : weights)
+      w /= sum;
+  }
+  if (routing.normalize) {
+    double sum = std::accumulate(weights.begin(), weights.end(), 0.0) + 1e-20;
+    for (double &w : weights)
+      w /= sum;
+  }
+  for (double &w : weights)
+    w *= routing.scale;
+}
+
+template <typename OpTy> Routing routingOf(OpTy op) {
+  return Routing{op.getRouting(),
+                 static_cast<int64_t>(op.getTopK()),
+                 static_cast<int64_t>(op.getNumGroups()),
+                 static_cast<int64_t>(op.getTopkGroups()),
+                 op.getNormalize(),
+                 op.getRoutedScalingFactor().convertToDouble()};
+}
+
+/// Checks the run-time E against the routing's group attributes (the verifier
+/// checks them when E is static).
+LogicalResult checkRouting(Operation *op, const Routing &routing, int64_t experts) {
+  if (routing.topK > experts)
+    return op->emitOpError() << "top_k = " << routing.topK << " exceeds the " << experts
+                             << " experts";
+  if (routing.kind == RoutingKind::SigmoidGroupTopK &&
+      (experts % routing.numGroups != 0 ||
+       routing.topK > routing.topkGroups * (experts / routing.numGroups)))
+    return op->emitOpError() << "num_groups = " << routing.numGroups << " and topk_groups = "
+                             << routing.topkGroups << " do not fit " << experts << " experts";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// moe.layer
+//===----------------------------------------------------------------------===//
+
+LogicalResult evalLayer(LayerOp op, Operands in, Results &out) {
+  auto get = [&](Value value) { return operandTensor(op, in, value); };
+  const Tensor &hidden = *get(op.getHidden());
+  const Tensor &gateUp = *get(op.getGateUpWeight());
+  const Tensor &down = *get(op.getDownWeight());
+  const Tensor *routerWeight = get(op.getRouterWeight()), *routerLogits = get(op.getRouterLogits());
+  const Tensor *routerBias = get(op.getRouterBias()), *correction = get(op.getCorrectionBias());
+  const Tensor *up = get(op.getUpWeight()), *gateUpBias = get(op.getGateUpBias());
+  const Tensor *upBias = get(op.getUpBias()), *downBias = get(op.getDownBias());
+  const Tensor *sharedGateUp = get(op.getSharedGateUpWeight());
+  const Tensor *sharedDown = get(op.getSharedDownWeight());
+  const Tensor *sharedGate = get(op.getSharedGateWeight());
+
+  GateUpLayout layout = op.getGateUpLayout();
+  bool fused = layout == GateUpLayout::Concatenated || layout == GateUpLayout::Interleaved;
+  int64_t t = hidden.dim(0), h = hidden.dim(1), e = gateUp.dim(0), rows = gateUp.dim(1);
+  int64_t inter = down.dim(2);
+  int64_t sharedRows = sharedGateUp ? sharedGateUp->dim(0) : 0;
+  int64_t sharedInter = sharedDown ? sharedDown->dim(1) : 0;
+  if (failed(expectShape(op, &gateUp, "gate_up_weight", {e, fused ? 2 * inter : inter, h})) ||
+      failed(expectShape(op, &down, "down_weight", {e, h, inter})) ||
+      failed(expectShape(op, up, "up_weight", {e, inter, h})) ||
+      failed(expectShape(op, routerWeight, "router_weight", {e, h})) ||
+      failed(expectShape(op, routerLogits, "router_logits", {t, e})) ||
+      failed(expectShape(op, routerBias, "router_bias", {e})) ||
+      failed(expectShape(op, correction, "correction_bias", {e})) ||
+      failed(expectShape(op, gateUpBias, "gate_up_bias", {e, rows})) ||
+      failed(expectShape(op, upBias, "up_bias", {e, inter})) ||
+      failed(expectShape(op, downBias, "down_bias", {e, h})) ||
+      failed(expectShape(op, sharedGateUp, "shared_gate_up_weight",
+                         {op.isGated() ? 2 * sharedInter : sharedInter, h})) ||
+      failed(expectShape(op, sharedDown, "shared_down_weight", {h, sharedInter})) ||
+      failed(expectShape(op, sharedGate, "shared_gate_weight", {1, h})))
+    return failure();
+  Routing routing = routingOf(op);
+  if (failed(checkRouting(op, routing, e)))
+    return failure();
+  Activation activation(op.getActivation());
+  // The shared expert is gated (and then concatenated) exactly when the routed ones are.
+  GateUpLayout sharedLayout = op.isGated() ? GateUpLayout::Concatenated : GateUpLayout::None;
+
+  Tensor &result = out.emplace_back(resultElementType(op), hidden.shape, 0.0);
+  std::vector<double> logits(e), projected(std::max(rows, sharedRows)), upRow(inter);
+  std::vector<double> act(std::max(inter, sharedInter)), y(h);
+  SmallVector<int64_t> ids;
+  SmallVector<double> weights;
+  auto at = [](const Tensor *tensor, int64_t offset) {
+    return tensor ? tensor->values.data() + offset : nullptr;
+  };
+  for (int64_t token = 0; token < t; ++token) {
+    const double *x = hidden.values.data() + token * h;
+    if (routerWeight)
+      matvec(routerWeight->values.data(), x, at(routerBias, 0), e, h, logits);
+    else
+      std::copy_n(routerLogits->values.begin() + token * e, e, logits.begin());
+    routeToken(routing, logits, at(correction, 0), ids, weights);
+
+    double *row = result.values.data() + token * h;
+    for (auto [id, weight] : llvm::zip(ids, weights)) {
+      matvec(gateUp.values.data() + id * rows * h, x, at(gateUpBias, id * rows), rows, h,
+             MutableArrayRef<double>(projected).take_front(rows));
+      if (layout == GateUpLayout::Separate) {
+        matvec(up->values.data() + id * inter * h, x, at(upBias, id * inter), inter, h, upRow);
+        for (int64_t i = 0; i < inter; ++i)
+          act[i] = activation.gated(projected[i], upRow[i]);
+      } else {
+        activation.apply(layout, ArrayRef<double>(projected).take_front(rows), act);
+      }
+      matvec(down.values.data() + id * h * inter, act.data(), at(downBias, id * h), h, inter, y);
+      for (int64_t i = 0; i < h; ++i)
+        row[i] += weight * y[i];
+    }
+
+    if (sharedGateUp) {
+      matvec(sharedGateUp->values.data(), x, nullptr, sharedRows, h,
+             MutableArrayRef<double>(projected).take_front(sharedRows));
+      activation.apply(sharedLayout, ArrayRef<double>(projected).take_front(sharedRows), act);
+      matvec(sharedDown->values.data(), act.data(), nullptr, h, sharedInter, y);
+      double scale = 1.0;
+      if (sharedGate) {
+        double g = 0.0;
+        matvec(sharedGate->values.data(), x, nullptr, 1, h, MutableArrayRef<double>(g));
+        scale = sigmoid(g);
+      }
+      for (int64_t i = 0; i < h; ++i)
+        row[i] += scale * y[i];
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The lowered ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult evalRoute(RouteOp op, Operands in, Results &out) {
+  const Tensor &logits = *in[0];
+  const Tensor *correction = operandTensor(op, in, op.getCorrectionBias());
+  int64_t t = logits.dim(0), e = logits.dim(1);
+  Routing routing = routingOf(op);
+  if (failed(expectShape(op, correction, "correction_bias", {e})) ||
+      failed(checkRouting(op, routing, e)))
+    return failure();
+  out.emplace_back(resultElementType(op, 0), ArrayRef<int64_t>{t, routing.topK});
+  out.emplace_back(resultElementType(op, 1), ArrayRef<int64_t>{t, routing.topK});
+  Tensor &ids = out[out.size() - 2], &weights = out.back();
+  SmallVector<int64_t> tokenIds;
+  SmallVector<double> tokenWeights;
+  for (int64_t token = 0; token < t; ++token) {
+    routeToken(routing, ArrayRef<double>(logits.values).slice(token * e, e),
+               correction ? correction->values.data() : nullptr, tokenIds, tokenWeights);
+    for (int64_t k = 0; k < routing.topK; ++k) {
+      ids.values[token * routing.topK + k] = static_cast<double>(tokenIds[k]);
+      weights.values[token * routing.topK + k] = tokenWeights[k];
+    }
+  }
+  return success();
+}
+
+/// Stable counting sort of the slots by local id; every non-local id is the
+/// sentinel E and sorts last.
+LogicalResult evalSort(SortOp op, Operands in, Results &out) {
+  const Tensor &ids = *in[0];
+  int64_t e = op.getNumExperts(), first = static_cast<int64_t>(op.getFirstExpert());
+  int64_t slots = ids.numElements();
+  std::vector<int64_t> local(slots), counts(e + 1, 0);
+  for (int64_t s = 0; s < slots; ++s) {
+    double id = ids.values[s];
+    local[s] = id >= static_cast<double>(first) && id < static_cast<double>(first + e)
+                   ? static_cast<int64_t>(id) - first
+                   : e;
+    ++counts[local[s]];
+  }
+  out.emplace_back(resultElementType(op, 0), ArrayRef<int64_t>{slots});
+  out.emplace_back(resultElementType(op, 1), ArrayRef<int64_t>{e});
+  out.emplace_back(resultElementType(op, 2), ArrayRef<int64_t>{});
+  Tensor &permutation = out[out.size() - 3], &offsets = out[out.size() - 2], &numValid = out.back();
+  std::vector<int64_t> next(e + 1, 0); // the first sorted row of each bucket
+  for (int64_t i = 1; i <= e; ++i)
+    next[i] = next[i - 1] + counts[i - 1];
+  for (int64_t i = 0; i < e; ++i)
+    offsets.values[i] = static_cast<double>(next[i] + counts[i]); // inclusive end
+  numValid.values[0] = static_cast<double>(next[e]);
+  for (int64_t s = 0; s < slots; ++s)
+    permutation.values[next[local[s]]++] = static_cast<double>(s);
+  return success();
+}
+
+/// num_valid as a row count in [0, slots], or an error.
+FailureOr<int64_t> numValidOf(Operation *op, const Tensor &numValid, int64_t slots) {
+  int64_t count = toInt64(numValid.values[0]);
+  if (count < 0 || count > slots)
+    return op->emitOpError() << "num_valid = " << count << " is outside [0, " << slots << "]";
+  return count;
+}
+
+/// permutation[r] for r < num_valid, checked to be slots.
+LogicalResult checkPermutation(Operation *op, const Tensor &permutation, int64_t numValid,
+                               int64_t slots, bool unique) {
+  std::vector<bool> seen(slots, false);
+  for (int64_t r = 0; r < numValid; ++r) {
+    int64_t slot = toInt64(permutation.values[r]);
+    if (slot < 0 || slot >= slots)
+      return op->emitOpError() << "permutation[" << r << "] = " << slot
+                               << " is not a slot in [0, " << slots << ")";
+    if (unique && seen[slot])
+      return op->emitOpError() << "permutation lists slot " << slot << " twice (again at row "
+                               << r << ")";
+    seen[slot] = true;
+  }
+  return success();
+}
+
+LogicalResult evalPermute(PermuteOp op, Operands in, Results &out) {
+  const Tensor &hidden = *in[0], &permutation = *in[1];
+  int64_t t = hidden.dim(0), h = hidden.dim(1), slots = permutation.dim(0);
+  int64_t topK = static_cast<int64_t>(op.getTopK());
+  if (slots != t * topK)
+    return op.emitOpError() << "permutation has " << slots << " rows, but " << t
+                            << " tokens times top_k = " << topK << " make " << t * topK;
+  FailureOr<int64_t> numValid = numValidOf(op, *in[2], slots);
+  if (failed(numValid) || failed(checkPermutation(op, permutation, *numValid, slots, false)))
+    return failure();
+  // Rows at or past num_valid are not written: NaN stands for "unspecified".
+  Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{slots, h}, kNaN);
+  for (int64_t r = 0; r < *numValid; ++r) {
+    int64_t token = toInt64(permutation.values[r]) / topK;
+    std::copy_n(hidden.values.begin() + token * h, h, result.values.begin() + r * h);
+  }
+  return success();
+}
+
+/// Checks that offsets are non-decreasing inclusive ends within [0, rows].
+LogicalResult checkOffsets(Operation *op, const Tensor &offsets, int64_t rows) {
+  int64_t previous = 0;
+  for (int64_t e = 0; e < offsets.numElements(); ++e) {
+    int64_t end = toInt64(offsets.values[e]);
+    if (end < previous || end > rows)
+      return op->emitOpError() << "offsets[" << e << "] = " << end
+                               << " is not an inclusive end in [" << previous << ", " << rows
+                               << "]";
+    previous = end;
+  }
+  return success();
+}
+
+/// Rows of lhs times their expert's weights, per the offsets; FP8 operands are
+/// their decoded e4m3 values times the block scales of each 128-wide K block.
+LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
+  auto get = [&](Value value) { return operandTensor(op, in, value); };
+  const Tensor &lhs = *get(op.getLhs()), &weights = *get(op.getWeights());
+  const Tensor &offsets = *get(op.getOffsets());
+  const Tensor *bias = get(op.getBias()), *lhsScales = get(op.getLhsScales());
+  const Tensor *weightScales = get(op.getWeightScales());
+  int64_t rows = lhs.dim(0), k = lhs.dim(1), e = weights.dim(0), n = weights.dim(1);
+  int64_t kBlocks = (k + moe::kScaleBlock - 1) / moe::kScaleBlock;
+  int64_t nBlocks = (n + moe::kScaleBlock - 1) / moe::kScaleBlock;
+  if (failed(expectShape(op, &weights, "weights", {e, n, k})) ||
+      failed(expectShape(op, &offsets, "offsets", {e})) ||
+      failed(expectShape(op, bias, "bias", {e, n})) ||
+      failed(expectShape(op, lhsScales, "lhs_scales", {rows, kBlocks})) ||
+      failed(expectShape(op, weightScales, "weight_scales", {e, nBlocks, kBlocks})) ||
+      failed(checkOffsets(op, offsets, rows)))
+    return failure();
+  std::optional<ActivationAttr> epilogue = op.getEpilogue();
+  GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
+  int64_t width = epilogue && layout != GateUpLayout::None ? n / 2 : n;
+  // Rows past offsets[E-1] are never computed.
+  Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{rows, width}, kNaN);
+  std::vector<double> acc(n);
+  int64_t begin = 0;
+  for (int64_t expert = 0; expert < e; ++expert) {
+    int64_t end = toInt64(offsets.values[expert]);
+    const double *w = weights.values.data() + expert * n * k;
+    for (int64_t r = begin; r < end; ++r) {
+      const double *x = lhs.values.data() + r * k;
+      for (int64_t col = 0; col < n; ++col) {
+        double sum = 0.0;
+        for (int64_t kb = 0; kb < kBlocks; ++kb) {
+          double partial = 0.0;
+          for (int64_t i = kb * moe::kScaleBlock; i < std::min(k, (kb + 1) * moe::kScaleBlock); ++i)
+            partial += x[i] * w[col * k + i];
+          if (lhsScales)
+            partial *= lhsScales->values[r * kBlocks + kb];
+          if (weightScales)
+            partial *= weightScales->values[(expert * nBlocks + col / moe::kScaleBlock) * kBlocks + kb];
+          sum += partial;
+        }
+        acc[col] = bias ? sum + bias->values[expert * n + col] : sum;
+      }
+      MutableArrayRef<double> dest(result.values.data() + r * width, width);
+      if (epilogue)
+        Activation(*epilogue).apply(layout, acc, dest);
+      else
+        std::copy(acc.begin(), acc.end(), dest.begin());
+    }
+    begin = end;
+  }
+  return success();
+}
+
+LogicalResult evalActivation(ActivationOp op, Operands in, Results &out) {
+  const Tensor &input = *in[0];
+  int64_t m = input.dim(0), n = input.dim(1);
+  GateUpLayout layout = op.getLayout();
+  int64_t width = layout == GateUpLayout::None ? n : n / 2;
+  Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
+  Activation activation(op.getActivation());
+  for (int64_t r = 0; r < m; ++r)
+    activation.apply(layout, ArrayRef<double>(input.values).slice(r * n, n),
+                     MutableArrayRef<double>(result.values.data() + r * width, width));
+  return success();
+}
+
+/// Weighted sum of each token's valid slots, ascending k; rows past num_valid
+/// are never read, and a token without a valid slot gets an exact 0 (plus the
+/// addend, where the op carries one).
+LogicalResult evalCombine(CombineOp op, Operands in, Results &out) {
+  const Tensor &rows = *in[0], &permutation = *in[1], &weights = *in[2];
+  // Operands 4 and 5 are the optional addend [T, H] and addend_gate [T, 1].
+  const Tensor *addend = in.size() > 4 ? in[4] : nullptr;
+  const Tensor *addendGate = in.size() > 5 ? in[5] : nullptr;
+  int64_t slots = rows.dim(0), h = rows.dim(1), t = weights.dim(0), topK = weights.dim(1);
+  if (slots != t * topK || permutation.dim(0) != slots)
+    return op.emitOpError() << "rows " << formatShape(rows.shape) << ", permutation "
+                            << formatShape(permutation.shape) << " and weights "
+                            << formatShape(weights.shape) << " disagree on T * K";
+  if (failed(expectShape(op, addend, "addend", {t, h})) ||
+      failed(expectShape(op, addendGate, "addend_gate", {t, 1})))
+    return failure();
+  FailureOr<int64_t> numValid = numValidOf(op, *in[3], slots);
+  if (failed(numValid) || failed(checkPermutation(op, permutation, *numValid, slots, true)))
+    return failure();
+  std::vector<int64_t> rowOfSlot(slots, -1);
+  for (int64_t r = 0; r < *numValid; ++r)
+    rowOfSlot[toInt64(permutation.values[r])] = r;
+  Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{t, h}, 0.0);
+  for (int64_t token = 0; token < t; ++token) {
+    double *dest = result.values.data() + token * h;
+    for (int64_t k = 0; k < topK; ++k) {
+      int64_t r = rowOfSlot[token * topK + k];
+      if (r < 0)
+        continue; // a sentinel slot: nothing is read
+      double w = weights.values[token * topK + k];
+      for (int64_t i = 0; i < h; ++i)
+        dest[i] += w * rows.values[r * h + i];
+    }
+    if (addend) {
+      double scale = addendGate ? sigmoid(addendGate->values[token]) : 1.0;
+      for (int64_t i = 0; i < h; ++i)
+        dest[i] += scale * addend->values[token * h + i];
+    }
+  }
+  return success();
+}
+
+/// input · weightᵀ + bias with an optional activation epilogue (moe.linear).
+LogicalResult evalLinear(Operation *op, Operands in, Results &out) {
+  const Tensor &input = *in[0], &weight = *in[1];
+  const Tensor *bias = in.size() > 2 ? in[2] : nullptr;
+  int64_t m = input.dim(0), k = input.dim(1), n = weight.dim(0);
+  if (failed(expectShape(op, &weight, "weight", {n, k})) ||
+      failed(expectShape(op, bias, "bias", {n})))
+    return failure();
+  auto epilogue = op->getAttrOfType<ActivationAttr>("epilogue");
+  auto layoutAttr = op->getAttrOfType<GateUpLayoutAttr>("epilogue_layout");
+  GateUpLayout layout = layoutAttr ? layoutAttr.getValue() : GateUpLayout::None;
+  int64_t width = epilogue && layout != GateUpLayout::None ? n / 2 : n;
+  Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
+  std::vector<double> acc(n);
+  for (int64_t r = 0; r < m; ++r) {
+    matvec(weight.values.data(), input.values.data() + r * k,
+           bias ? bias->values.data() : nullptr, n, k, acc);
+    MutableArrayRef<double> dest(result.values.data() + r * width, width);
+    if (epilogue)
+      Activation(epilogue).apply(layout, acc, dest);
+    else
+      std::copy(acc.begin(), acc.end(), dest.begin());
+  }
+  return success();
+}
+
+/// Per row and 128-column group: scale = max(amax / 448, 1e-12) (as f32, the
+/// type it is stored in), q = e4m3(x / scale), nearest even, saturating.
+LogicalResult evalQuantize(QuantizeOp op, Operands in, Results &out) {
+  const Tensor &input = *in[0];
+  int64_t m = input.dim(0), k = input.dim(1);
+  int64_t groups = (k + moe::kScaleBlock - 1) / moe::kScaleBlock;
+  out.emplace_back(resultElementType(op, 0), ArrayRef<int64_t>{m, k});
+  out.emplace_back(resultElementType(op, 1), ArrayRef<int64_t>{m, groups});
+  Tensor &q = out[out.size() - 2], &scales = out.back();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t begin = g * moe::kScaleBlock, end = std::min(k, begin + moe::kScaleBlock);
+      double amax = 0.0;
+      for (int64_t i = begin; i < end; ++i) {
+        double x = std::fabs(input.values[r * k + i]);
+        amax = std::isnan(x) || std::isnan(amax) ? kNaN : std::max(amax, x);
+      }
+      double scale = roundTo(scales.elementType, std::max(amax / moe::kE4M3Max, 1e-12));
+      if (std::isnan(amax))
+        scale = kNaN;
+      scales.values[r * groups + g] = scale;
+      for (int64_t i = begin; i < end; ++i)
+        q.values[r * k + i] = roundTo(ElementType::F8E4M3FN, input.values[r * k + i] / scale);
+    }
+  return success();
+}
+
+} // namespace
+
+LogicalResult evalMoEOp(Operation *op, Operands in, Results &out) {
+  // moe.linear is matched by name: it is new in the dialect.
+  if (op->getName().getStringRef() == "moe.linear")
+    return evalLinear(op, in, out);
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<LayerOp>([&](LayerOp o) { return evalLayer(o, in, out); })
+      .Case<RouteOp>([&](RouteOp o) { return evalRoute(o, in, out); })
+      .Case<SortOp>([&](SortOp o) { return evalSort(o, in, out); })
+      .Case<PermuteOp>([&](PermuteOp o) { return evalPermute(o, in, out); })
+      .Case<GroupedMatmulOp>([&](GroupedMatmulOp o) { return evalGroupedMatmul(o, in, out); })
+      .Case<ActivationOp>([&](ActivationOp o) { return evalActivation(o, in, out); })
+      .Case<CombineOp>([&](CombineOp o) { return evalCombine(o, in, out); })
+      .Case<QuantizeOp>([&](QuantizeOp o) { return evalQuantize(o, in, out); })
+      .Case<AllReduceOp>([&](AllReduceOp o) {
+        return o.emitOpError() << "sums the partial outputs of " << o.getEpSize()
+                               << " expert-parallel ranks; the interpreter runs one process "
+                                  "and cannot evaluate it";
+      })
+      .Default([](Operation *other) {
+        return other->emitOpError("is not supported by the interpreter");
+      });
+}
+
+} // namespace moec::interp::detail

@@ -1,0 +1,249 @@
+//===- moec-interp.cpp - runs a function with the reference interpreter ---===//
+//
+//   moec-interp FILE.mlir|FILE.onnx [--inputs IN.npz] [--outputs OUT.npz]
+//               [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
+//               [--function NAME] [--print]
+//
+// Evaluates one func.func in f64 (codegen/include/moec/Interpreter) on the
+// arrays of IN.npz, keyed by argument name (HostIO.h says how names and dtypes
+// are matched), writes the results to OUT.npz (atomically), compares them with
+// REF.npz and prints them as text with --print. An .onnx file is imported
+// first, as `moec-translate --import-onnx` would.
+//
+// Exit status: 0 on success, 1 when an output differs from REF.npz, 2 on any
+// other error (bad input, unsupported op, ...), which is printed with the
+// location of the op at fault.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Dialect/ONNX/Import.h"
+#include "moec/Interpreter/HostIO.h"
+#include "moec/Interpreter/Interpreter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+namespace interp = moec::interp;
+
+namespace {
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir or .onnx file>"),
+                               cl::Required);
+cl::opt<std::string> inputsPath("inputs", cl::desc("arguments, one array per argument name"),
+                                cl::value_desc("IN.npz"));
+cl::opt<std::string> outputsPath("outputs", cl::desc("write the results here"),
+                                 cl::value_desc("OUT.npz"));
+cl::opt<std::string> expectedPath("expected-outputs",
+                                  cl::desc("compare every result with the array of its name"),
+                                  cl::value_desc("REF.npz"));
+cl::opt<double> relTolerance("rtol", cl::desc("relative tolerance of --expected-outputs"),
+                     cl::init(1e-5));
+cl::opt<double> absTolerance("atol", cl::desc("absolute tolerance of --expected-outputs"),
+                     cl::init(1e-6));
+cl::opt<bool> scaleAtol("scale-atol",
+                        cl::desc("multiply atol by max(1, max |expected|) per output, as "
+                                 "test/fixtures/check_onnxruntime.py does"));
+cl::opt<std::string> functionName("function",
+                                  cl::desc("the function to run (default: the only one)"),
+                                  cl::value_desc("NAME"));
+cl::opt<bool> printResults("print", cl::desc("print the results as text"));
+
+constexpr int kMismatch = 1;
+constexpr int kError = 2;
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "moec-interp: error: " << message << "\n";
+  return kError;
+}
+
+OwningOpRef<ModuleOp> load(MLIRContext &context, llvm::SourceMgr &sourceMgr) {
+  std::string message;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(inputFile, &message);
+  if (!buffer) {
+    llvm::errs() << "moec-interp: error: " << message << "\n";
+    return nullptr;
+  }
+  if (llvm::StringRef(inputFile).ends_with(".onnx")) {
+    OwningOpRef<ModuleOp> module = moec::onnx::importModel(*buffer, inputFile, context);
+    if (module && failed(verify(*module)))
+      return nullptr;
+    return module;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
+}
+
+/// The function to run: --function, else the module's only function with a body.
+func::FuncOp selectFunction(ModuleOp module) {
+  SmallVector<func::FuncOp> candidates;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (!function.isExternal())
+      candidates.push_back(function);
+  if (!functionName.empty()) {
+    for (func::FuncOp function : candidates)
+      if (function.getSymName() == functionName)
+        return function;
+    fail("no function @" + functionName + " with a body in " + inputFile);
+    return nullptr;
+  }
+  if (candidates.size() == 1)
+    return candidates.front();
+  std::string names;
+  for (func::FuncOp function : candidates)
+    names += (names.empty() ? "@" : ", @") + function.getSymName().str();
+  fail(llvm::formatv("{0} holds {1} functions ({2}); choose one with --function", inputFile,
+                     candidates.size(), names.empty() ? "none" : names));
+  return nullptr;
+}
+
+/// One element as text: f64 with 17 digits, other floats with 9 (enough to
+/// tell f32 values apart), integers exactly, i1 as true/false.
+void printElement(llvm::raw_ostream &os, interp::ElementType type, double value) {
+  if (type == interp::ElementType::I1) {
+    os << (value != 0.0 ? "true" : "false");
+  } else if (!interp::isFloat(type)) {
+    os << interp::toInt64(value);
+  } else if (std::isnan(value)) {
+    os << "nan";
+  } else {
+    char text[32];
+    std::snprintf(text, sizeof(text), type == interp::ElementType::F64 ? "%.17g" : "%.9g", value);
+    os << text;
+  }
+}
+
+void printNested(llvm::raw_ostream &os, const interp::Tensor &tensor, size_t dim,
+                 int64_t &next) {
+  if (dim == tensor.shape.size()) {
+    printElement(os, tensor.elementType, tensor.values[next++]);
+    return;
+  }
+  os << '[';
+  for (int64_t i = 0; i < tensor.shape[dim]; ++i) {
+    if (i)
+      os << ", ";
+    printNested(os, tensor, dim + 1, next);
+  }
+  os << ']';
+}
+
+/// "name = tensor<2x3xf32> [[1, 2, 3], [4, 5, 6]]"
+void printTensor(llvm::raw_ostream &os, const std::string &name, const interp::Tensor &tensor) {
+  os << name << " = tensor<";
+  for (int64_t size : tensor.shape)
+    os << size << 'x';
+  os << interp::stringify(tensor.elementType) << "> ";
+  int64_t next = 0;
+  printNested(os, tensor, 0, next);
+  os << '\n';
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "moec-interp: runs a function of moec's IR in f64 on .npz "
+                              "inputs\n");
+
+  DialectRegistry registry;
+  interp::registerInterpretedDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  OwningOpRef<ModuleOp> module = load(context, sourceMgr);
+  if (!module)
+    return kError;
+  func::FuncOp function = selectFunction(*module);
+  if (!function)
+    return kError;
+
+  moec::rt::TensorMap inputs;
+  if (!inputsPath.empty()) {
+    moec::rt::Status status = moec::rt::readNpz(inputsPath, inputs);
+    if (!status)
+      return fail(status.message());
+  } else if (function.getNumArguments() != 0) {
+    return fail("@" + function.getSymName() + " takes " +
+                llvm::Twine(function.getNumArguments()) + " arguments; give them with --inputs");
+  }
+  llvm::Expected<SmallVector<interp::Tensor>> arguments = interp::bindArguments(function, inputs);
+  if (!arguments)
+    return fail(inputsPath + ": " + llvm::toString(arguments.takeError()));
+
+  FailureOr<SmallVector<interp::Tensor>> results = interp::interpret(function, *arguments);
+  if (failed(results))
+    return kError;
+
+  std::vector<std::string> names;
+  for (unsigned i = 0; i < results->size(); ++i)
+    names.push_back(interp::resultName(function, i));
+
+  if (printResults)
+    for (auto [name, tensor] : llvm::zip(names, *results))
+      printTensor(llvm::outs(), name, tensor);
+
+  if (!outputsPath.empty()) {
+    moec::rt::TensorMap outputs;
+    for (auto [name, tensor] : llvm::zip(names, *results))
+      outputs[name] = interp::toHostTensor(tensor);
+    moec::rt::Status status = moec::rt::writeNpz(outputsPath, outputs);
+    if (!status)
+      return fail(status.message());
+  }
+
+  if (expectedPath.empty())
+    return 0;
+  moec::rt::TensorMap expected;
+  moec::rt::Status status = moec::rt::readNpz(expectedPath, expected);
+  if (!status)
+    return fail(status.message());
+  bool allPassed = true;
+  for (auto [name, tensor] : llvm::zip(names, *results)) {
+    auto it = expected.find(name);
+    if (it == expected.end()) {
+      llvm::outs() << name << ": MISSING from " << expectedPath << "\n";
+      allPassed = false;
+      continue;
+    }
+    interp::Comparison comparison = interp::compare(name, tensor, it->second, relTolerance,
+                                                          absTolerance, scaleAtol);
+    allPassed &= comparison.passed;
+    llvm::outs() << name << " " << interp::formatShape(tensor.shape) << ": ";
+    if (!comparison.problem.empty()) {
+      llvm::outs() << "MISMATCH: " << comparison.problem << "\n";
+      continue;
+    }
+    llvm::outs() << llvm::formatv("max abs err {0:e2}, max rel err {1:e2}", comparison.maxAbsError,
+                                  comparison.maxRelError);
+    if (comparison.passed)
+      llvm::outs() << ": ok\n";
+    else
+      llvm::outs() << llvm::formatv(": MISMATCH in {0} of {1} elements (rtol {2:e1}, atol {3:e1}{4})\n",
+                                    comparison.mismatches, tensor.numElements(),
+                                    relTolerance.getValue(), absTolerance.getValue(),
+                                    scaleAtol ? " x max(1, max|expected|)" : "");
+  }
+  for (const auto &[name, array] : expected)
+    if (!llvm::is_contained(names, name))
+      llvm::outs() << "note: " << expectedPath << " array '" << name
+                   << "' names no output; not compared\n";
+  return allPassed ? 0 : kMismatch;
+}
