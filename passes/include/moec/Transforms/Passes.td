@@ -5,6 +5,21 @@
 
 include "mlir/Pass/PassBase.td"
 
+def MoERaiseONNX : Pass<"moe-raise-onnx", "::mlir::ModuleOp"> {
+  let summary = "Raise transformers' batched_mm MoE exports (onnx dialect) to moe.layer";
+  let description = [{
+    Recognises the form torch.onnx.export gives a transformers MoE block with the
+    batched_mm experts backend (per-slot GatherND of stacked expert weights,
+    batched MatMul, activation, weighted ReduceSum over the top-k) for Mixtral,
+    Qwen-MoE, gpt-oss and DeepSeek-V3 (with its shared expert), and replaces it
+    by one moe.layer: routing kind, top-k, normalisation, group limits, scaling,
+    activation with its clamps, gate/up layout, biases and shared experts are
+    recovered, and weights stored [E, in, out] are transposed at compile time.
+    Near misses are left alone.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
+}
+
 def MoELowerLayer : Pass<"moe-lower-layer", "::mlir::ModuleOp"> {
   let summary = "Lower moe.layer to the sorted grouped-GEMM pipeline";
   let description = [{
