@@ -27,5 +27,20 @@ const OpInfo *moec::onnx::lookupOpInfo(llvm::StringRef name) {
   return nullptr;
 }
 
+std::optional<int> moec::onnx::lookupAttributeKind(llvm::StringRef op,
+                                                   llvm::StringRef attribute) {
+  struct Row {
+    const char *op, *attribute;
+    int kind;
+  };
+  static const Row kRows[] = {
+#include "moec/Dialect/ONNX/ONNXAttributeKinds.inc"
+  };
+  for (const Row &row : kRows)
+    if (op == row.op && attribute == row.attribute)
+      return row.kind;
+  return std::nullopt;
+}
+
 #define GET_OP_CLASSES
 #include "moec/Dialect/ONNX/ONNXOps.cpp.inc"

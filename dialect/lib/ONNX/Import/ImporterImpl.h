@@ -43,6 +43,8 @@ public:
   mlir::FailureOr<mlir::Value> lookup(const ::onnx::NodeProto &node, llvm::StringRef name);
   /// The declared type of `name`, or an error naming the node that defines it.
   mlir::FailureOr<mlir::Type> declaredType(const ::onnx::NodeProto &node, llvm::StringRef name);
+  /// Records a node's outputs; an ONNX name may be assigned only once.
+  mlir::LogicalResult defineOutputs(const ::onnx::NodeProto &node, mlir::ValueRange results);
   /// An `onnx.Constant` holding `value`.
   mlir::Value makeConstant(mlir::Location loc, mlir::ElementsAttr value);
   /// An `onnx.Constant` holding a small i64 vector.
@@ -59,6 +61,9 @@ mlir::FailureOr<mlir::Type> convertElementType(int32_t dtype, mlir::Location loc
 /// `name` with bytes outside printable ASCII written as \xNN: names come from
 /// the file and end up in messages.
 std::string printableName(llvm::StringRef name);
+
+/// The name of an AttributeProto.AttributeType ("INT", "FLOATS", ...).
+std::string attributeTypeName(int type);
 
 /// "node 'name' (Op)" or "node 'name' (com.microsoft.Op)", the prefix of every
 /// error about a node.

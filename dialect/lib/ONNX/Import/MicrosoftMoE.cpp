@@ -127,11 +127,23 @@ private:
 
   LogicalResult checkAttributes() {
     bool quantized = node.op_type() == "QMoE";
-    for (const auto &attr : node.attribute())
+    for (const auto &attr : node.attribute()) {
       if (llvm::find(kKnownAttributes, attr.name()) == std::end(kKnownAttributes) &&
           (!quantized ||
            llvm::find(kKnownQuantAttributes, attr.name()) == std::end(kKnownQuantAttributes)))
-        return error() << "unknown attribute '" << attr.name() << "'";
+        return error() << "unknown attribute '" << printableName(attr.name()) << "'";
+      // Every attribute of these ops is an INT but for these three.
+      StringRef name = attr.name();
+      auto expected = name == "activation_type" || name == "quant_type"
+                          ? ::onnx::AttributeProto::STRING
+                      : name == "swiglu_limit" || name == "activation_alpha" ||
+                              name == "activation_beta"
+                          ? ::onnx::AttributeProto::FLOAT
+                          : ::onnx::AttributeProto::INT;
+      if (attr.type() != expected)
+        return error() << "attribute '" << name << "' must be " << attributeTypeName(expected)
+                       << ", got " << attributeTypeName(attr.type());
+    }
     if (intAttribute(node, "k", 1) < 1)
       return error() << "k = " << intAttribute(node, "k", 1) << " must be positive";
     return success();
@@ -142,7 +154,7 @@ private:
       return collectQuantizedInputs();
     if (node.input_size() > kNumMoEInputs)
       return error() << "has " << node.input_size() << " inputs; MoE takes at most "
-                     << kNumMoEInputs;
+                     << static_cast<int64_t>(kNumMoEInputs);
     inputs.assign(kNumMoEInputs, Value());
     for (int i = 0; i < node.input_size(); ++i) {
       if (node.input(i).empty())
@@ -151,8 +163,8 @@ private:
       if (failed(value))
         return failure();
       auto type = dyn_cast<RankedTensorType>(value->getType());
-      if (!type)
-        return error() << kMoEInputNames[i] << " must be a ranked tensor, got "
+      if (!type || !isa<Float16Type, BFloat16Type, Float32Type>(type.getElementType()))
+        return error() << kMoEInputNames[i] << " must be a ranked f32, f16 or bf16 tensor, got "
                        << value->getType();
       inputs[i] = *value;
     }
@@ -192,12 +204,19 @@ private:
         return failure();
       if (!isa<RankedTensorType>(value->getType()))
         return error() << "input " << i << " must be a ranked tensor";
+      Type element = cast<RankedTensorType>(value->getType()).getElementType();
+      bool floating = isa<Float16Type, BFloat16Type, Float32Type>(element);
+      if ((i == kQInput || i == kQRouterProbs || i == kQFc1Bias || i == kQFc2Bias ||
+           i == kQFc3Bias) &&
+          !floating)
+        return error() << "input " << i << " must be an f32, f16 or bf16 tensor, got "
+                       << value->getType();
       q[i] = *value;
     }
     for (QMoEInput required : {kQInput, kQRouterProbs, kQFc1Weights, kQFc1Scales,
                                kQFc2Weights, kQFc2Scales})
       if (!q[required])
-        return error() << "required input " << required << " is missing";
+        return error() << "required input " << static_cast<int64_t>(required) << " is missing";
     inputs.assign(kNumMoEInputs, Value());
     inputs[kInput] = q[kQInput];
     inputs[kRouterProbs] = q[kQRouterProbs];
@@ -404,8 +423,7 @@ private:
                    .getResult();
     if (node.output_size() != 1 || node.output(0).empty())
       return error() << "must have exactly one output";
-    importer.values[node.output(0)] = result;
-    return success();
+    return importer.defineOutputs(node, result);
   }
 
   GraphImporter &importer;

@@ -156,16 +156,19 @@ private:
     if (std::error_code error = llvm::sys::fs::file_size(file, fileSize))
       return emitError(loc) << what << ": cannot open external data '" << file
                             << "': " << error.message();
+    if (static_cast<uint64_t>(offset) > fileSize)
+      return emitError(loc) << what << ": external data offset " << offset
+                            << " lies beyond the end of '" << file << "' (" << fileSize
+                            << " bytes)";
     if (length < 0)
-      length = static_cast<int64_t>(fileSize) - offset;
+      length = static_cast<int64_t>(fileSize - static_cast<uint64_t>(offset));
     if (length != bytes)
       return emitError(loc) << what << " has " << length << " bytes of external data, but "
                             << type << " needs " << bytes;
-    if (static_cast<uint64_t>(offset) > fileSize ||
-        static_cast<uint64_t>(length) > fileSize - static_cast<uint64_t>(offset))
-      return emitError(loc) << what << ": external data [" << offset << ", "
-                            << offset + length << ") lies beyond the end of '" << file
-                            << "' (" << fileSize << " bytes)";
+    if (static_cast<uint64_t>(length) > fileSize - static_cast<uint64_t>(offset))
+      return emitError(loc) << what << ": external data of " << length << " bytes at offset "
+                            << offset << " runs past the end of '" << file << "' ("
+                            << fileSize << " bytes)";
     auto buffer = llvm::MemoryBuffer::getFileSlice(file, length, offset,
                                                    /*IsVolatile=*/false);
     if (!buffer)
@@ -249,7 +252,7 @@ private:
 };
 
 FailureOr<Attribute> convertAttribute(GraphImporter &importer, ::onnx::AttributeProto &attr,
-                                      Location loc, StringRef opType) {
+                                      Location loc, const std::string &nodeName) {
   MLIRContext *context = &importer.context;
   Builder b(context);
   switch (attr.type()) {
@@ -276,8 +279,8 @@ FailureOr<Attribute> convertAttribute(GraphImporter &importer, ::onnx::Attribute
     return Attribute(*value);
   }
   default:
-    return emitError(loc) << opType << " attribute '" << attr.name() << "' has type "
-                          << ::onnx::AttributeProto::AttributeType_Name(attr.type())
+    return emitError(loc) << nodeName << ": attribute '" << printableName(attr.name())
+                          << "' has type " << attributeTypeName(attr.type())
                           << ", which moec does not import";
   }
 }
@@ -289,6 +292,12 @@ FailureOr<Attribute> normalizeConstantValue(Builder &b, const ::onnx::AttributeP
   auto scalar = [&](Type type) { return RankedTensorType::get({}, type); };
   auto vector = [&](Type type, int64_t n) { return RankedTensorType::get({n}, type); };
   StringRef name = attr.name();
+  auto expected = [&](::onnx::AttributeProto::AttributeType type) { return attr.type() == type; };
+  if ((name == "value_float" && !expected(::onnx::AttributeProto::FLOAT)) ||
+      (name == "value_int" && !expected(::onnx::AttributeProto::INT)) ||
+      (name == "value_floats" && !expected(::onnx::AttributeProto::FLOATS)) ||
+      (name == "value_ints" && !expected(::onnx::AttributeProto::INTS)))
+    return failure();
   if (name == "value_float")
     return Attribute(DenseElementsAttr::get(scalar(b.getF32Type()), attr.f()));
   if (name == "value_int")
@@ -301,7 +310,7 @@ FailureOr<Attribute> normalizeConstantValue(Builder &b, const ::onnx::AttributeP
     return Attribute(DenseElementsAttr::get(
         vector(b.getI64Type(), attr.ints_size()),
         ArrayRef<int64_t>(attr.ints().data(), attr.ints_size())));
-  return emitError(loc) << "Constant attribute '" << name << "' is not supported";
+  return failure();
 }
 
 /// ReduceMax, ReduceMin, ReduceMean and ReduceProd took `axes` as an attribute
@@ -316,6 +325,13 @@ bool reduceAxesMovedToInput(StringRef opType, int64_t opset) {
 //===----------------------------------------------------------------------===//
 // GraphImporter helpers
 //===----------------------------------------------------------------------===//
+
+std::string moec::onnx::detail::attributeTypeName(int type) {
+  return ::onnx::AttributeProto::AttributeType_IsValid(type)
+             ? ::onnx::AttributeProto::AttributeType_Name(
+                   static_cast<::onnx::AttributeProto::AttributeType>(type))
+             : "kind " + std::to_string(type);
+}
 
 std::string moec::onnx::detail::printableName(StringRef name) {
   std::string text;
@@ -368,6 +384,19 @@ FailureOr<Type> GraphImporter::declaredType(const ::onnx::NodeProto &node, Strin
 Value GraphImporter::constantI64(Location loc, ArrayRef<int64_t> data) {
   auto type = RankedTensorType::get({static_cast<int64_t>(data.size())}, builder.getI64Type());
   return makeConstant(loc, DenseElementsAttr::get(type, data));
+}
+
+LogicalResult GraphImporter::defineOutputs(const ::onnx::NodeProto &node, ValueRange results) {
+  for (auto [name, result] : llvm::zip(node.output(), results)) {
+    if (name.empty())
+      continue;
+    auto [it, inserted] = values.try_emplace(name, result);
+    if (!inserted)
+      return emitError(nodeLoc(node)) << describeNode(node) << ": output '" << printableName(name)
+                                      << "' is already defined by an earlier node, input or "
+                                         "initializer (ONNX values are assigned once)";
+  }
+  return success();
 }
 
 Value GraphImporter::makeConstant(Location loc, ElementsAttr value) {
@@ -536,18 +565,29 @@ LogicalResult ModelImporter::importDefaultDomainNode(::onnx::NodeProto &node) {
     state.operands.push_back(*value);
   }
 
+  if (node.op_type() == "Constant" && node.attribute_size() != 1)
+    return nodeError(node) << "a Constant needs exactly one value attribute, got "
+                           << node.attribute_size();
+
   // Attributes, by ONNX name; older opsets' forms become the dialect's form.
   std::optional<RegisteredOperationName> opName = state.name.getRegisteredInfo();
   llvm::StringSet<> known;
   for (StringAttr name : opName->getAttributeNames())
     known.insert(name.getValue());
   for (::onnx::AttributeProto &attr : *node.mutable_attribute()) {
-    if (node.op_type() == "Constant" && attr.name() != "value") {
-      FailureOr<Attribute> value = normalizeConstantValue(builder, attr, loc);
-      if (failed(value))
-        return failure();
-      state.addAttribute("value", *value);
-      continue;
+    if (node.op_type() == "Constant") {
+      if (node.attribute_size() != 1)
+        return nodeError(node) << "a Constant needs exactly one value attribute, got "
+                               << node.attribute_size();
+      if (attr.name() != "value") {
+        FailureOr<Attribute> value = normalizeConstantValue(builder, attr, loc);
+        if (failed(value))
+          return nodeError(node) << "Constant attribute '" << printableName(attr.name())
+                                 << "' of kind " << attributeTypeName(attr.type())
+                                 << " is not supported";
+        state.addAttribute("value", *value);
+        continue;
+      }
     }
     if (attr.name() == "axes" && reduceAxesMovedToInput(node.op_type(), opset)) {
       if (state.operands.size() < 2)
@@ -555,10 +595,15 @@ LogicalResult ModelImporter::importDefaultDomainNode(::onnx::NodeProto &node) {
                                                                        attr.ints().end())));
       continue;
     }
-    if (!known.contains(attr.name()))
-      return nodeError(node) << "unknown attribute '" << attr.name() << "' for "
+    std::optional<int> kind = lookupAttributeKind(node.op_type(), attr.name());
+    if (!known.contains(attr.name()) || !kind)
+      return nodeError(node) << "unknown attribute '" << printableName(attr.name()) << "' for "
                              << node.op_type() << " (opset " << info->sinceVersion << ")";
-    FailureOr<Attribute> value = convertAttribute(*this, attr, loc, node.op_type());
+    if (attr.type() != *kind)
+      return nodeError(node) << "attribute '" << attr.name() << "' must be "
+                             << attributeTypeName(*kind) << ", got "
+                             << attributeTypeName(attr.type());
+    FailureOr<Attribute> value = convertAttribute(*this, attr, loc, describeNode(node));
     if (failed(value))
       return failure();
     state.addAttribute(attr.name(), *value);
@@ -593,13 +638,20 @@ LogicalResult ModelImporter::importDefaultDomainNode(::onnx::NodeProto &node) {
     while (static_cast<int>(state.types.size()) < info->numOutputs)
       state.types.push_back(builder.getNoneType());
 
+  // value_info is trusted for shapes, but an element type that contradicts the
+  // operator's own typing is an error in the file.
+  if (info->sameElementType && !state.operands.empty() && !state.types.empty()) {
+    auto in = dyn_cast<TensorType>(state.operands[0].getType());
+    auto out = dyn_cast<TensorType>(state.types[0]);
+    if (in && out && in.getElementType() != out.getElementType())
+      return nodeError(node) << "output '" << printableName(node.output(0)) << "' is declared "
+                             << out.getElementType() << ", but " << node.op_type()
+                             << " gives its input's element type, " << in.getElementType();
+  }
   Operation *op = builder.create(state);
   if (failed(verify(op)))
     return failure();
-  for (auto [name, result] : llvm::zip(node.output(), op->getResults()))
-    if (!name.empty())
-      values[name] = result;
-  return success();
+  return defineOutputs(node, op->getResults());
 }
 
 LogicalResult ModelImporter::importGraph(::onnx::GraphProto &graph, ModuleOp module) {
@@ -644,7 +696,9 @@ LogicalResult ModelImporter::importGraph(::onnx::GraphProto &graph, ModuleOp mod
     FailureOr<ElementsAttr> value = TensorConverter(*this).convert(tensor, loc);
     if (failed(value))
       return failure();
-    values[tensor.name()] = makeConstant(loc, *value);
+    if (!values.try_emplace(tensor.name(), makeConstant(loc, *value)).second)
+      return emitError(loc) << "initializer '" << printableName(tensor.name())
+                            << "' is defined twice";
   }
 
   for (::onnx::NodeProto &node : *graph.mutable_node())

@@ -31,10 +31,17 @@ struct OpInfo {
   bool variadicInputs;
   int numOutputs;
   bool variadicOutputs;
+  /// Output 0 has input 0's element type (they share a type variable).
+  bool sameElementType;
 };
 
 /// The operator `name` of the default domain, or null if the dialect lacks it.
 const OpInfo *lookupOpInfo(llvm::StringRef name);
+
+/// The kind (ONNX AttributeProto.AttributeType: INT = 2, FLOAT = 1, ...) the
+/// dialect declares for attribute `attribute` of operator `op`, or nullopt
+/// when the operator has no such attribute.
+std::optional<int> lookupAttributeKind(llvm::StringRef op, llvm::StringRef attribute);
 
 /// The range of default-domain opsets whose models the dialect represents.
 inline constexpr int kMinOpset = 13;
