@@ -8,6 +8,7 @@
 #include "moec/Dialect/MoE/MoEDialect.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 #include "moec/Transforms/Passes.h"
+#include "moec/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,6 +22,7 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   moec::registerMoECPasses();
+  moec::registerPipeline();
 
   mlir::DialectRegistry registry;
   registry.insert<moec::moe::MoEDialect, moec::onnx::ONNXDialect, mlir::arith::ArithDialect,

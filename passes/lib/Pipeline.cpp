@@ -1,0 +1,65 @@
+//===- Pipeline.cpp - moec's compilation pipeline ---------------------------===//
+
+#include "moec/Transforms/Pipeline.h"
+
+#include "moec/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+std::optional<moec::Phase> moec::parsePhase(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Phase>>(name)
+      .Case("input", Phase::Input)
+      .Case("moe", Phase::MoE)
+      .Case("grouped", Phase::Grouped)
+      .Default(std::nullopt);
+}
+
+llvm::StringRef moec::phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Input: return "input";
+  case Phase::MoE: return "moe";
+  case Phase::Grouped: return "grouped";
+  }
+  return "?";
+}
+
+void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
+  if (options.stopAfter == Phase::Input)
+    return;
+  // moe: every MoE block, whatever its form, becomes one moe.layer.
+  pm.addPass(createMoERaiseONNX());
+  pm.addPass(createCanonicalizerPass());
+  if (options.stopAfter == Phase::MoE)
+    return;
+  // grouped: the sorted grouped-GEMM pipeline, then this rank's experts.
+  pm.addPass(createMoELowerLayer());
+  if (options.epSize > 1)
+    pm.addPass(createMoEPartitionExperts({options.epSize, options.epRank}));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+namespace {
+struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
+  Option<std::string> compileTo{*this, "compile-to",
+                                llvm::cl::desc("the last phase: input, moe or grouped"),
+                                llvm::cl::init("grouped")};
+  Option<int64_t> epSize{*this, "ep-size", llvm::cl::desc("expert-parallel ranks"),
+                         llvm::cl::init(1)};
+  Option<int64_t> epRank{*this, "ep-rank", llvm::cl::desc("this rank"), llvm::cl::init(0)};
+};
+} // namespace
+
+void moec::registerPipeline() {
+  PassPipelineRegistration<PipelineCLOptions>(
+      "moec-pipeline", "moec's pipeline up to a phase (input, moe, grouped)",
+      [](OpPassManager &pm, const PipelineCLOptions &cl) {
+        std::optional<Phase> phase = parsePhase(cl.compileTo);
+        // An unknown phase adds nothing here; `moec compile` reports it. The
+        // pipeline-options parser has no error channel of its own.
+        buildPipeline(pm, {phase.value_or(Phase::Grouped), cl.epSize, cl.epRank});
+      });
+}
