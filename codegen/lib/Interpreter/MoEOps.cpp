@@ -523,9 +523,8 @@ LogicalResult evalActivation(ActivationOp op, Operands in, Results &out) {
 /// addend, where the op carries one).
 LogicalResult evalCombine(CombineOp op, Operands in, Results &out) {
   const Tensor &rows = *in[0], &permutation = *in[1], &weights = *in[2];
-  // Operands 4 and 5 are the optional addend [T, H] and addend_gate [T, 1].
-  const Tensor *addend = in.size() > 4 ? in[4] : nullptr;
-  const Tensor *addendGate = in.size() > 5 ? in[5] : nullptr;
+  const Tensor *addend = operandTensor(op, in, op.getAddend());
+  const Tensor *addendGate = operandTensor(op, in, op.getAddendGate());
   int64_t slots = rows.dim(0), h = rows.dim(1), t = weights.dim(0), topK = weights.dim(1);
   if (slots != t * topK || permutation.dim(0) != slots)
     return op.emitOpError() << "rows " << formatShape(rows.shape) << ", permutation "
@@ -561,16 +560,15 @@ LogicalResult evalCombine(CombineOp op, Operands in, Results &out) {
 }
 
 /// input · weightᵀ + bias with an optional activation epilogue (moe.linear).
-LogicalResult evalLinear(Operation *op, Operands in, Results &out) {
+LogicalResult evalLinear(LinearOp op, Operands in, Results &out) {
   const Tensor &input = *in[0], &weight = *in[1];
-  const Tensor *bias = in.size() > 2 ? in[2] : nullptr;
+  const Tensor *bias = operandTensor(op, in, op.getBias());
   int64_t m = input.dim(0), k = input.dim(1), n = weight.dim(0);
   if (failed(expectShape(op, &weight, "weight", {n, k})) ||
       failed(expectShape(op, bias, "bias", {n})))
     return failure();
-  auto epilogue = op->getAttrOfType<ActivationAttr>("epilogue");
-  auto layoutAttr = op->getAttrOfType<GateUpLayoutAttr>("epilogue_layout");
-  GateUpLayout layout = layoutAttr ? layoutAttr.getValue() : GateUpLayout::None;
+  std::optional<ActivationAttr> epilogue = op.getEpilogue();
+  GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
   int64_t width = epilogue && layout != GateUpLayout::None ? n / 2 : n;
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
   std::vector<double> acc(n);
@@ -579,7 +577,7 @@ LogicalResult evalLinear(Operation *op, Operands in, Results &out) {
            bias ? bias->values.data() : nullptr, n, k, acc);
     MutableArrayRef<double> dest(result.values.data() + r * width, width);
     if (epilogue)
-      Activation(epilogue).apply(layout, acc, dest);
+      Activation(*epilogue).apply(layout, acc, dest);
     else
       std::copy(acc.begin(), acc.end(), dest.begin());
   }
@@ -616,11 +614,9 @@ LogicalResult evalQuantize(QuantizeOp op, Operands in, Results &out) {
 } // namespace
 
 LogicalResult evalMoEOp(Operation *op, Operands in, Results &out) {
-  // moe.linear is matched by name: it is new in the dialect.
-  if (op->getName().getStringRef() == "moe.linear")
-    return evalLinear(op, in, out);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<LayerOp>([&](LayerOp o) { return evalLayer(o, in, out); })
+      .Case<LinearOp>([&](LinearOp o) { return evalLinear(o, in, out); })
       .Case<RouteOp>([&](RouteOp o) { return evalRoute(o, in, out); })
       .Case<SortOp>([&](SortOp o) { return evalSort(o, in, out); })
       .Case<PermuteOp>([&](PermuteOp o) { return evalPermute(o, in, out); })
