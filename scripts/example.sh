@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
-# The README's main command: sets up, builds, and runs moec on the example MoE
-# block. Today moec parses, verifies and prints the block (examples/mixtral-block.mlir);
-# compiling it and running it on the CPU or GPU arrives with the codegen issue (5),
-# and this script will then compile and run it.
+# The README's main command: sets up, builds, and runs moec on example MoE blocks:
+#  1. compiles examples/mixtral-block.mlir (written in the moe dialect) to the
+#     grouped phase, split over 2 expert-parallel ranks (rank 0 shown);
+#  2. compiles a real transformers Mixtral block exported to ONNX
+#     (test/fixtures/mixtral/model.onnx) to the grouped phase;
+#  3. runs that compiled model in the float64 reference interpreter on the stored
+#     inputs and checks it against transformers' stored output.
+# Building an AOT artifact and running it on the CPU or GPU arrives with the
+# codegen issue (5); this script will then do that instead of step 3.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${MOEC_BUILD_DIR:-$root/build}
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh" >/dev/null
-"$build/bin/moec-opt" "$root/examples/mixtral-block.mlir"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== examples/mixtral-block.mlir, grouped phase, expert-parallel rank 0 of 2"
+"$build/bin/moec" compile "$root/examples/mixtral-block.mlir" --ep-size=2 --ep-rank=0
+
+fixture="$root/test/fixtures/mixtral"
+echo "== test/fixtures/mixtral/model.onnx (transformers MixtralSparseMoeBlock), grouped phase"
+"$build/bin/moec" compile "$fixture/model.onnx" --compile-to=grouped -o "$work/mixtral.mlir"
+grep -E "moe\.|func\.func" "$work/mixtral.mlir"
+
+echo "== running it (reference interpreter) against transformers' output"
+"$build/bin/moec-interp" "$work/mixtral.mlir" --inputs "$fixture/inputs.npz" \
+  --outputs "$work/outputs.npz" --expected-outputs "$fixture/expected.npz" \
+  --rtol 1e-5 --atol 1e-6 --scale-atol
