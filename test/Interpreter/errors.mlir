@@ -11,6 +11,8 @@
 // RUN: not moec-interp %s --function bad_num_valid 2>&1 | FileCheck %s --check-prefix=NUMVALID
 // RUN: not moec-interp %s --function elided 2>&1 | FileCheck %s --check-prefix=ELIDED
 // RUN: not moec-interp %s --function complex 2>&1 | FileCheck %s --check-prefix=COMPLEX
+// RUN: not moec-interp %s --function huge_range 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: not moec-interp %s --function odd_gated 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: not moec-interp %s 2>&1 | FileCheck %s --check-prefix=WHICH
 // RUN: not moec-interp %s --function nonexistent 2>&1 | FileCheck %s --check-prefix=NOFUNC
 
@@ -104,6 +106,25 @@ func.func @elided() -> tensor<4xf32> {
 func.func @complex() -> tensor<1xcomplex<f32>> {
   %a = arith.constant dense<(1.0, 2.0)> : tensor<1xcomplex<f32>>
   return %a : tensor<1xcomplex<f32>>
+}
+
+// HUGE: errors.mlir:[[@LINE+5]]:8: error: 'onnx.Range' op would make a result of shape [1099511627776], more than the interpreter's 2^31 elements
+func.func @huge_range() -> tensor<?xf32> {
+  %start = arith.constant dense<0.0> : tensor<f32>
+  %limit = arith.constant dense<1099511627776.0> : tensor<f32>
+  %delta = arith.constant dense<1.0> : tensor<f32>
+  %y = "onnx.Range"(%start, %limit, %delta) : (tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<?xf32>
+  return %y : tensor<?xf32>
+}
+
+// A dynamic N that turns out odd at run time cannot hold gate and up halves.
+// ODD: errors.mlir:[[@LINE+4]]:8: error: 'moe.activation' op has 3 columns at run time; the gated layout 'concatenated' needs an even number
+func.func @odd_gated() -> tensor<1x?xf32> {
+  %a = arith.constant dense<1.0> : tensor<1x3xf32>
+  %x = "onnx.Identity"(%a) : (tensor<1x3xf32>) -> tensor<1x?xf32>
+  %y = moe.activation %x {activation = #moe.activation<silu>, layout = #moe.gate_up_layout<concatenated>}
+      : tensor<1x?xf32> -> tensor<1x?xf32>
+  return %y : tensor<1x?xf32>
 }
 
 // WHICH: moec-interp: error: {{.*}}errors.mlir holds {{[0-9]+}} functions (@unsupported_onnx, @unsupported_other, {{.*}}); choose one with --function

@@ -211,6 +211,8 @@ def cases():
     c.append(Case("Slice-step2", "Slice",
                   [("x", z), ("cs", i64(1)), ("ce", i64(I64_MAX)), ("ca", i64(1)), ("ct", i64(2))],
                   dynamic=True))
+    c.append(Case("Slice-empty-negative-step", "Slice",
+                  [("x", f32(0, 3)), ("cs", i64(-1)), ("ce", i64(-I64_MAX)), ("ca", i64(0)), ("ct", i64(-1))]))
     c.append(Case("Transpose-default", "Transpose", [("x", y)]))
     c.append(Case("Transpose-perm", "Transpose", [("x", y)], perm=[1, 2, 0]))
     c.append(Case("Tile", "Tile", [("x", f32(2, 3)), ("cr", i64(2, 3))]))

@@ -42,26 +42,29 @@ namespace interp = moec::interp;
 
 namespace {
 
+cl::OptionCategory category("moec-interp options");
+
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir or .onnx file>"),
-                               cl::Required);
+                               cl::Required, cl::cat(category));
 cl::opt<std::string> inputsPath("inputs", cl::desc("arguments, one array per argument name"),
-                                cl::value_desc("IN.npz"));
+                                cl::value_desc("IN.npz"), cl::cat(category));
 cl::opt<std::string> outputsPath("outputs", cl::desc("write the results here"),
-                                 cl::value_desc("OUT.npz"));
+                                 cl::value_desc("OUT.npz"), cl::cat(category));
 cl::opt<std::string> expectedPath("expected-outputs",
                                   cl::desc("compare every result with the array of its name"),
-                                  cl::value_desc("REF.npz"));
+                                  cl::value_desc("REF.npz"), cl::cat(category));
 cl::opt<double> relTolerance("rtol", cl::desc("relative tolerance of --expected-outputs"),
-                     cl::init(1e-5));
+                             cl::init(1e-5), cl::cat(category));
 cl::opt<double> absTolerance("atol", cl::desc("absolute tolerance of --expected-outputs"),
-                     cl::init(1e-6));
+                             cl::init(1e-6), cl::cat(category));
 cl::opt<bool> scaleAtol("scale-atol",
                         cl::desc("multiply atol by max(1, max |expected|) per output, as "
-                                 "test/fixtures/check_onnxruntime.py does"));
+                                 "test/fixtures/check_onnxruntime.py does"),
+                        cl::cat(category));
 cl::opt<std::string> functionName("function",
                                   cl::desc("the function to run (default: the only one)"),
-                                  cl::value_desc("NAME"));
-cl::opt<bool> printResults("print", cl::desc("print the results as text"));
+                                  cl::value_desc("NAME"), cl::cat(category));
+cl::opt<bool> printResults("print", cl::desc("print the results as text"), cl::cat(category));
 
 constexpr int kMismatch = 1;
 constexpr int kError = 2;
@@ -127,8 +130,7 @@ void printElement(llvm::raw_ostream &os, interp::ElementType type, double value)
   }
 }
 
-void printNested(llvm::raw_ostream &os, const interp::Tensor &tensor, size_t dim,
-                 int64_t &next) {
+void printNested(llvm::raw_ostream &os, const interp::Tensor &tensor, size_t dim, int64_t &next) {
   if (dim == tensor.shape.size()) {
     printElement(os, tensor.elementType, tensor.values[next++]);
     return;
@@ -157,6 +159,7 @@ void printTensor(llvm::raw_ostream &os, const std::string &name, const interp::T
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "moec-interp: runs a function of moec's IR in f64 on .npz "
                               "inputs\n");
@@ -181,8 +184,8 @@ int main(int argc, char **argv) {
     if (!status)
       return fail(status.message());
   } else if (function.getNumArguments() != 0) {
-    return fail("@" + function.getSymName() + " takes " +
-                llvm::Twine(function.getNumArguments()) + " arguments; give them with --inputs");
+    return fail("@" + function.getSymName() + " takes " + llvm::Twine(function.getNumArguments()) +
+                " arguments; give them with --inputs");
   }
   llvm::Expected<SmallVector<interp::Tensor>> arguments = interp::bindArguments(function, inputs);
   if (!arguments)
@@ -193,8 +196,12 @@ int main(int argc, char **argv) {
     return kError;
 
   std::vector<std::string> names;
-  for (unsigned i = 0; i < results->size(); ++i)
-    names.push_back(interp::resultName(function, i));
+  for (unsigned i = 0; i < results->size(); ++i) {
+    std::string name = interp::resultName(function, i);
+    if (llvm::is_contained(names, name))
+      return fail("results of @" + function.getSymName() + " share the name '" + name + "'");
+    names.push_back(name);
+  }
 
   if (printResults)
     for (auto [name, tensor] : llvm::zip(names, *results))
@@ -223,8 +230,8 @@ int main(int argc, char **argv) {
       allPassed = false;
       continue;
     }
-    interp::Comparison comparison = interp::compare(name, tensor, it->second, relTolerance,
-                                                          absTolerance, scaleAtol);
+    interp::Comparison comparison =
+        interp::compare(name, tensor, it->second, relTolerance, absTolerance, scaleAtol);
     allPassed &= comparison.passed;
     llvm::outs() << name << " " << interp::formatShape(tensor.shape) << ": ";
     if (!comparison.problem.empty()) {
@@ -236,10 +243,10 @@ int main(int argc, char **argv) {
     if (comparison.passed)
       llvm::outs() << ": ok\n";
     else
-      llvm::outs() << llvm::formatv(": MISMATCH in {0} of {1} elements (rtol {2:e1}, atol {3:e1}{4})\n",
-                                    comparison.mismatches, tensor.numElements(),
-                                    relTolerance.getValue(), absTolerance.getValue(),
-                                    scaleAtol ? " x max(1, max|expected|)" : "");
+      llvm::outs() << llvm::formatv(
+          ": MISMATCH in {0} of {1} elements (rtol {2:e1}, atol {3:e1}{4})\n",
+          comparison.mismatches, tensor.numElements(), relTolerance.getValue(),
+          absTolerance.getValue(), scaleAtol ? " x max(1, max|expected|)" : "");
   }
   for (const auto &[name, array] : expected)
     if (!llvm::is_contained(names, name))

@@ -60,22 +60,36 @@ double decodeElement(ElementType type, const char *data) {
     return value;
   };
   switch (type) {
-  case ElementType::F64: return load(double{});
-  case ElementType::F32: return load(float{});
+  case ElementType::F64:
+    return load(double{});
+  case ElementType::F32:
+    return load(float{});
   case ElementType::F16:
-    return apFloatToDouble(llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, load(uint16_t{}))));
+    return apFloatToDouble(
+        llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, load(uint16_t{}))));
   case ElementType::BF16:
-    return apFloatToDouble(llvm::APFloat(llvm::APFloat::BFloat(), llvm::APInt(16, load(uint16_t{}))));
-  case ElementType::F8E4M3FN: return decodeE4M3FN(load(uint8_t{}));
-  case ElementType::I1: return load(uint8_t{}) != 0 ? 1.0 : 0.0;
-  case ElementType::I8: return load(int8_t{});
-  case ElementType::I16: return load(int16_t{});
-  case ElementType::I32: return load(int32_t{});
-  case ElementType::I64: return static_cast<double>(load(int64_t{}));
-  case ElementType::U8: return load(uint8_t{});
-  case ElementType::U16: return load(uint16_t{});
-  case ElementType::U32: return load(uint32_t{});
-  case ElementType::U64: return static_cast<double>(load(uint64_t{}));
+    return apFloatToDouble(
+        llvm::APFloat(llvm::APFloat::BFloat(), llvm::APInt(16, load(uint16_t{}))));
+  case ElementType::F8E4M3FN:
+    return decodeE4M3FN(load(uint8_t{}));
+  case ElementType::I1:
+    return load(uint8_t{}) != 0 ? 1.0 : 0.0;
+  case ElementType::I8:
+    return load(int8_t{});
+  case ElementType::I16:
+    return load(int16_t{});
+  case ElementType::I32:
+    return load(int32_t{});
+  case ElementType::I64:
+    return static_cast<double>(load(int64_t{}));
+  case ElementType::U8:
+    return load(uint8_t{});
+  case ElementType::U16:
+    return load(uint16_t{});
+  case ElementType::U32:
+    return load(uint32_t{});
+  case ElementType::U64:
+    return static_cast<double>(load(uint64_t{}));
   }
   llvm_unreachable("unknown element type");
 }
@@ -83,11 +97,21 @@ double decodeElement(ElementType type, const char *data) {
 /// Bytes one element of `type` takes in a blob (i1 as one byte, as ONNX stores bools).
 size_t storageBytes(ElementType type) {
   switch (type) {
-  case ElementType::F64: case ElementType::I64: case ElementType::U64: return 8;
-  case ElementType::F32: case ElementType::I32: case ElementType::U32: return 4;
-  case ElementType::F16: case ElementType::BF16: case ElementType::I16: case ElementType::U16:
+  case ElementType::F64:
+  case ElementType::I64:
+  case ElementType::U64:
+    return 8;
+  case ElementType::F32:
+  case ElementType::I32:
+  case ElementType::U32:
+    return 4;
+  case ElementType::F16:
+  case ElementType::BF16:
+  case ElementType::I16:
+  case ElementType::U16:
     return 2;
-  default: return 1;
+  default:
+    return 1;
   }
 }
 
@@ -118,8 +142,8 @@ FailureOr<Tensor> tensorFromAttribute(Attribute attribute, Location loc) {
     ArrayRef<char> data = blob->getData();
     size_t bytes = storageBytes(*elementType);
     if (data.size() != static_cast<size_t>(tensor.numElements()) * bytes)
-      return emitError(loc) << "dense_resource<" << handle.getKey() << "> holds "
-                            << data.size() << " bytes, but " << type << " needs "
+      return emitError(loc) << "dense_resource<" << handle.getKey() << "> holds " << data.size()
+                            << " bytes, but " << type << " needs "
                             << tensor.numElements() * static_cast<int64_t>(bytes);
     for (int64_t i = 0, e = tensor.numElements(); i < e; ++i)
       tensor.values[i] = decodeElement(*elementType, data.data() + i * bytes);

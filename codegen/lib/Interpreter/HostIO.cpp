@@ -55,14 +55,30 @@ std::vector<double> valuesOf(const rt::HostTensor &host) {
     case rt::DType::BF16:
       values[i] = halfToDouble(llvm::APFloat::BFloat(), host.dataAs<uint16_t>()[i]);
       break;
-    case rt::DType::F32: values[i] = host.dataAs<float>()[i]; break;
-    case rt::DType::F64: values[i] = host.dataAs<double>()[i]; break;
-    case rt::DType::F8E4M3FN: values[i] = decodeE4M3FN(host.dataAs<uint8_t>()[i]); break;
-    case rt::DType::I8: values[i] = host.dataAs<int8_t>()[i]; break;
-    case rt::DType::I32: values[i] = host.dataAs<int32_t>()[i]; break;
-    case rt::DType::I64: values[i] = static_cast<double>(host.dataAs<int64_t>()[i]); break;
-    case rt::DType::U8: values[i] = host.dataAs<uint8_t>()[i]; break;
-    case rt::DType::Bool: values[i] = host.dataAs<uint8_t>()[i] != 0 ? 1.0 : 0.0; break;
+    case rt::DType::F32:
+      values[i] = host.dataAs<float>()[i];
+      break;
+    case rt::DType::F64:
+      values[i] = host.dataAs<double>()[i];
+      break;
+    case rt::DType::F8E4M3FN:
+      values[i] = decodeE4M3FN(host.dataAs<uint8_t>()[i]);
+      break;
+    case rt::DType::I8:
+      values[i] = host.dataAs<int8_t>()[i];
+      break;
+    case rt::DType::I32:
+      values[i] = host.dataAs<int32_t>()[i];
+      break;
+    case rt::DType::I64:
+      values[i] = static_cast<double>(host.dataAs<int64_t>()[i]);
+      break;
+    case rt::DType::U8:
+      values[i] = host.dataAs<uint8_t>()[i];
+      break;
+    case rt::DType::Bool:
+      values[i] = host.dataAs<uint8_t>()[i] != 0 ? 1.0 : 0.0;
+      break;
     }
   }
   return values;
@@ -100,9 +116,8 @@ llvm::Expected<Tensor> bindArgument(const std::string &name, RankedTensorType ty
   if (!floatArg)
     for (auto [index, value] : llvm::enumerate(tensor.values))
       if (roundTo(*elementType, value) != value)
-        return error(llvm::formatv("input '{0}' element {1} is {2}, which {3} cannot hold",
-                                   name, index, static_cast<int64_t>(value),
-                                   stringify(*elementType))
+        return error(llvm::formatv("input '{0}' element {1} is {2}, which {3} cannot hold", name,
+                                   index, static_cast<int64_t>(value), stringify(*elementType))
                          .str());
   tensor.round();
   return tensor;
@@ -127,8 +142,8 @@ llvm::Expected<SmallVector<Tensor>> bindArguments(func::FuncOp function,
     names.push_back(name);
     auto it = inputs.find(name);
     if (it == inputs.end())
-      return error("no input array named '" + name + "' (argument " + std::to_string(i) +
-                   " of @" + function.getSymName().str() + ")");
+      return error("no input array named '" + name + "' (argument " + std::to_string(i) + " of @" +
+                   function.getSymName().str() + ")");
     auto type = dyn_cast<RankedTensorType>(function.getArgumentTypes()[i]);
     if (!type)
       return error(llvm::formatv("argument '{0}' has type {1}; the interpreter takes ranked "
@@ -143,8 +158,7 @@ llvm::Expected<SmallVector<Tensor>> bindArguments(func::FuncOp function,
   for (const auto &[name, tensor] : inputs)
     if (!llvm::is_contained(names, name))
       return error("input array '" + name + "' names no argument of @" +
-                   function.getSymName().str() + " (arguments: " +
-                   llvm::join(names, ", ") + ")");
+                   function.getSymName().str() + " (arguments: " + llvm::join(names, ", ") + ")");
   return arguments;
 }
 
@@ -158,30 +172,36 @@ rt::HostTensor toHostTensor(const Tensor &tensor) {
     return host;
   };
   switch (tensor.elementType) {
-  case ElementType::F64: return fill(rt::DType::F64, double{});
+  case ElementType::F64:
+    return fill(rt::DType::F64, double{});
   case ElementType::F16: {
     rt::HostTensor host(rt::DType::F16, shape);
     for (size_t i = 0; i < tensor.values.size(); ++i) {
       llvm::APFloat value(tensor.values[i]);
       bool losesInfo = false;
       value.convert(llvm::APFloat::IEEEhalf(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
-      host.dataAs<uint16_t>()[i] =
-          static_cast<uint16_t>(value.bitcastToAPInt().getZExtValue());
+      host.dataAs<uint16_t>()[i] = static_cast<uint16_t>(value.bitcastToAPInt().getZExtValue());
     }
     return host;
   }
   case ElementType::F32:
   case ElementType::BF16:
-  case ElementType::F8E4M3FN: return fill(rt::DType::F32, float{});
-  case ElementType::I1: return fill(rt::DType::Bool, uint8_t{});
-  case ElementType::I8: return fill(rt::DType::I8, int8_t{});
-  case ElementType::U8: return fill(rt::DType::U8, uint8_t{});
+  case ElementType::F8E4M3FN:
+    return fill(rt::DType::F32, float{});
+  case ElementType::I1:
+    return fill(rt::DType::Bool, uint8_t{});
+  case ElementType::I8:
+    return fill(rt::DType::I8, int8_t{});
+  case ElementType::U8:
+    return fill(rt::DType::U8, uint8_t{});
   case ElementType::I16:
   case ElementType::U16:
-  case ElementType::I32: return fill(rt::DType::I32, int32_t{});
+  case ElementType::I32:
+    return fill(rt::DType::I32, int32_t{});
   case ElementType::I64:
   case ElementType::U32:
-  case ElementType::U64: return fill(rt::DType::I64, int64_t{});
+  case ElementType::U64:
+    return fill(rt::DType::I64, int64_t{});
   }
   llvm_unreachable("unknown element type");
 }
@@ -191,8 +211,8 @@ Comparison compare(const std::string &name, const Tensor &got, const rt::HostTen
   Comparison result;
   result.name = name;
   if (std::vector<int64_t>(got.shape.begin(), got.shape.end()) != expected.shape()) {
-    result.problem = "shape " + formatShape(got.shape) + " != expected " +
-                     formatShape(expected.shape());
+    result.problem =
+        "shape " + formatShape(got.shape) + " != expected " + formatShape(expected.shape());
     return result;
   }
   std::vector<double> want = valuesOf(expected);

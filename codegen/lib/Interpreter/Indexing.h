@@ -30,8 +30,7 @@ inline Shape stridesOf(llvm::ArrayRef<int64_t> shape) {
 
 /// numpy's broadcast of two shapes (right-aligned; equal dims or 1), or
 /// nullopt when they are incompatible.
-inline std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
-                                            llvm::ArrayRef<int64_t> b) {
+inline std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   Shape result(rank, 1);
   for (size_t i = 0; i < rank; ++i) {

@@ -27,8 +27,8 @@ using namespace mlir;
 namespace moec::interp {
 
 void registerInterpretedDialects(DialectRegistry &registry) {
-  registry.insert<func::FuncDialect, arith::ArithDialect, tensor::TensorDialect,
-                  moe::MoEDialect, onnx::ONNXDialect>();
+  registry.insert<func::FuncDialect, arith::ArithDialect, tensor::TensorDialect, moe::MoEDialect,
+                  onnx::ONNXDialect>();
 }
 
 namespace {
@@ -79,19 +79,15 @@ private:
   LogicalResult bindArguments(func::FuncOp function, ArrayRef<Tensor> arguments) {
     Block &entry = function.getBody().front();
     if (arguments.size() != entry.getNumArguments())
-      return function.emitOpError() << "takes " << entry.getNumArguments()
-                                    << " arguments, but " << arguments.size()
-                                    << " were given";
+      return function.emitOpError() << "takes " << entry.getNumArguments() << " arguments, but "
+                                    << arguments.size() << " were given";
     for (auto [index, argument, tensor] : llvm::enumerate(entry.getArguments(), arguments)) {
-      if (failed(checkSupportedType(function, argument.getType(),
-                                    "argument " + Twine(index))))
+      if (failed(checkSupportedType(function, argument.getType(), "argument " + Twine(index))))
         return failure();
       auto type = cast<RankedTensorType>(argument.getType());
-      if (tensor.elementType != *getElementType(type.getElementType()) ||
-          !shapeFits(tensor, type))
-        return function.emitOpError()
-               << "argument " << index << " of type " << type << " cannot take a "
-               << tensor.describe() << " tensor";
+      if (tensor.elementType != *getElementType(type.getElementType()) || !shapeFits(tensor, type))
+        return function.emitOpError() << "argument " << index << " of type " << type
+                                      << " cannot take a " << tensor.describe() << " tensor";
       values[argument] = tensor;
       values[argument].round();
     }
@@ -131,18 +127,16 @@ private:
     if (failed(dispatch(op, operands, results)))
       return failure();
     if (results.size() != op.getNumResults())
-      return op.emitOpError() << "interpreter kernel produced " << results.size()
-                              << " results for " << op.getNumResults();
+      return op.emitOpError() << "interpreter kernel produced " << results.size() << " results for "
+                              << op.getNumResults();
     for (auto [index, result, tensor] : llvm::enumerate(op.getResults(), results)) {
       if (isa<NoneType>(result.getType()))
         continue;
       auto type = cast<RankedTensorType>(result.getType());
       tensor.elementType = *getElementType(type.getElementType());
       if (!shapeFits(tensor, type))
-        return op.emitOpError() << "result " << index << " has shape "
-                                << formatShape(tensor.shape)
-                                << " at run time, which does not fit its declared type "
-                                << type;
+        return op.emitOpError() << "result " << index << " has shape " << formatShape(tensor.shape)
+                                << " at run time, which does not fit its declared type " << type;
       tensor.round();
     }
     for (auto [result, tensor] : llvm::zip(op.getResults(), results))

@@ -49,6 +49,24 @@ inline double attrOr(mlir::FloatAttr attr, double fallback) {
   return attr ? attr.getValueAsDouble() : fallback;
 }
 
+/// Checks a result shape that comes from tensor values (Range, Expand, Tile,
+/// ConstantOfShape, OneHot): no negative dimension, and at most 2^31 elements,
+/// so that a wild shape is an error instead of a failed allocation.
+inline mlir::LogicalResult checkResultShape(mlir::Operation *op, llvm::ArrayRef<int64_t> shape) {
+  constexpr int64_t kMaxElements = int64_t(1) << 31;
+  int64_t count = 1;
+  for (int64_t size : shape) {
+    if (size < 0)
+      return op->emitOpError() << "would make a result of shape " << formatShape(shape)
+                               << ", which has a negative dimension";
+    if (size != 0 && count > kMaxElements / size)
+      return op->emitOpError() << "would make a result of shape " << formatShape(shape)
+                               << ", more than the interpreter's 2^31 elements";
+    count *= size;
+  }
+  return mlir::success();
+}
+
 /// The elements of an integer operand (shape, axes, K, ...) as int64s.
 inline llvm::SmallVector<int64_t> toInt64s(const Tensor &tensor) {
   llvm::SmallVector<int64_t> values;

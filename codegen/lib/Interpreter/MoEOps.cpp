@@ -80,10 +80,14 @@ struct Activation {
 
   double f(double g) const {
     switch (kind) {
-    case ActivationKind::SiLU: return g * sigmoid(alpha * g);
-    case ActivationKind::GELU: return 0.5 * g * (1.0 + std::erf(g / std::numbers::sqrt2));
-    case ActivationKind::ReLU: return std::isnan(g) ? g : std::max(g, 0.0);
-    case ActivationKind::Identity: return g;
+    case ActivationKind::SiLU:
+      return g * sigmoid(alpha * g);
+    case ActivationKind::GELU:
+      return 0.5 * g * (1.0 + std::erf(g / std::numbers::sqrt2));
+    case ActivationKind::ReLU:
+      return std::isnan(g) ? g : std::max(g, 0.0);
+    case ActivationKind::Identity:
+      return g;
     }
     llvm_unreachable("unknown activation");
   }
@@ -129,6 +133,15 @@ void matvec(const double *w, const double *x, const double *bias, int64_t rows, 
       sum += w[n * cols + k] * x[k];
     y[n] = bias ? sum + bias[n] : sum;
   }
+}
+
+/// A gated (fused) layout splits N columns into gate and up halves: N must be
+/// even, which the verifier checks only when N is static.
+LogicalResult checkGatedWidth(Operation *op, GateUpLayout layout, int64_t n) {
+  if (layout == GateUpLayout::None || n % 2 == 0)
+    return success();
+  return op->emitOpError() << "has " << n << " columns at run time; the gated layout '"
+                           << stringifyGateUpLayout(layout) << "' needs an even number";
 }
 
 //===----------------------------------------------------------------------===//
@@ -235,8 +248,9 @@ LogicalResult checkRouting(Operation *op, const Routing &routing, int64_t expert
   if (routing.kind == RoutingKind::SigmoidGroupTopK &&
       (experts % routing.numGroups != 0 ||
        routing.topK > routing.topkGroups * (experts / routing.numGroups)))
-    return op->emitOpError() << "num_groups = " << routing.numGroups << " and topk_groups = "
-                             << routing.topkGroups << " do not fit " << experts << " experts";
+    return op->emitOpError() << "num_groups = " << routing.numGroups
+                             << " and topk_groups = " << routing.topkGroups << " do not fit "
+                             << experts << " experts";
   return success();
 }
 
@@ -407,11 +421,11 @@ LogicalResult checkPermutation(Operation *op, const Tensor &permutation, int64_t
   for (int64_t r = 0; r < numValid; ++r) {
     int64_t slot = toInt64(permutation.values[r]);
     if (slot < 0 || slot >= slots)
-      return op->emitOpError() << "permutation[" << r << "] = " << slot
-                               << " is not a slot in [0, " << slots << ")";
+      return op->emitOpError() << "permutation[" << r << "] = " << slot << " is not a slot in [0, "
+                               << slots << ")";
     if (unique && seen[slot])
-      return op->emitOpError() << "permutation lists slot " << slot << " twice (again at row "
-                               << r << ")";
+      return op->emitOpError() << "permutation lists slot " << slot << " twice (again at row " << r
+                               << ")";
     seen[slot] = true;
   }
   return success();
@@ -470,6 +484,8 @@ LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
     return failure();
   std::optional<ActivationAttr> epilogue = op.getEpilogue();
   GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
+  if (epilogue && failed(checkGatedWidth(op, layout, n)))
+    return failure();
   int64_t width = epilogue && layout != GateUpLayout::None ? n / 2 : n;
   // Rows past offsets[E-1] are never computed.
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{rows, width}, kNaN);
@@ -489,7 +505,8 @@ LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
           if (lhsScales)
             partial *= lhsScales->values[r * kBlocks + kb];
           if (weightScales)
-            partial *= weightScales->values[(expert * nBlocks + col / moe::kScaleBlock) * kBlocks + kb];
+            partial *=
+                weightScales->values[(expert * nBlocks + col / moe::kScaleBlock) * kBlocks + kb];
           sum += partial;
         }
         acc[col] = bias ? sum + bias->values[expert * n + col] : sum;
@@ -509,6 +526,8 @@ LogicalResult evalActivation(ActivationOp op, Operands in, Results &out) {
   const Tensor &input = *in[0];
   int64_t m = input.dim(0), n = input.dim(1);
   GateUpLayout layout = op.getLayout();
+  if (failed(checkGatedWidth(op, layout, n)))
+    return failure();
   int64_t width = layout == GateUpLayout::None ? n : n / 2;
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
   Activation activation(op.getActivation());
@@ -569,12 +588,14 @@ LogicalResult evalLinear(LinearOp op, Operands in, Results &out) {
     return failure();
   std::optional<ActivationAttr> epilogue = op.getEpilogue();
   GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
+  if (epilogue && failed(checkGatedWidth(op, layout, n)))
+    return failure();
   int64_t width = epilogue && layout != GateUpLayout::None ? n / 2 : n;
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
   std::vector<double> acc(n);
   for (int64_t r = 0; r < m; ++r) {
-    matvec(weight.values.data(), input.values.data() + r * k,
-           bias ? bias->values.data() : nullptr, n, k, acc);
+    matvec(weight.values.data(), input.values.data() + r * k, bias ? bias->values.data() : nullptr,
+           n, k, acc);
     MutableArrayRef<double> dest(result.values.data() + r * width, width);
     if (epilogue)
       Activation(*epilogue).apply(layout, acc, dest);

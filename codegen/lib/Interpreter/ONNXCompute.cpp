@@ -42,8 +42,8 @@ LogicalResult evalMatMul(MatMulOp op, Operands in, Results &out) {
   int64_t kb = bShape[bShape.size() - 2], n = bShape.back();
   if (k != kb)
     return op.emitOpError() << "contracts A " << formatShape(a.shape) << " with B "
-                            << formatShape(b.shape) << ": inner dimensions " << k
-                            << " and " << kb << " differ";
+                            << formatShape(b.shape) << ": inner dimensions " << k << " and " << kb
+                            << " differ";
   ArrayRef<int64_t> aBatch = ArrayRef<int64_t>(aShape).drop_back(2);
   ArrayRef<int64_t> bBatch = ArrayRef<int64_t>(bShape).drop_back(2);
   std::optional<Shape> batch = broadcastShapes(aBatch, bBatch);
@@ -88,15 +88,15 @@ LogicalResult evalGemm(GemmOp op, Operands in, Results &out) {
   int64_t m = transA ? a.dim(1) : a.dim(0), k = transA ? a.dim(0) : a.dim(1);
   int64_t kb = transB ? b.dim(1) : b.dim(0), n = transB ? b.dim(0) : b.dim(1);
   if (k != kb)
-    return op.emitOpError() << "contracts A' [" << m << ", " << k << "] with B' [" << kb
-                            << ", " << n << "]: inner dimensions differ";
+    return op.emitOpError() << "contracts A' [" << m << ", " << k << "] with B' [" << kb << ", "
+                            << n << "]: inner dimensions differ";
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, n});
   std::vector<int64_t> cMap;
   if (c) {
     std::optional<Shape> shape = broadcastShapes(c->shape, result.shape);
     if (!shape || *shape != result.shape)
-      return op.emitOpError() << "C " << formatShape(c->shape) << " does not broadcast to ["
-                              << m << ", " << n << "]";
+      return op.emitOpError() << "C " << formatShape(c->shape) << " does not broadcast to [" << m
+                              << ", " << n << "]";
     cMap = broadcastIndexMap(c->shape, result.shape);
   }
   for (int64_t i = 0; i < m; ++i)
@@ -338,16 +338,17 @@ std::optional<LogicalResult> evalONNXCompute(Operation *op, Operands in, Results
                       true);
       })
       .Case<ReduceMaxOp>([&](ReduceMaxOp o) {
-        return reduce(o, in, out, o.getKeepdimsAttr(), o.getNoopWithEmptyAxesAttr(), -kInf,
-                      maxOf, false);
+        return reduce(o, in, out, o.getKeepdimsAttr(), o.getNoopWithEmptyAxesAttr(), -kInf, maxOf,
+                      false);
       })
       .Case<ReduceMinOp>([&](ReduceMinOp o) {
-        return reduce(o, in, out, o.getKeepdimsAttr(), o.getNoopWithEmptyAxesAttr(), kInf,
-                      minOf, false);
+        return reduce(o, in, out, o.getKeepdimsAttr(), o.getNoopWithEmptyAxesAttr(), kInf, minOf,
+                      false);
       })
       .Case<ReduceProdOp>([&](ReduceProdOp o) {
-        return reduce(o, in, out, o.getKeepdimsAttr(), o.getNoopWithEmptyAxesAttr(), 1.0,
-                      [](double a, double b) { return a * b; }, false);
+        return reduce(
+            o, in, out, o.getKeepdimsAttr(), o.getNoopWithEmptyAxesAttr(), 1.0,
+            [](double a, double b) { return a * b; }, false);
       })
       .Case<CumSumOp>([&](CumSumOp o) { return evalCumSum(o, in, out); })
       .Case<TopKOp>([&](TopKOp o) { return evalTopK(o, in, out); })

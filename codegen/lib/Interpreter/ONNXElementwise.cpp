@@ -128,34 +128,47 @@ LogicalResult evalClip(ClipOp op, Operands in, Results &out) {
     if (!t)
       continue;
     if (t->numElements() != 1)
-      return op.emitOpError() << "'" << name << "' must be a scalar, got "
-                              << formatShape(t->shape);
+      return op.emitOpError() << "'" << name << "' must be a scalar, got " << formatShape(t->shape);
     *bound = t->values[0];
   }
   // min > max clips everything to max (ONNX), as min(max(x, lo), hi) does.
-  return unary(op, in, out, [lo, hi](double x) {
-    return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
-  });
+  return unary(op, in, out,
+               [lo, hi](double x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); });
 }
 
 /// ONNX's TensorProto.DataType codes of the types the interpreter knows.
 std::optional<ElementType> onnxDataType(int64_t code) {
   switch (code) {
-  case 1: return ElementType::F32;
-  case 2: return ElementType::U8;
-  case 3: return ElementType::I8;
-  case 4: return ElementType::U16;
-  case 5: return ElementType::I16;
-  case 6: return ElementType::I32;
-  case 7: return ElementType::I64;
-  case 9: return ElementType::I1;
-  case 10: return ElementType::F16;
-  case 11: return ElementType::F64;
-  case 12: return ElementType::U32;
-  case 13: return ElementType::U64;
-  case 16: return ElementType::BF16;
-  case 17: return ElementType::F8E4M3FN;
-  default: return std::nullopt;
+  case 1:
+    return ElementType::F32;
+  case 2:
+    return ElementType::U8;
+  case 3:
+    return ElementType::I8;
+  case 4:
+    return ElementType::U16;
+  case 5:
+    return ElementType::I16;
+  case 6:
+    return ElementType::I32;
+  case 7:
+    return ElementType::I64;
+  case 9:
+    return ElementType::I1;
+  case 10:
+    return ElementType::F16;
+  case 11:
+    return ElementType::F64;
+  case 12:
+    return ElementType::U32;
+  case 13:
+    return ElementType::U64;
+  case 16:
+    return ElementType::BF16;
+  case 17:
+    return ElementType::F8E4M3FN;
+  default:
+    return std::nullopt;
   }
 }
 
@@ -168,8 +181,8 @@ LogicalResult castTo(Operation *op, Operands in, Results &out, bool saturate) {
   return unary(op, in, out, [](double x) {
     llvm::APFloat value(x);
     bool losesInfo = false;
-    llvm::APFloat::opStatus status = value.convert(
-        llvm::APFloat::Float8E4M3FN(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+    llvm::APFloat::opStatus status = value.convert(llvm::APFloat::Float8E4M3FN(),
+                                                   llvm::APFloat::rmNearestTiesToEven, &losesInfo);
     return (status & llvm::APFloat::opOverflow) || std::isinf(x) ? kNaN : x;
   });
 }
@@ -213,7 +226,8 @@ std::optional<LogicalResult> evalONNXElementwise(Operation *op, Operands in, Res
       .Case<SinOp>([&](auto) { return u([](double x) { return std::sin(x); }); })
       .Case<ReciprocalOp>([&](auto) { return u([](double x) { return 1.0 / x; }); })
       .Case<SigmoidOp>([&](auto) { return u(sigmoid); })
-      .Case<ReluOp>([&](auto) { return u([](double x) { return std::isnan(x) ? x : std::max(x, 0.0); }); })
+      .Case<ReluOp>(
+          [&](auto) { return u([](double x) { return std::isnan(x) ? x : std::max(x, 0.0); }); })
       .Case<SoftplusOp>([&](auto) { return u([](double x) { return std::log1p(std::exp(x)); }); })
       .Case<SignOp>([&](auto) {
         return u([](double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); });
@@ -224,9 +238,8 @@ std::optional<LogicalResult> evalONNXElementwise(Operation *op, Operands in, Res
       .Case<IsInfOp>([&](IsInfOp isInf) {
         bool negative = attrOr(isInf.getDetectNegativeAttr(), 1) != 0;
         bool positive = attrOr(isInf.getDetectPositiveAttr(), 1) != 0;
-        return u([=](double x) {
-          return std::isinf(x) && (x > 0 ? positive : negative) ? 1.0 : 0.0;
-        });
+        return u(
+            [=](double x) { return std::isinf(x) && (x > 0 ? positive : negative) ? 1.0 : 0.0; });
       })
       .Case<HardSigmoidOp>([&](HardSigmoidOp hs) {
         double alpha = attrOr(hs.getAlphaAttr(), 0.2), beta = attrOr(hs.getBetaAttr(), 0.5);
@@ -249,12 +262,17 @@ std::optional<LogicalResult> evalONNXElementwise(Operation *op, Operands in, Res
       .Case<PowOp>([&](auto) { return b([](double x, double y) { return std::pow(x, y); }); })
       .Case<EqualOp>([&](auto) { return b([](double x, double y) { return double(x == y); }); })
       .Case<LessOp>([&](auto) { return b([](double x, double y) { return double(x < y); }); })
-      .Case<LessOrEqualOp>([&](auto) { return b([](double x, double y) { return double(x <= y); }); })
+      .Case<LessOrEqualOp>(
+          [&](auto) { return b([](double x, double y) { return double(x <= y); }); })
       .Case<GreaterOp>([&](auto) { return b([](double x, double y) { return double(x > y); }); })
-      .Case<GreaterOrEqualOp>([&](auto) { return b([](double x, double y) { return double(x >= y); }); })
-      .Case<AndOp>([&](auto) { return b([](double x, double y) { return double(x != 0 && y != 0); }); })
-      .Case<OrOp>([&](auto) { return b([](double x, double y) { return double(x != 0 || y != 0); }); })
-      .Case<XorOp>([&](auto) { return b([](double x, double y) { return double((x != 0) != (y != 0)); }); })
+      .Case<GreaterOrEqualOp>(
+          [&](auto) { return b([](double x, double y) { return double(x >= y); }); })
+      .Case<AndOp>(
+          [&](auto) { return b([](double x, double y) { return double(x != 0 && y != 0); }); })
+      .Case<OrOp>(
+          [&](auto) { return b([](double x, double y) { return double(x != 0 || y != 0); }); })
+      .Case<XorOp>(
+          [&](auto) { return b([](double x, double y) { return double((x != 0) != (y != 0)); }); })
       // Variadic, broadcasting.
       .Case<MaxOp>([&](auto) { return v(maxOf); })
       .Case<MinOp>([&](auto) { return v(minOf); })

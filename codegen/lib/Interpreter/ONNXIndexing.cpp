@@ -27,8 +27,8 @@ namespace {
 std::optional<int64_t> indexInto(Operation *op, double value, int64_t dim, int64_t axis) {
   int64_t index = toInt64(value);
   if (index < -dim || index >= dim) {
-    op->emitOpError() << "index " << index << " is out of range for axis " << axis
-                      << " of size " << dim;
+    op->emitOpError() << "index " << index << " is out of range for axis " << axis << " of size "
+                      << dim;
     return std::nullopt;
   }
   return index < 0 ? index + dim : index;
@@ -66,8 +66,8 @@ LogicalResult evalGatherElements(GatherElementsOp op, Operands in, Results &out)
                             << formatShape(data.shape);
   for (int64_t d = 0; d < data.rank(); ++d)
     if (d != *axis && indices.dim(d) > data.dim(d))
-      return op.emitOpError() << "indices " << formatShape(indices.shape)
-                              << " exceed data " << formatShape(data.shape) << " on axis " << d;
+      return op.emitOpError() << "indices " << formatShape(indices.shape) << " exceed data "
+                              << formatShape(data.shape) << " on axis " << d;
   Tensor &result = out.emplace_back(resultElementType(op), indices.shape);
   Shape strides = stridesOf(data.shape);
   for (int64_t i = 0, e = indices.numElements(); i < e; ++i) {
@@ -104,9 +104,8 @@ std::optional<NDAddressing> addressND(Operation *op, const Tensor &data, const T
   }
   for (int64_t d = 0; d < batchDims; ++d)
     if (indices.dim(d) != data.dim(d)) {
-      op->emitOpError() << "batch dimension " << d << " of indices "
-                        << formatShape(indices.shape) << " and data " << formatShape(data.shape)
-                        << " differ";
+      op->emitOpError() << "batch dimension " << d << " of indices " << formatShape(indices.shape)
+                        << " and data " << formatShape(data.shape) << " differ";
       return std::nullopt;
     }
   NDAddressing addressing;
@@ -149,7 +148,8 @@ LogicalResult evalGatherND(GatherNDOp op, Operands in, Results &out) {
 }
 
 /// The update rule of ScatterElements and ScatterND, or nullopt after an error.
-std::optional<double (*)(double, double)> reductionOf(Operation *op, std::optional<StringRef> name) {
+std::optional<double (*)(double, double)> reductionOf(Operation *op,
+                                                      std::optional<StringRef> name) {
   StringRef reduction = name.value_or("none");
   if (reduction == "none")
     return [](double, double update) { return update; };
@@ -232,6 +232,8 @@ LogicalResult evalOneHot(OneHotOp op, Operands in, Results &out) {
     return op.emitOpError() << "axis is out of range for an output of rank " << rank;
   Shape shape = indices.shape;
   shape.insert(shape.begin() + *axis, depth);
+  if (failed(checkResultShape(op, shape)))
+    return failure();
   Tensor &result = out.emplace_back(resultElementType(op), shape, values.values[0]);
   int64_t outer = productOf(indices.shape, 0, *axis);
   int64_t inner = productOf(indices.shape, *axis, indices.shape.size());

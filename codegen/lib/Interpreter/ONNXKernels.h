@@ -22,16 +22,13 @@ namespace moec::interp::detail {
 std::optional<mlir::LogicalResult> evalONNXElementwise(mlir::Operation *op, Operands in,
                                                        Results &out);
 /// MatMul, Gemm, Softmax, the reductions, CumSum, TopK, ArgMax/ArgMin.
-std::optional<mlir::LogicalResult> evalONNXCompute(mlir::Operation *op, Operands in,
-                                                   Results &out);
+std::optional<mlir::LogicalResult> evalONNXCompute(mlir::Operation *op, Operands in, Results &out);
 /// Ops that move elements without arithmetic: Reshape, Squeeze, Unsqueeze,
 /// Expand, Concat, Split, Slice, Transpose, Shape, ConstantOfShape, ...
-std::optional<mlir::LogicalResult> evalONNXShape(mlir::Operation *op, Operands in,
-                                                 Results &out);
+std::optional<mlir::LogicalResult> evalONNXShape(mlir::Operation *op, Operands in, Results &out);
 /// Index-driven ops: Gather, GatherElements, GatherND, ScatterElements,
 /// ScatterND, OneHot, NonZero, Trilu.
-std::optional<mlir::LogicalResult> evalONNXIndexing(mlir::Operation *op, Operands in,
-                                                    Results &out);
+std::optional<mlir::LogicalResult> evalONNXIndexing(mlir::Operation *op, Operands in, Results &out);
 
 } // namespace moec::interp::detail
 

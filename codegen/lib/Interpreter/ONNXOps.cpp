@@ -31,12 +31,14 @@ LogicalResult evalConstant(onnx::ConstantOp op, Results &out) {
     return success();
   }
   if (std::optional<ArrayRef<float>> values = op.getValueFloats()) {
-    Tensor &tensor = out.emplace_back(type, ArrayRef<int64_t>{static_cast<int64_t>(values->size())});
+    Tensor &tensor =
+        out.emplace_back(type, ArrayRef<int64_t>{static_cast<int64_t>(values->size())});
     llvm::copy(*values, tensor.values.begin());
     return success();
   }
   if (std::optional<ArrayRef<int64_t>> values = op.getValueInts()) {
-    Tensor &tensor = out.emplace_back(type, ArrayRef<int64_t>{static_cast<int64_t>(values->size())});
+    Tensor &tensor =
+        out.emplace_back(type, ArrayRef<int64_t>{static_cast<int64_t>(values->size())});
     for (auto [slot, value] : llvm::zip(tensor.values, *values))
       slot = static_cast<double>(value);
     return success();

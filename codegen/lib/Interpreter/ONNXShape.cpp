@@ -39,8 +39,7 @@ void forEachIndex(ArrayRef<int64_t> shape,
 }
 
 /// The input unchanged under a new shape (Reshape, Squeeze, Unsqueeze, Flatten).
-LogicalResult reshaped(Operation *op, const Tensor &data, ArrayRef<int64_t> shape,
-                       Results &out) {
+LogicalResult reshaped(Operation *op, const Tensor &data, ArrayRef<int64_t> shape, Results &out) {
   if (numElementsOf(shape) != data.numElements())
     return op->emitOpError() << "cannot reshape " << formatShape(data.shape) << " ("
                              << data.numElements() << " elements) to " << formatShape(shape);
@@ -60,8 +59,7 @@ LogicalResult evalReshape(ReshapeOp op, Operands in, Results &out) {
       // 0 copies the input's dimension at the same index.
       if (static_cast<int64_t>(index) >= data.rank())
         return op.emitOpError() << "shape " << formatShape(requested) << " copies dimension "
-                                << index << " (0), which " << formatShape(data.shape)
-                                << " lacks";
+                                << index << " (0), which " << formatShape(data.shape) << " lacks";
       shape.push_back(data.dim(index));
     } else if (size == -1) {
       if (inferred)
@@ -77,8 +75,8 @@ LogicalResult evalReshape(ReshapeOp op, Operands in, Results &out) {
   if (inferred) {
     int64_t known = numElementsOf(shape);
     if (known == 0 || data.numElements() % known != 0)
-      return op.emitOpError() << "cannot infer the -1 of " << formatShape(requested)
-                              << " for " << formatShape(data.shape);
+      return op.emitOpError() << "cannot infer the -1 of " << formatShape(requested) << " for "
+                              << formatShape(data.shape);
     shape[*inferred] = data.numElements() / known;
   }
   return reshaped(op, data, shape, out);
@@ -94,8 +92,8 @@ LogicalResult evalSqueeze(SqueezeOp op, Operands in, Results &out) {
         return op.emitOpError() << "axis " << axis << " is out of range for "
                                 << formatShape(data.shape);
       if (data.dim(*d) != 1)
-        return op.emitOpError() << "squeezes axis " << axis << " of "
-                                << formatShape(data.shape) << ", which is not 1";
+        return op.emitOpError() << "squeezes axis " << axis << " of " << formatShape(data.shape)
+                                << ", which is not 1";
       drop[*d] = true;
     }
   } else {
@@ -149,6 +147,8 @@ LogicalResult evalExpand(ExpandOp op, Operands in, Results &out) {
   if (!shape)
     return op.emitOpError() << "cannot expand " << formatShape(data.shape) << " to "
                             << formatShape(requested);
+  if (failed(checkResultShape(op, *shape)))
+    return failure();
   Tensor &result = out.emplace_back(resultElementType(op), *shape);
   std::vector<int64_t> map = broadcastIndexMap(data.shape, *shape);
   for (int64_t i = 0, e = result.numElements(); i < e; ++i)
@@ -271,6 +271,9 @@ LogicalResult evalSlice(SliceOp op, Operands in, Results &out) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
       count = end > start ? (end - start + step - 1) / step : 0;
+    } else if (dim == 0) {
+      start = end = 0;
+      count = 0;
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
@@ -333,6 +336,8 @@ LogicalResult evalTile(TileOp op, Operands in, Results &out) {
   Shape shape;
   for (auto [size, repeat] : llvm::zip(data.shape, repeats))
     shape.push_back(size * repeat);
+  if (failed(checkResultShape(op, shape)))
+    return failure();
   Tensor &result = out.emplace_back(resultElementType(op), shape);
   Shape strides = stridesOf(data.shape);
   forEachIndex(shape, [&](ArrayRef<int64_t> coords, int64_t linear) {
@@ -347,7 +352,9 @@ LogicalResult evalTile(TileOp op, Operands in, Results &out) {
 LogicalResult evalShape(ShapeOp op, Operands in, Results &out) {
   const Tensor &data = *in[0];
   int64_t rank = data.rank();
-  auto clampIndex = [rank](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
+  auto clampIndex = [rank](int64_t i) {
+    return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank);
+  };
   int64_t start = clampIndex(attrOr(op.getStartAttr(), 0));
   int64_t end = clampIndex(attrOr(op.getEndAttr(), rank));
   int64_t count = std::max<int64_t>(0, end - start);
@@ -359,8 +366,8 @@ LogicalResult evalShape(ShapeOp op, Operands in, Results &out) {
 
 LogicalResult evalConstantOfShape(ConstantOfShapeOp op, Operands in, Results &out) {
   SmallVector<int64_t> shape = toInt64s(*in[0]);
-  if (llvm::any_of(shape, [](int64_t s) { return s < 0; }))
-    return op.emitOpError() << "shape " << formatShape(shape) << " has a negative size";
+  if (failed(checkResultShape(op, shape)))
+    return failure();
   double fill = 0.0;
   if (ElementsAttr value = op.getValueAttr()) {
     FailureOr<Tensor> tensor = tensorFromAttribute(value, op.getLoc());
@@ -382,6 +389,8 @@ LogicalResult evalRange(RangeOp op, Operands in, Results &out) {
   if (delta == 0.0)
     return op.emitOpError("delta is 0");
   int64_t count = std::max<int64_t>(0, toInt64(std::ceil((limit - start) / delta)));
+  if (failed(checkResultShape(op, {count})))
+    return failure();
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{count});
   for (int64_t i = 0; i < count; ++i)
     result.values[i] = start + static_cast<double>(i) * delta;

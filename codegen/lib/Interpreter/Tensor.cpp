@@ -50,20 +50,34 @@ std::optional<ElementType> getElementType(Type type) {
 
 llvm::StringRef stringify(ElementType type) {
   switch (type) {
-  case ElementType::F64: return "f64";
-  case ElementType::F32: return "f32";
-  case ElementType::F16: return "f16";
-  case ElementType::BF16: return "bf16";
-  case ElementType::F8E4M3FN: return "f8E4M3FN";
-  case ElementType::I1: return "i1";
-  case ElementType::I8: return "i8";
-  case ElementType::I16: return "i16";
-  case ElementType::I32: return "i32";
-  case ElementType::I64: return "i64";
-  case ElementType::U8: return "ui8";
-  case ElementType::U16: return "ui16";
-  case ElementType::U32: return "ui32";
-  case ElementType::U64: return "ui64";
+  case ElementType::F64:
+    return "f64";
+  case ElementType::F32:
+    return "f32";
+  case ElementType::F16:
+    return "f16";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::F8E4M3FN:
+    return "f8E4M3FN";
+  case ElementType::I1:
+    return "i1";
+  case ElementType::I8:
+    return "i8";
+  case ElementType::I16:
+    return "i16";
+  case ElementType::I32:
+    return "i32";
+  case ElementType::I64:
+    return "i64";
+  case ElementType::U8:
+    return "ui8";
+  case ElementType::U16:
+    return "ui16";
+  case ElementType::U32:
+    return "ui32";
+  case ElementType::U64:
+    return "ui64";
   }
   llvm_unreachable("unknown element type");
 }
@@ -123,14 +137,22 @@ double roundTo(ElementType type, double value) {
     return roundThrough(llvm::APFloat::Float8E4M3FN(), std::clamp(value, -448.0, 448.0));
   case ElementType::I1:
     return value != 0.0 ? 1.0 : 0.0; // NaN is true, as a C++ bool conversion makes it
-  case ElementType::I8: return saturateTo<int8_t>(value);
-  case ElementType::I16: return saturateTo<int16_t>(value);
-  case ElementType::I32: return saturateTo<int32_t>(value);
-  case ElementType::I64: return saturateTo<int64_t>(value);
-  case ElementType::U8: return saturateTo<uint8_t>(value);
-  case ElementType::U16: return saturateTo<uint16_t>(value);
-  case ElementType::U32: return saturateTo<uint32_t>(value);
-  case ElementType::U64: return saturateTo<uint64_t>(value);
+  case ElementType::I8:
+    return saturateTo<int8_t>(value);
+  case ElementType::I16:
+    return saturateTo<int16_t>(value);
+  case ElementType::I32:
+    return saturateTo<int32_t>(value);
+  case ElementType::I64:
+    return saturateTo<int64_t>(value);
+  case ElementType::U8:
+    return saturateTo<uint8_t>(value);
+  case ElementType::U16:
+    return saturateTo<uint16_t>(value);
+  case ElementType::U32:
+    return saturateTo<uint32_t>(value);
+  case ElementType::U64:
+    return saturateTo<uint64_t>(value);
   }
   llvm_unreachable("unknown element type");
 }
@@ -173,9 +195,7 @@ Tensor::Tensor(ElementType elementType, llvm::ArrayRef<int64_t> shape, double fi
     : elementType(elementType), shape(shape.begin(), shape.end()),
       values(static_cast<size_t>(numElementsOf(shape)), fill) {}
 
-std::string Tensor::describe() const {
-  return stringify(elementType).str() + formatShape(shape);
-}
+std::string Tensor::describe() const { return stringify(elementType).str() + formatShape(shape); }
 
 void Tensor::round() {
   if (elementType == ElementType::F64)

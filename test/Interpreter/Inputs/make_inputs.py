@@ -159,6 +159,8 @@ def main():
     save("bad-int-for-float.npz", x=np.ones((5, 4), np.int64), ids=ids)
     save("bad-int-range.npz", x=x, ids=np.array([[0, 1, 2], [3, 4, 1 << 40]], np.int64))
     save("good-f64-and-i64.npz", x=np.full((5, 4), 0.1, np.float64), ids=ids + 1)
+    # rounding.mlir: numpy has no bf16, so bf16 arguments take f32 arrays.
+    save("bf16-from-f32.npz", x=np.array([1.0, 257.0, 259.0, 1e-3], np.float32))
 
 
 if __name__ == "__main__":

@@ -32,8 +32,20 @@ namespace moec::interp {
 /// The element types the interpreter rounds to. Signless and signed integers
 /// are both signed (ONNX and the moe dialect use signless ones as signed).
 enum class ElementType : uint8_t {
-  F64, F32, F16, BF16, F8E4M3FN,
-  I1, I8, I16, I32, I64, U8, U16, U32, U64,
+  F64,
+  F32,
+  F16,
+  BF16,
+  F8E4M3FN,
+  I1,
+  I8,
+  I16,
+  I32,
+  I64,
+  U8,
+  U16,
+  U32,
+  U64,
 };
 
 /// The interpreter's element type for an MLIR element type; nullopt for the
