@@ -14,6 +14,7 @@
 // RUN: not moec-interp %s --function huge_range 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not moec-interp %s --function odd_gated 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: not moec-interp %s 2>&1 | FileCheck %s --check-prefix=WHICH
+// RUN: not moec-interp %S/Inputs/einsum.onnx --inputs %S/Inputs/einsum.npz 2>&1 | FileCheck %s --check-prefix=ONNXNODE
 // RUN: not moec-interp %s --function nonexistent 2>&1 | FileCheck %s --check-prefix=NOFUNC
 
 // Inputs: names, ranks, static dims, dtypes (Inputs/make_inputs.py).
@@ -126,6 +127,9 @@ func.func @odd_gated() -> tensor<1x?xf32> {
       : tensor<1x?xf32> -> tensor<1x?xf32>
   return %y : tensor<1x?xf32>
 }
+
+// An imported model has no source text: the error names the file and the node.
+// ONNXNODE: {{.*}}einsum.onnx: node 'my_einsum': error: 'onnx.Einsum' op is not supported by the interpreter
 
 // WHICH: moec-interp: error: {{.*}}errors.mlir holds {{[0-9]+}} functions (@unsupported_onnx, @unsupported_other, {{.*}}); choose one with --function
 // NOFUNC: moec-interp: error: no function @nonexistent with a body in {{.*}}errors.mlir

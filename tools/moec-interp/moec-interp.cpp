@@ -74,6 +74,29 @@ int fail(const llvm::Twine &message) {
   return kError;
 }
 
+/// Diagnostics of an imported .onnx model: there is no source text to quote, and
+/// the op's location is the node's name (a NameLoc over the file), which
+/// SourceMgrDiagnosticHandler would drop. Prints "model.onnx: node 'n': error: ...".
+LogicalResult printONNXDiagnostic(Diagnostic &diagnostic) {
+  std::string node;
+  diagnostic.getLocation()->walk([&](Location loc) {
+    if (auto name = dyn_cast<NameLoc>(loc); name && node.empty())
+      node = name.getName().str();
+    return WalkResult::advance();
+  });
+  auto print = [&](Diagnostic &d, StringRef severity) {
+    llvm::errs() << inputFile << ": ";
+    // The importer's own messages name the node already.
+    if (!node.empty() && !llvm::StringRef(d.str()).starts_with("node '"))
+      llvm::errs() << "node '" << node << "': ";
+    llvm::errs() << severity << ": " << d.str() << "\n";
+  };
+  print(diagnostic, diagnostic.getSeverity() == DiagnosticSeverity::Error ? "error" : "note");
+  for (Diagnostic &note : diagnostic.getNotes())
+    print(note, "note");
+  return success();
+}
+
 OwningOpRef<ModuleOp> load(MLIRContext &context, llvm::SourceMgr &sourceMgr) {
   std::string message;
   std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(inputFile, &message);
@@ -170,6 +193,9 @@ int main(int argc, char **argv) {
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::optional<ScopedDiagnosticHandler> onnxDiagnostics;
+  if (llvm::StringRef(inputFile).ends_with(".onnx"))
+    onnxDiagnostics.emplace(&context, printONNXDiagnostic);
 
   OwningOpRef<ModuleOp> module = load(context, sourceMgr);
   if (!module)

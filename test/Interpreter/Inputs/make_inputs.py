@@ -159,6 +159,15 @@ def main():
     save("bad-int-for-float.npz", x=np.ones((5, 4), np.int64), ids=ids)
     save("bad-int-range.npz", x=x, ids=np.array([[0, 1, 2], [3, 4, 1 << 40]], np.int64))
     save("good-f64-and-i64.npz", x=np.full((5, 4), 0.1, np.float64), ids=ids + 1)
+    # An ONNX model with an op the interpreter lacks: the error names the node.
+    import onnx
+    from onnx import TensorProto, helper
+    node = helper.make_node("Einsum", ["a", "b"], ["y"], name="my_einsum", equation="ij,jk->ik")
+    vi = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 2])
+    graph = helper.make_graph([node], "einsum", [vi("a"), vi("b")], [vi("y")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10),
+              os.path.join(HERE, "einsum.onnx"))
+    save("einsum.npz", a=np.eye(2, dtype=np.float32), b=np.eye(2, dtype=np.float32))
     # rounding.mlir: numpy has no bf16, so bf16 arguments take f32 arrays.
     save("bf16-from-f32.npz", x=np.array([1.0, 257.0, 259.0, 1e-3], np.float32))
 
