@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 using namespace mlir;
 
@@ -164,11 +165,19 @@ llvm::Expected<SmallVector<Tensor>> bindArguments(func::FuncOp function,
 
 rt::HostTensor toHostTensor(const Tensor &tensor) {
   std::vector<int64_t> shape(tensor.shape.begin(), tensor.shape.end());
+  // Values are already rounded to the element type, so they fit the narrower
+  // storage types; int64 goes through toInt64, as 2^63 (a saturated i64) does not.
   auto fill = [&](rt::DType dtype, auto zero) {
+    using T = decltype(zero);
     rt::HostTensor host(dtype, shape);
-    auto *data = host.dataAs<decltype(zero)>();
-    for (size_t i = 0; i < tensor.values.size(); ++i)
-      data[i] = static_cast<decltype(zero)>(roundTo(tensor.elementType, tensor.values[i]));
+    T *data = host.dataAs<T>();
+    for (size_t i = 0; i < tensor.values.size(); ++i) {
+      double value = roundTo(tensor.elementType, tensor.values[i]);
+      if constexpr (std::is_floating_point_v<T>)
+        data[i] = static_cast<T>(value);
+      else
+        data[i] = static_cast<T>(toInt64(value));
+    }
     return host;
   };
   switch (tensor.elementType) {

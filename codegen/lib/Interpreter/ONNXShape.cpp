@@ -157,6 +157,8 @@ LogicalResult evalExpand(ExpandOp op, Operands in, Results &out) {
 }
 
 LogicalResult evalConcat(ConcatOp op, Operands in, Results &out) {
+  if (in.empty())
+    return op.emitOpError("needs at least one input");
   const Tensor &first = *in[0];
   std::optional<int64_t> axis = normalizeAxis(op.getAxisAttr().getInt(), first.rank());
   if (!axis)
