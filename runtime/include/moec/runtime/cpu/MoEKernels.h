@@ -1,0 +1,76 @@
+//===- MoEKernels.h - CPU kernels for the lowered moe ops ------*- C++ -*-===//
+//
+// One function per op of the grouped phase (docs/dialect.md states each op's
+// semantics; these follow it rule by rule): f32 storage, f32 accumulation,
+// row-major tensors, every size passed explicitly. Rows at or past num_valid
+// are never read or written (the sentinel tail), and a token whose slots are
+// all sentinels gets an exact zero row from the combine. The kernels split work
+// over a ThreadPool; results do not depend on the number of threads.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_RUNTIME_CPU_MOEKERNELS_H
+#define MOEC_RUNTIME_CPU_MOEKERNELS_H
+
+#include "moec/runtime/cpu/ThreadPool.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace moec::rt::cpu {
+
+enum class ActivationKind : uint8_t { SiLU, GELU, ReLU, Identity };
+enum class GateUpLayout : uint8_t { None, Concatenated, Interleaved };
+
+/// `#moe.activation` with its layout: gated layouts halve the width.
+struct Epilogue {
+  bool enabled = false;
+  ActivationKind kind = ActivationKind::Identity;
+  GateUpLayout layout = GateUpLayout::None;
+  float alpha = 1.0f, beta = 0.0f, limit = std::numeric_limits<float>::infinity();
+};
+
+enum class RoutingKind : uint8_t { SoftmaxTopK, TopKSoftmax, SigmoidGroupTopK };
+
+struct Routing {
+  RoutingKind kind = RoutingKind::SoftmaxTopK;
+  int topK = 1;
+  bool normalize = false;
+  int numGroups = 1, topkGroups = 1;
+  float scalingFactor = 1.0f;
+};
+
+/// moe.linear: y[M, N'] = epilogue(x[M, K] · w[N, K]ᵀ + bias[N]).
+void linear(ThreadPool &pool, const float *x, int64_t m, int64_t k, const float *w, int64_t n,
+            const float *bias, const Epilogue &epilogue, float *y);
+
+/// moe.route: ids[T, K] and weights[T, K] from logits[T, E].
+void route(ThreadPool &pool, const float *logits, int64_t tokens, int64_t experts,
+           const float *correctionBias, const Routing &routing, int32_t *ids, float *weights);
+
+/// moe.sort: a stable sort of the T·K slots by local id; ids outside
+/// [firstExpert, firstExpert + numExperts) become the sentinel numExperts.
+/// offsets are inclusive ends; *numValid = offsets[numExperts - 1].
+void sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
+                  int32_t *permutation, int32_t *offsets, int32_t *numValid);
+
+/// moe.permute: rows[r] = hidden[permutation[r] / topK] for r < numValid.
+void permute(ThreadPool &pool, const float *hidden, int64_t hiddenSize,
+             const int32_t *permutation, int64_t numValid, int64_t topK, float *rows);
+
+/// moe.grouped_matmul: out[r] = epilogue(lhs[r] · w[e]ᵀ + bias[e]) for the rows
+/// r of each expert e; rows at or past offsets[E-1] are not touched.
+void groupedMatmul(ThreadPool &pool, const float *lhs, int64_t k, const float *weights,
+                   int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                   const Epilogue &epilogue, float *out);
+
+/// moe.combine: out[t] = Σ_k weights[t, k] · rows[r(t, k)] over valid slots,
+/// plus addend[t] (scaled by sigmoid(addendGate[t]) when given).
+void combine(ThreadPool &pool, const float *rows, const int32_t *permutation, int64_t slots,
+             int64_t hiddenSize, const float *weights, int64_t tokens, int64_t topK,
+             int64_t numValid, const float *addend, const float *addendGate, float *out);
+
+} // namespace moec::rt::cpu
+
+#endif // MOEC_RUNTIME_CPU_MOEKERNELS_H

@@ -1,0 +1,251 @@
+//===- MoEKernels.cpp - CPU kernels for the lowered moe ops -----------------===//
+
+#include "moec/runtime/cpu/MoEKernels.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace moec::rt::cpu {
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float activate(ActivationKind kind, float alpha, float x) {
+  switch (kind) {
+  case ActivationKind::SiLU: return x * sigmoid(alpha * x);
+  case ActivationKind::GELU: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+  case ActivationKind::ReLU: return x > 0.0f ? x : 0.0f;
+  case ActivationKind::Identity: return x;
+  }
+  return x;
+}
+
+/// The width an epilogue leaves of `n` pre-activation columns.
+int64_t outputWidth(const Epilogue &e, int64_t n) {
+  return e.enabled && e.layout != GateUpLayout::None ? n / 2 : n;
+}
+
+/// Applies the epilogue to one row of `n` accumulators, writing outputWidth values.
+void applyEpilogue(const Epilogue &e, const float *acc, int64_t n, float *out) {
+  if (!e.enabled) {
+    std::copy(acc, acc + n, out);
+    return;
+  }
+  if (e.layout == GateUpLayout::None) {
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = activate(e.kind, e.alpha, acc[j]);
+    return;
+  }
+  int64_t half = n / 2;
+  bool interleaved = e.layout == GateUpLayout::Interleaved;
+  for (int64_t j = 0; j < half; ++j) {
+    float g = interleaved ? acc[2 * j] : acc[j];
+    float u = interleaved ? acc[2 * j + 1] : acc[half + j];
+    if (std::isfinite(e.limit)) {
+      g = std::min(g, e.limit);
+      u = std::clamp(u, -e.limit, e.limit);
+    }
+    out[j] = activate(e.kind, e.alpha, g) * (u + e.beta);
+  }
+}
+
+/// x · w (both length k), with independent partial sums so the compiler can
+/// vectorise without reassociating.
+float dot(const float *x, const float *w, int64_t k) {
+  float partial[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    for (int lane = 0; lane < 8; ++lane)
+      partial[lane] += x[i + lane] * w[i + lane];
+  float sum = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+              ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  for (; i < k; ++i)
+    sum += x[i] * w[i];
+  return sum;
+}
+
+/// One output row: epilogue(x · wᵀ + bias) for w [n, k].
+void projectRow(const float *x, int64_t k, const float *w, int64_t n, const float *bias,
+                const Epilogue &epilogue, float *scratch, float *out) {
+  for (int64_t j = 0; j < n; ++j)
+    scratch[j] = dot(x, w + j * k, k) + (bias ? bias[j] : 0.0f);
+  applyEpilogue(epilogue, scratch, n, out);
+}
+
+/// Indices of the k largest scores, descending, ties to the lower index.
+void topK(const float *scores, int64_t count, int64_t k, int32_t *out) {
+  std::vector<int32_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  });
+  std::copy(order.begin(), order.begin() + k, out);
+}
+
+} // namespace
+
+void linear(ThreadPool &pool, const float *x, int64_t m, int64_t k, const float *w, int64_t n,
+            const float *bias, const Epilogue &epilogue, float *y) {
+  int64_t width = outputWidth(epilogue, n);
+  pool.parallelFor(m, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(n);
+    for (int64_t row = begin; row < end; ++row)
+      projectRow(x + row * k, k, w, n, bias, epilogue, scratch.data(), y + row * width);
+  });
+}
+
+void route(ThreadPool &pool, const float *logits, int64_t tokens, int64_t experts,
+           const float *correctionBias, const Routing &routing, int32_t *ids, float *weights) {
+  int64_t k = routing.topK;
+  pool.parallelFor(tokens, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(experts), selection(experts);
+    for (int64_t t = begin; t < end; ++t) {
+      const float *l = logits + t * experts;
+      int32_t *tokenIds = ids + t * k;
+      float *w = weights + t * k;
+      // Scores, and the values selection ranks (scores + correction bias).
+      if (routing.kind == RoutingKind::SoftmaxTopK) {
+        float maxLogit = *std::max_element(l, l + experts);
+        double sum = 0;
+        for (int64_t e = 0; e < experts; ++e)
+          sum += scores[e] = std::exp(l[e] - maxLogit);
+        for (int64_t e = 0; e < experts; ++e)
+          scores[e] = static_cast<float>(scores[e] / sum);
+      } else if (routing.kind == RoutingKind::TopKSoftmax) {
+        std::copy(l, l + experts, scores.begin());
+      } else {
+        for (int64_t e = 0; e < experts; ++e)
+          scores[e] = sigmoid(l[e]);
+      }
+      for (int64_t e = 0; e < experts; ++e)
+        selection[e] = scores[e] + (correctionBias ? correctionBias[e] : 0.0f);
+
+      if (routing.kind == RoutingKind::SigmoidGroupTopK && routing.numGroups > 1) {
+        // A group scores the sum of its two best experts; only the topkGroups
+        // best groups stay, the others are masked to -inf (not 0).
+        int64_t groups = routing.numGroups, size = experts / groups;
+        std::vector<float> groupScores(groups);
+        for (int64_t g = 0; g < groups; ++g) {
+          int32_t best[2];
+          topK(selection.data() + g * size, size, 2, best);
+          groupScores[g] = selection[g * size + best[0]] + selection[g * size + best[1]];
+        }
+        std::vector<int32_t> kept(routing.topkGroups);
+        topK(groupScores.data(), groups, routing.topkGroups, kept.data());
+        std::vector<bool> keep(groups, false);
+        for (int32_t g : kept)
+          keep[g] = true;
+        for (int64_t e = 0; e < experts; ++e)
+          if (!keep[e / size])
+            selection[e] = -std::numeric_limits<float>::infinity();
+      }
+      topK(selection.data(), experts, k, tokenIds);
+
+      if (routing.kind == RoutingKind::TopKSoftmax) {
+        float maxLogit = l[tokenIds[0]];
+        for (int64_t i = 1; i < k; ++i)
+          maxLogit = std::max(maxLogit, l[tokenIds[i]]);
+        double sum = 0;
+        for (int64_t i = 0; i < k; ++i)
+          sum += w[i] = std::exp(l[tokenIds[i]] - maxLogit);
+        for (int64_t i = 0; i < k; ++i)
+          w[i] = static_cast<float>(w[i] / sum);
+      } else {
+        for (int64_t i = 0; i < k; ++i)
+          w[i] = scores[tokenIds[i]];
+      }
+      if (routing.normalize) {
+        float sum = 0;
+        for (int64_t i = 0; i < k; ++i)
+          sum += w[i];
+        for (int64_t i = 0; i < k; ++i)
+          w[i] /= sum + 1e-20f;
+      }
+      for (int64_t i = 0; i < k; ++i)
+        w[i] *= routing.scalingFactor;
+    }
+  });
+}
+
+void sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
+                  int32_t *permutation, int32_t *offsets, int32_t *numValid) {
+  // A counting sort: stable by construction, linear in the slots.
+  auto localId = [&](int64_t s) -> int64_t {
+    int64_t id = static_cast<int64_t>(ids[s]) - firstExpert;
+    return id >= 0 && id < numExperts ? id : numExperts; // the sentinel
+  };
+  std::vector<int64_t> next(numExperts + 1, 0);
+  for (int64_t s = 0; s < slots; ++s)
+    ++next[localId(s)];
+  int64_t running = 0;
+  for (int64_t e = 0; e <= numExperts; ++e) {
+    int64_t count = next[e];
+    next[e] = running;
+    running += count;
+    if (e < numExperts)
+      offsets[e] = static_cast<int32_t>(running);
+  }
+  for (int64_t s = 0; s < slots; ++s)
+    permutation[next[localId(s)]++] = static_cast<int32_t>(s);
+  *numValid = offsets[numExperts - 1];
+}
+
+void permute(ThreadPool &pool, const float *hidden, int64_t hiddenSize,
+             const int32_t *permutation, int64_t numValid, int64_t topK, float *rows) {
+  pool.parallelFor(numValid, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *source = hidden + (permutation[r] / topK) * hiddenSize;
+      std::copy(source, source + hiddenSize, rows + r * hiddenSize);
+    }
+  });
+}
+
+void groupedMatmul(ThreadPool &pool, const float *lhs, int64_t k, const float *weights,
+                   int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                   const Epilogue &epilogue, float *out) {
+  int64_t validRows = offsets[experts - 1];
+  int64_t width = outputWidth(epilogue, n);
+  pool.parallelFor(validRows, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(n);
+    // The expert of the first row, then walk forward.
+    int64_t e = std::upper_bound(offsets, offsets + experts, static_cast<int32_t>(begin)) - offsets;
+    for (int64_t r = begin; r < end; ++r) {
+      while (r >= offsets[e])
+        ++e;
+      projectRow(lhs + r * k, k, weights + e * n * k, n, bias ? bias + e * n : nullptr,
+                 epilogue, scratch.data(), out + r * width);
+    }
+  });
+}
+
+void combine(ThreadPool &pool, const float *rows, const int32_t *permutation, int64_t slots,
+             int64_t hiddenSize, const float *weights, int64_t tokens, int64_t topK,
+             int64_t numValid, const float *addend, const float *addendGate, float *out) {
+  // Sorted row of each slot; -1 for sentinel slots, whose rows are never read.
+  std::vector<int32_t> rowOf(slots, -1);
+  for (int64_t r = 0; r < numValid; ++r)
+    rowOf[permutation[r]] = static_cast<int32_t>(r);
+  pool.parallelFor(tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float *y = out + t * hiddenSize;
+      std::fill(y, y + hiddenSize, 0.0f); // written, so all-sentinel tokens are exact zeros
+      for (int64_t k = 0; k < topK; ++k) {
+        int32_t r = rowOf[t * topK + k];
+        if (r < 0)
+          continue;
+        float w = weights[t * topK + k];
+        const float *row = rows + static_cast<int64_t>(r) * hiddenSize;
+        for (int64_t h = 0; h < hiddenSize; ++h)
+          y[h] += w * row[h];
+      }
+      if (addend) {
+        float gate = addendGate ? sigmoid(addendGate[t]) : 1.0f;
+        for (int64_t h = 0; h < hiddenSize; ++h)
+          y[h] += gate * addend[t * hiddenSize + h];
+      }
+    }
+  });
+}
+
+} // namespace moec::rt::cpu
