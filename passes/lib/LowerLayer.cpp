@@ -1,11 +1,11 @@
 //===- LowerLayer.cpp - moe.layer to the sorted grouped-GEMM pipeline ------===//
 //
-// One moe.layer becomes: router logits (moe.linear, unless given) → route →
-// sort by expert (sentinel tail) → permute → grouped matmul for gate and up with
-// the activation as epilogue → grouped matmul for down → combine, with the
-// shared experts as moe.linear ops whose output joins the combine's sum. The
-// rules every op keeps are in docs/dialect.md; why it is built this way is in
-// docs/pipeline.md.
+// One moe.layer becomes: router logits (moe.linear, unless given) → route
+// (unless the routing itself is given) → sort by expert (sentinel tail) →
+// permute → grouped matmul for gate and up with the activation as epilogue →
+// grouped matmul for down → combine, with the shared experts as moe.linear ops
+// whose output joins the combine's sum. The rules every op keeps are in
+// docs/dialect.md; why it is built this way is in docs/pipeline.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,24 +83,39 @@ struct LowerLayerPattern : OpRewritePattern<LayerOp> {
     if (ShapedType::isDynamic(experts))
       return rewriter.notifyMatchFailure(op, "the number of experts must be static");
 
-    // Router.
-    Value logits = op.getRouterLogits();
-    if (!logits)
-      logits = LinearOp::create(rewriter, loc, RankedTensorType::get({tokens, experts}, f32),
-                                hidden, op.getRouterWeight(), op.getRouterBias(),
-                                /*epilogue=*/nullptr, /*epilogue_layout=*/nullptr)
-                   .getResult();
-    auto route = RouteOp::create(
-        rewriter, loc, RankedTensorType::get({tokens, topK}, i32),
-        RankedTensorType::get({tokens, topK}, f32), logits, op.getCorrectionBias(),
-        op.getRoutingAttr(), op.getTopKAttr(), op.getNormalizeAttr(), op.getNumGroupsAttr(),
-        op.getTopkGroupsAttr(), op.getRoutedScalingFactorAttr());
+    // Router, unless the routing is given: then its ids go straight to the sort
+    // (which takes i32 and i64 and makes any id outside [0, E) the sentinel)
+    // and its weights, in f32 as the combine sums them, to the combine.
+    Value ids = op.getExpertIds(), routingWeights = op.getExpertWeights();
+    if (routingWeights) {
+      auto weightsType = cast<RankedTensorType>(routingWeights.getType());
+      auto f32Type = RankedTensorType::get(weightsType.getShape(), f32);
+      unsigned width = weightsType.getElementType().getIntOrFloatBitWidth();
+      if (width < 32)
+        routingWeights = arith::ExtFOp::create(rewriter, loc, f32Type, routingWeights);
+      else if (width > 32)
+        routingWeights = arith::TruncFOp::create(rewriter, loc, f32Type, routingWeights);
+    } else {
+      Value logits = op.getRouterLogits();
+      if (!logits)
+        logits = LinearOp::create(rewriter, loc, RankedTensorType::get({tokens, experts}, f32),
+                                  hidden, op.getRouterWeight(), op.getRouterBias(),
+                                  /*epilogue=*/nullptr, /*epilogue_layout=*/nullptr)
+                     .getResult();
+      auto route = RouteOp::create(
+          rewriter, loc, RankedTensorType::get({tokens, topK}, i32),
+          RankedTensorType::get({tokens, topK}, f32), logits, op.getCorrectionBias(),
+          op.getRoutingAttr(), op.getTopKAttr(), op.getNormalizeAttr(), op.getNumGroupsAttr(),
+          op.getTopkGroupsAttr(), op.getRoutedScalingFactorAttr());
+      ids = route.getExpertIds();
+      routingWeights = route.getWeights();
+    }
 
     // Sort by expert; invalid ids become the sentinel tail.
     auto sort = SortOp::create(rewriter, loc, RankedTensorType::get({slots}, i32),
                                RankedTensorType::get({experts}, i32),
-                               RankedTensorType::get({}, i32), route.getExpertIds(),
-                               experts, /*first_expert=*/0);
+                               RankedTensorType::get({}, i32), ids, experts,
+                               /*first_expert=*/0);
     Value rows = PermuteOp::create(rewriter, loc,
                                    RankedTensorType::get({slots, hiddenSize}, elementType),
                                    hidden, sort.getPermutation(), sort.getNumValid(), topK)
@@ -152,7 +167,7 @@ struct LowerLayerPattern : OpRewritePattern<LayerOp> {
     }
 
     rewriter.replaceOpWithNewOp<CombineOp>(op, op.getType(), down, sort.getPermutation(),
-                                           route.getWeights(), sort.getNumValid(), shared,
+                                           routingWeights, sort.getNumValid(), shared,
                                            sharedGate);
     return success();
   }

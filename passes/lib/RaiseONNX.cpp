@@ -690,7 +690,8 @@ struct RaiseBatchedMoE : OpRewritePattern<ox::ReduceSumOp> {
                                                block.alpha, block.beta, block.limit);
     auto layer = moe::LayerOp::create(
         rewriter, loc, resultType, block.hidden, router, /*router_logits=*/Value(),
-        block.routerBias, block.correctionBias, gateUp, /*up_weight=*/Value(), down,
+        /*expert_ids=*/Value(), /*expert_weights=*/Value(), block.routerBias,
+        block.correctionBias, gateUp, /*up_weight=*/Value(), down,
         block.gateUpBias, /*up_bias=*/Value(), block.downBias, sharedGateUp, sharedDown,
         /*shared_gate_weight=*/Value(), block.routing, static_cast<uint64_t>(block.topK),
         block.normalize, block.numGroups, block.topkGroups, APFloat(block.scalingFactor),

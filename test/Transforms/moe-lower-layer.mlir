@@ -135,6 +135,62 @@ func.func @deepseek_shared(%x: tensor<?x32xf32>, %wr: tensor<16x32xf32>, %cb: te
 
 // -----
 
+// Precomputed routing: no moe.linear and no moe.route; i64 ids go straight
+// into moe.sort (any id outside [0, E) becomes the sentinel there), f32
+// weights straight into moe.combine.
+// CHECK-LABEL: func.func @precomputed_routing
+// CHECK-SAME: (%[[X:.*]]: tensor<5x16xf32>, %[[IDS:.*]]: tensor<5x2xi64>, %[[W:.*]]: tensor<5x2xf32>
+// CHECK-NOT: moe.linear
+// CHECK-NOT: moe.route
+// CHECK: %[[PERM:.*]], %[[OFF:.*]], %[[N:.*]] = moe.sort %[[IDS]] {num_experts = 4 : i64} : tensor<5x2xi64> -> tensor<10xi32>, tensor<4xi32>, tensor<i32>
+// CHECK: %[[ROWS:.*]] = moe.permute %[[X]], %[[PERM]], %[[N]] {top_k = 2 : i64}
+// CHECK: %[[GU:.*]] = tensor.concat dim(1)
+// CHECK: %[[H:.*]] = moe.grouped_matmul %[[ROWS]], %[[GU]], %[[OFF]] {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>} : tensor<10x16xf32>, tensor<4x16x16xf32>, tensor<4xi32> -> tensor<10x8xf32>
+// CHECK: %[[O:.*]] = moe.grouped_matmul %[[H]]
+// CHECK: %[[Y:.*]] = moe.combine %[[O]], %[[PERM]], %[[W]], %[[N]] : tensor<10x16xf32>, tensor<10xi32>, tensor<5x2xf32>, tensor<i32> -> tensor<5x16xf32>
+// CHECK: return %[[Y]]
+func.func @precomputed_routing(%x: tensor<5x16xf32>, %ids: tensor<5x2xi64>, %w: tensor<5x2xf32>,
+    %wg: tensor<4x8x16xf32>, %wu: tensor<4x8x16xf32>, %wd: tensor<4x16x8xf32>) -> tensor<5x16xf32> {
+  %y = moe.layer %x : tensor<5x16xf32> expert_ids(%ids : tensor<5x2xi64>)
+         expert_weights(%w : tensor<5x2xf32>)
+         gate_up(%wg : tensor<4x8x16xf32>) up(%wu : tensor<4x8x16xf32>) down(%wd : tensor<4x16x8xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<separate>} -> tensor<5x16xf32>
+  return %y : tensor<5x16xf32>
+}
+
+// -----
+
+// Routing weights narrower than f32 are widened for the combine (which sums in
+// f32); wider ones are narrowed. i32 ids need no cast.
+// CHECK-LABEL: func.func @precomputed_routing_casts
+// CHECK: %[[W32:.*]] = arith.extf %{{.*}} : tensor<?x1xbf16> to tensor<?x1xf32>
+// CHECK: moe.sort %{{.*}} {num_experts = 4 : i64} : tensor<?x1xi32>
+// CHECK: moe.combine %{{.*}}, %{{.*}}, %[[W32]], %{{.*}} : tensor<?x16xbf16>, tensor<?xi32>, tensor<?x1xf32>, tensor<i32> -> tensor<?x16xbf16>
+// CHECK-LABEL: func.func @precomputed_routing_f64
+// CHECK: %[[W32:.*]] = arith.truncf %{{.*}} : tensor<?x1xf64> to tensor<?x1xf32>
+// CHECK: moe.combine %{{.*}}, %{{.*}}, %[[W32]], %{{.*}}
+func.func @precomputed_routing_casts(%x: tensor<?x16xbf16>, %ids: tensor<?x1xi32>, %w: tensor<?x1xbf16>,
+    %wgu: tensor<4x16x16xbf16>, %wd: tensor<4x16x8xbf16>) -> tensor<?x16xbf16> {
+  %y = moe.layer %x : tensor<?x16xbf16> expert_ids(%ids : tensor<?x1xi32>)
+         expert_weights(%w : tensor<?x1xbf16>)
+         gate_up(%wgu : tensor<4x16x16xbf16>) down(%wd : tensor<4x16x8xbf16>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xbf16>
+  return %y : tensor<?x16xbf16>
+}
+func.func @precomputed_routing_f64(%x: tensor<?x16xf64>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf64>,
+    %wgu: tensor<4x16x16xf64>, %wd: tensor<4x16x8xf64>) -> tensor<?x16xf64> {
+  %y = moe.layer %x : tensor<?x16xf64> expert_ids(%ids : tensor<?x1xi32>)
+         expert_weights(%w : tensor<?x1xf64>)
+         gate_up(%wgu : tensor<4x16x16xf64>) down(%wd : tensor<4x16x8xf64>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf64>
+  return %y : tensor<?x16xf64>
+}
+
+// -----
+
 // Already-lowered ops and other ops are left alone.
 // CHECK-LABEL: func.func @leaves_lowered_ops_alone
 // CHECK-NEXT: moe.sort

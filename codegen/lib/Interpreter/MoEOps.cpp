@@ -264,6 +264,7 @@ LogicalResult evalLayer(LayerOp op, Operands in, Results &out) {
   const Tensor &gateUp = *get(op.getGateUpWeight());
   const Tensor &down = *get(op.getDownWeight());
   const Tensor *routerWeight = get(op.getRouterWeight()), *routerLogits = get(op.getRouterLogits());
+  const Tensor *expertIds = get(op.getExpertIds()), *expertWeights = get(op.getExpertWeights());
   const Tensor *routerBias = get(op.getRouterBias()), *correction = get(op.getCorrectionBias());
   const Tensor *up = get(op.getUpWeight()), *gateUpBias = get(op.getGateUpBias());
   const Tensor *upBias = get(op.getUpBias()), *downBias = get(op.getDownBias());
@@ -282,6 +283,8 @@ LogicalResult evalLayer(LayerOp op, Operands in, Results &out) {
       failed(expectShape(op, up, "up_weight", {e, inter, h})) ||
       failed(expectShape(op, routerWeight, "router_weight", {e, h})) ||
       failed(expectShape(op, routerLogits, "router_logits", {t, e})) ||
+      failed(expectShape(op, expertIds, "expert_ids", {t, int64_t(op.getTopK())})) ||
+      failed(expectShape(op, expertWeights, "expert_weights", {t, int64_t(op.getTopK())})) ||
       failed(expectShape(op, routerBias, "router_bias", {e})) ||
       failed(expectShape(op, correction, "correction_bias", {e})) ||
       failed(expectShape(op, gateUpBias, "gate_up_bias", {e, rows})) ||
@@ -309,14 +312,26 @@ LogicalResult evalLayer(LayerOp op, Operands in, Results &out) {
   };
   for (int64_t token = 0; token < t; ++token) {
     const double *x = hidden.values.data() + token * h;
-    if (routerWeight)
-      matvec(routerWeight->values.data(), x, at(routerBias, 0), e, h, logits);
-    else
-      std::copy_n(routerLogits->values.begin() + token * e, e, logits.begin());
-    routeToken(routing, logits, at(correction, 0), ids, weights);
+    if (expertIds) {
+      // Precomputed routing: the token's ids and weights as given.
+      int64_t k = expertIds->dim(1);
+      ids.clear();
+      weights.assign(expertWeights->values.begin() + token * k,
+                     expertWeights->values.begin() + (token + 1) * k);
+      for (int64_t slot = 0; slot < k; ++slot)
+        ids.push_back(toInt64(expertIds->values[token * k + slot]));
+    } else {
+      if (routerWeight)
+        matvec(routerWeight->values.data(), x, at(routerBias, 0), e, h, logits);
+      else
+        std::copy_n(routerLogits->values.begin() + token * e, e, logits.begin());
+      routeToken(routing, logits, at(correction, 0), ids, weights);
+    }
 
     double *row = result.values.data() + token * h;
     for (auto [id, weight] : llvm::zip(ids, weights)) {
+      if (id < 0 || id >= e)
+        continue; // the sentinel: never computed, adds nothing (NaN weights included)
       matvec(gateUp.values.data() + id * rows * h, x, at(gateUpBias, id * rows), rows, h,
              MutableArrayRef<double>(projected).take_front(rows));
       if (layout == GateUpLayout::Separate) {

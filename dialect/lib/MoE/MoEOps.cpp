@@ -176,11 +176,34 @@ LogicalResult LayerOp::verify() {
   if (failed(shapes.expect(getHidden(), "hidden", {"T", "H"})))
     return failure();
 
-  // Router.
-  if (getRouterWeight() && getRouterLogits())
-    return emitOpError("takes 'router_weight' or 'router_logits', not both");
-  if (!getRouterWeight() && !getRouterLogits())
-    return emitOpError("needs 'router_weight' or 'router_logits'");
+  // Router: weights, logits, or the routing itself (ids and weights, as a
+  // hand-written experts module receives it).
+  if (static_cast<bool>(getExpertIds()) != static_cast<bool>(getExpertWeights()))
+    return emitOpError("'expert_ids' and 'expert_weights' go together");
+  int sources = static_cast<bool>(getRouterWeight()) + static_cast<bool>(getRouterLogits()) +
+                static_cast<bool>(getExpertIds());
+  if (sources > 1)
+    return emitOpError("takes one of 'router_weight', 'router_logits' and 'expert_ids' with "
+                       "'expert_weights', not several");
+  if (sources == 0)
+    return emitOpError("needs 'router_weight', 'router_logits', or 'expert_ids' with "
+                       "'expert_weights'");
+  if (hasPrecomputedRouting()) {
+    // Nothing routes, so nothing may say how: one spelling per meaning. Ids
+    // outside [0, E) are the sentinel (docs/dialect.md), not an error.
+    if (getRouting() != RoutingKind::SoftmaxTopK || getNormalize() || getNumGroups() != 1 ||
+        getTopkGroups() != 1 || getRoutedScalingFactor().convertToDouble() != 1.0)
+      return emitOpError("with precomputed routing ('expert_ids', 'expert_weights') the routing "
+                         "attributes other than top_k keep their defaults (routing "
+                         "softmax_topk, normalize false, num_groups 1, topk_groups 1, "
+                         "routed_scaling_factor 1.0)");
+    if (getCorrectionBias())
+      return emitOpError("'correction_bias' steers a router; precomputed routing has none");
+    if (failed(shapes.bind("K", static_cast<int64_t>(getTopK()), "attribute top_k")) ||
+        failed(shapes.expect(getExpertIds(), "expert_ids", {"T", "K"})) ||
+        failed(shapes.expect(getExpertWeights(), "expert_weights", {"T", "K"})))
+      return failure();
+  }
   if (getRouterWeight() &&
       failed(shapes.expect(getRouterWeight(), "router_weight", {"E", "H"})))
     return failure();

@@ -53,7 +53,7 @@ func.func @activation_unknown_parameter(%x: tensor<4x8xf32>) -> tensor<4x4xf32> 
 
 func.func @layer_both_routers(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>, %l: tensor<?x4xf32>,
     %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{takes 'router_weight' or 'router_logits', not both}}
+  // expected-error @+1 {{takes one of 'router_weight', 'router_logits' and 'expert_ids' with 'expert_weights', not several}}
   %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
          router_logits(%l : tensor<?x4xf32>)
          gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
@@ -66,8 +66,108 @@ func.func @layer_both_routers(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>, %l: t
 
 func.func @layer_no_router(%x: tensor<?x16xf32>, %wgu: tensor<4x64x16xf32>,
     %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{needs 'router_weight' or 'router_logits'}}
+  // expected-error @+1 {{needs 'router_weight', 'router_logits', or 'expert_ids' with 'expert_weights'}}
   %y = moe.layer %x : tensor<?x16xf32>
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_ids_and_logits(%x: tensor<?x16xf32>, %l: tensor<?x4xf32>, %ids: tensor<?x2xi64>,
+    %w: tensor<?x2xf32>, %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{takes one of 'router_weight', 'router_logits' and 'expert_ids' with 'expert_weights', not several}}
+  %y = moe.layer %x : tensor<?x16xf32> router_logits(%l : tensor<?x4xf32>)
+         expert_ids(%ids : tensor<?x2xi64>) expert_weights(%w : tensor<?x2xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_ids_without_weights(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'expert_ids' and 'expert_weights' go together}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x2xi32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_precomputed_normalize(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{with precomputed routing ('expert_ids', 'expert_weights') the routing attributes other than top_k keep their defaults (routing softmax_topk, normalize false, num_groups 1, topk_groups 1, routed_scaling_factor 1.0)}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x2xi32>) expert_weights(%w : tensor<?x2xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, normalize = true,
+          activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_precomputed_routing_kind(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{the routing attributes other than top_k keep their defaults}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x2xi32>) expert_weights(%w : tensor<?x2xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<topk_softmax>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_precomputed_correction_bias(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>,
+    %w: tensor<?x2xf32>, %cb: tensor<4xf32>, %wgu: tensor<4x64x16xf32>,
+    %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'correction_bias' steers a router; precomputed routing has none}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x2xi32>) expert_weights(%w : tensor<?x2xf32>)
+         correction_bias(%cb : tensor<4xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_precomputed_top_k(%x: tensor<?x16xf32>, %ids: tensor<?x3xi64>, %w: tensor<?x3xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expert_ids dimension 1 (K) is 3, but attribute top_k makes K = 2}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x3xi64>) expert_weights(%w : tensor<?x3xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_precomputed_tokens(%x: tensor<5x16xf32>, %ids: tensor<5x2xi64>, %w: tensor<4x2xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<5x16xf32> {
+  // expected-error @+1 {{expert_weights dimension 0 (T) is 4, but hidden dimension 0 makes T = 5}}
+  %y = moe.layer %x : tensor<5x16xf32> expert_ids(%ids : tensor<5x2xi64>) expert_weights(%w : tensor<4x2xf32>)
+         gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<5x16xf32>
+  return %y : tensor<5x16xf32>
+}
+
+// -----
+
+func.func @layer_precomputed_float_ids(%x: tensor<?x16xf32>, %ids: tensor<?x2xf32>, %w: tensor<?x2xf32>,
+    %wgu: tensor<4x64x16xf32>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{must be ranked tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<?x2xf32>'}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x2xf32>) expert_weights(%w : tensor<?x2xf32>)
          gate_up(%wgu : tensor<4x64x16xf32>) down(%wd : tensor<4x16x32xf32>)
          {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
           gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>

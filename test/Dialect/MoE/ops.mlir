@@ -110,6 +110,29 @@ func.func @ungated_relu_layer(%x: tensor<5x16xf16>, %wr: tensor<4x16xf16>,
   return %y : tensor<5x16xf16>
 }
 
+// Precomputed routing, as a hand-written experts module receives it: ids
+// (i32 or i64) and weights [T, K]; top_k is K and the other routing
+// attributes keep their defaults.
+// CHECK-LABEL: func.func @precomputed_routing_layer
+// CHECK: moe.layer
+// CHECK-SAME: expert_ids(%{{[a-z0-9_]+}} : tensor<?x2xi64>)
+// CHECK-SAME: expert_weights(%{{[a-z0-9_]+}} : tensor<?x2xbf16>)
+// CHECK-SAME: gate_up(%{{[a-z0-9_]+}} : tensor<4x8x16xbf16>)
+// CHECK-SAME: up(%{{[a-z0-9_]+}} : tensor<4x8x16xbf16>)
+// CHECK-SAME: top_k = 2 : i64
+func.func @precomputed_routing_layer(%x: tensor<?x16xbf16>, %ids: tensor<?x2xi64>,
+    %w: tensor<?x2xbf16>, %wg: tensor<4x8x16xbf16>, %wu: tensor<4x8x16xbf16>,
+    %wd: tensor<4x16x8xbf16>) -> tensor<?x16xbf16> {
+  %y = moe.layer %x : tensor<?x16xbf16> expert_ids(%ids : tensor<?x2xi64>)
+         expert_weights(%w : tensor<?x2xbf16>)
+         gate_up(%wg : tensor<4x8x16xbf16>) up(%wu : tensor<4x8x16xbf16>)
+         down(%wd : tensor<4x16x8xbf16>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64,
+          activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<separate>} -> tensor<?x16xbf16>
+  return %y : tensor<?x16xbf16>
+}
+
 // CHECK-LABEL: func.func @lowered_pipeline
 func.func @lowered_pipeline(%x: tensor<?x64xbf16>, %logits: tensor<?x8xf32>,
     %wgu: tensor<8x256x64xbf16>, %wd: tensor<8x64x128xbf16>) -> tensor<?x64xbf16> {

@@ -407,7 +407,8 @@ private:
     Value none;
     auto layer = moe::LayerOp::create(
         b, loc, hiddenStates.getType(), hiddenStates, /*router_weight=*/none,
-        /*router_logits=*/inputs[kRouterProbs], /*router_bias=*/none, /*correction_bias=*/none,
+        /*router_logits=*/inputs[kRouterProbs], /*expert_ids=*/none, /*expert_weights=*/none,
+        /*router_bias=*/none, /*correction_bias=*/none,
         inputs[kFc1Weights], /*up_weight=*/inputs[kFc3Weights], inputs[kFc2Weights],
         inputs[kFc1Bias], /*up_bias=*/inputs[kFc3Bias], inputs[kFc2Bias],
         /*shared_gate_up_weight=*/none, /*shared_down_weight=*/none,

@@ -45,7 +45,11 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
 
     Router: `logits = hidden · router_weightᵀ + router_bias` (or the given
     `router_logits`), then `routing` picks `top_k` experts per token and their
-    weights (see `moe.route`). Each chosen expert `e` computes, in the
+    weights (see `moe.route`). Or the routing comes precomputed, as a
+    hand-written experts module takes it: `expert_ids` [T, K] (i32 or i64) and
+    `expert_weights` [T, K]; then the routing attributes other than `top_k`
+    (= K) keep their defaults, and an id outside [0, E) is the sentinel: that
+    slot adds nothing. Each chosen expert `e` computes, in the
     `[out, in]` orientation of every weight here:
 
     ```
@@ -72,6 +76,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_FloatTensor:$hidden,
     Optional<MoE_FloatTensor>:$router_weight,
     Optional<MoE_FloatTensor>:$router_logits,
+    Optional<MoE_IndexTensor>:$expert_ids,
+    Optional<MoE_FloatTensor>:$expert_weights,
     Optional<MoE_FloatTensor>:$router_bias,
     Optional<MoE_FloatTensor>:$correction_bias,
     MoE_FloatTensor:$gate_up_weight,
@@ -91,6 +97,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     $hidden `:` type($hidden)
     (`router_weight` `(` $router_weight^ `:` type($router_weight) `)`)?
     (`router_logits` `(` $router_logits^ `:` type($router_logits) `)`)?
+    (`expert_ids` `(` $expert_ids^ `:` type($expert_ids) `)`)?
+    (`expert_weights` `(` $expert_weights^ `:` type($expert_weights) `)`)?
     (`router_bias` `(` $router_bias^ `:` type($router_bias) `)`)?
     (`correction_bias` `(` $correction_bias^ `:` type($correction_bias) `)`)?
     `gate_up` `(` $gate_up_weight `:` type($gate_up_weight) `)`
@@ -111,6 +119,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     /// Intermediate size I of one expert; dynamic if unknown.
     int64_t getIntermediateSize();
     bool isGated() { return getGateUpLayout() != GateUpLayout::None; }
+    /// Whether the routing comes as data (expert_ids, expert_weights).
+    bool hasPrecomputedRouting() { return static_cast<bool>(getExpertIds()); }
   }];
 }
 
