@@ -107,21 +107,29 @@ public:
 
 private:
   FailureOr<ElementsAttr> fromRawData(::onnx::TensorProto &tensor, RankedTensorType type) {
-    ArrayRef<char> raw(tensor.raw_data().data(), tensor.raw_data().size());
-    if (type.getElementType().isInteger(1)) {
-      SmallVector<bool> bits(raw.begin(), raw.end());
-      return cast<ElementsAttr>(DenseElementsAttr::get(type, ArrayRef<bool>(bits)));
-    }
-    if (type.getNumElements() <= kInlineElementLimit)
-      return cast<ElementsAttr>(DenseElementsAttr::getFromRawBuffer(type, raw));
     // The protobuf's string becomes the blob's storage: the weights exist once.
     auto owner = std::make_unique<std::string>(std::move(*tensor.mutable_raw_data()));
     ArrayRef<char> data(owner->data(), owner->size());
+    return fromBytes(tensor.name(), type, data, std::move(owner));
+  }
+
+  /// Elements over `data`, whose storage `owner` keeps alive. Booleans and
+  /// small tensors are copied inline (readable in tests, foldable); larger ones
+  /// become a resource blob that takes `owner` over, so nothing is copied
+  /// unless `data` is misaligned for its element type.
+  template <typename Owner>
+  ElementsAttr fromBytes(const std::string &name, RankedTensorType type, ArrayRef<char> data,
+                         Owner owner) {
+    if (type.getElementType().isInteger(1)) {
+      SmallVector<bool> bits(data.begin(), data.end());
+      return cast<ElementsAttr>(DenseElementsAttr::get(type, ArrayRef<bool>(bits)));
+    }
+    if (type.getNumElements() <= kInlineElementLimit)
+      return cast<ElementsAttr>(DenseElementsAttr::getFromRawBuffer(type, data));
     size_t alignment = alignmentFor(type, data.data());
     if (alignment == 0)
-      return blob(tensor.name(), type,
-                  HeapAsmResourceBlob::allocateAndCopyWithAlign(data, kBlobAlignment));
-    return blob(tensor.name(), type,
+      return blob(name, type, HeapAsmResourceBlob::allocateAndCopyWithAlign(data, kBlobAlignment));
+    return blob(name, type,
                 AsmResourceBlob(data, alignment,
                                 [owner = std::move(owner)](void *, size_t, size_t) mutable {
                                   owner.reset();
@@ -174,25 +182,10 @@ private:
     if (!buffer)
       return emitError(loc) << what << ": cannot read external data '" << file
                             << "': " << buffer.getError().message();
+    // The mapping itself is the blob's storage: nothing is copied.
     std::unique_ptr<llvm::MemoryBuffer> mapped = std::move(*buffer);
     ArrayRef<char> data(mapped->getBufferStart(), mapped->getBufferSize());
-    if (type.getElementType().isInteger(1) || type.getNumElements() <= kInlineElementLimit) {
-      if (type.getElementType().isInteger(1)) {
-        SmallVector<bool> bits(data.begin(), data.end());
-        return cast<ElementsAttr>(DenseElementsAttr::get(type, ArrayRef<bool>(bits)));
-      }
-      return cast<ElementsAttr>(DenseElementsAttr::getFromRawBuffer(type, data));
-    }
-    size_t alignment = alignmentFor(type, data.data());
-    if (alignment == 0)
-      return blob(tensor.name(), type, HeapAsmResourceBlob::allocateAndCopyWithAlign(data, kBlobAlignment));
-    // The mapping itself is the blob's storage: nothing is copied.
-    return blob(tensor.name(), type,
-                AsmResourceBlob(data, alignment,
-                                [mapped = std::move(mapped)](void *, size_t, size_t) mutable {
-                                  mapped.reset();
-                                },
-                                /*dataIsMutable=*/false));
+    return fromBytes(tensor.name(), type, data, std::move(mapped));
   }
 
   FailureOr<ElementsAttr> fromTypedFields(const ::onnx::TensorProto &tensor,
