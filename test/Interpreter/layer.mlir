@@ -4,6 +4,7 @@
 
 // RUN: moec-interp %s --function ungated_shared --print | FileCheck %s --check-prefix=SHARED
 // RUN: moec-interp %s --function separate_biases --print | FileCheck %s --check-prefix=SEP
+// RUN: moec-interp %s --function precomputed_routing --print | FileCheck %s --check-prefix=PRE
 
 // T = 2, H = 2, E = 2, I = 1, identity activation, top_k = 1 with normalize
 // (weight 1). Token 0 [1, 2] picks expert 1 (logits [0, 1]): h = [1, 1]·x + 0.5
@@ -60,4 +61,26 @@ func.func @separate_biases() -> tensor<1x2xf32> {
           activation = #moe.activation<relu>,
           gate_up_layout = #moe.gate_up_layout<separate>} -> tensor<1x2xf32>
   return %y : tensor<1x2xf32>
+}
+
+// Precomputed routing with sentinel ids (5 and -1, outside [0, E = 2)) whose
+// weights are NaN: those slots are not computed and add nothing. The experts
+// are those of @ungated_shared: token 0 gets 0.5·[7, 11.5], token 1 2·[5, 0].
+// PRE: result0 = tensor<2x2xf32> {{\[}}[3.5, 5.75], [10, 0]]
+func.func @precomputed_routing() -> tensor<2x2xf32> {
+  %x = arith.constant dense<[[1.0, 2.0], [4.0, -1.0]]> : tensor<2x2xf32>
+  %ids = arith.constant dense<[[1, 5], [-1, 0]]> : tensor<2x2xi64>
+  %w = arith.constant dense<[[0.5, 0x7FC00000], [0x7FC00000, 2.0]]> : tensor<2x2xf32>
+  %gu = arith.constant dense<[[[1.0, -1.0]], [[1.0, 1.0]]]> : tensor<2x1x2xf32>
+  %gub = arith.constant dense<[[0.0], [0.5]]> : tensor<2x1xf32>
+  %down = arith.constant dense<[[[1.0], [0.0]], [[2.0], [3.0]]]> : tensor<2x2x1xf32>
+  %db = arith.constant dense<[[0.0, 0.0], [0.0, 1.0]]> : tensor<2x2xf32>
+  %y = moe.layer %x : tensor<2x2xf32> expert_ids(%ids : tensor<2x2xi64>)
+         expert_weights(%w : tensor<2x2xf32>)
+         gate_up(%gu : tensor<2x1x2xf32>) down(%down : tensor<2x2x1xf32>)
+         gate_up_bias(%gub : tensor<2x1xf32>) down_bias(%db : tensor<2x2xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64,
+          activation = #moe.activation<identity>,
+          gate_up_layout = #moe.gate_up_layout<none>} -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
 }
