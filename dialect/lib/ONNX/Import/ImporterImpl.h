@@ -32,6 +32,8 @@ public:
   int64_t opset = 0;
   /// SSA values by ONNX name.
   llvm::StringMap<mlir::Value> values;
+  /// Values whose defining ops are erased after the graph if nothing uses them.
+  llvm::SmallVector<mlir::Value> eraseIfUnused;
   /// Declared types by ONNX name (graph inputs, outputs, value_info).
   llvm::StringMap<const ::onnx::TypeProto *> declaredTypes;
 

@@ -241,6 +241,9 @@ private:
       if (failed(weights))
         return failure();
       inputs[p.into] = *weights;
+      for (Value consumed : {q[p.weights], q[p.scales], q[p.zeroPoints]})
+        if (consumed)
+          quantizedInputs.push_back(consumed);
     }
     return success();
   }
@@ -418,6 +421,11 @@ private:
         /*topk_groups=*/1, llvm::APFloat(1.0), activation, layout);
     if (failed(verify(layer)))
       return failure();
+    // QMoE's packed weights, scales and zero points are dead once dequantized
+    // (unless a later node reads them too); the graph importer erases them at the
+    // end, so that the weights are not held twice.
+    for (Value input : quantizedInputs)
+      importer.eraseIfUnused.push_back(input);
     Value result = layer.getResult();
     if (originalShape)
       result = moec::onnx::ReshapeOp::create(b, loc, inputType, result, originalShape, nullptr)
@@ -431,6 +439,7 @@ private:
   const ::onnx::NodeProto &node;
   Location loc;
   SmallVector<Value> inputs;
+  SmallVector<Value> quantizedInputs; // QMoE inputs consumed by dequantization
   int64_t hidden = 0, experts = 0, intermediate = 0;
 };
 

@@ -20,6 +20,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -707,6 +708,15 @@ LogicalResult ModelImporter::importGraph(::onnx::GraphProto &graph, ModuleOp mod
     results.push_back(value);
   }
   func::ReturnOp::create(builder, fileLoc(), results);
+  // Collect the ops first: one op may stand behind several listed values.
+  llvm::SetVector<Operation *> candidates;
+  for (Value value : eraseIfUnused)
+    if (Operation *def = value.getDefiningOp())
+      candidates.insert(def);
+  for (Operation *def : candidates)
+    if (def->use_empty())
+      def->erase();
+  eraseIfUnused.clear();
   func.setFunctionType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [index, info] : llvm::enumerate(graph.output()))
     func.setResultAttr(index, "onnx.name", builder.getStringAttr(info.name()));
