@@ -1,0 +1,402 @@
+//===- MoEKernels.cu - CUDA kernels for the lowered moe ops -----------------===//
+//
+// Correctness first: one block per token for routing, CUB's stable radix sort
+// for the sort, one thread per output for the grouped matmul. Every count that
+// depends on the routing is read on the device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/runtime/Cuda.h"
+#include "moec/runtime/cuda/MoEKernels.h"
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cfloat>
+
+namespace moec::rt::cuda {
+namespace {
+
+using cpu::ActivationKind;
+using cpu::GateUpLayout;
+using cpu::RoutingKind;
+
+constexpr int kRouteThreads = 128;
+
+__device__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ float activate(ActivationKind kind, float alpha, float x) {
+  switch (kind) {
+  case ActivationKind::SiLU: return x * sigmoidf(alpha * x);
+  case ActivationKind::GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  case ActivationKind::ReLU: return x > 0.0f ? x : 0.0f;
+  case ActivationKind::Identity: return x;
+  }
+  return x;
+}
+
+/// The better of two (value, index) candidates: larger value, ties to the lower index.
+__device__ bool better(float a, int ia, float b, int ib) {
+  return a > b || (a == b && ia < ib) || (ib < 0 && ia >= 0);
+}
+
+/// The index of the largest `values[i]` not yet `taken`, ties to the lower index.
+__device__ int blockArgmax(const float *values, const bool *taken, int n, float *scratchValue,
+                           int *scratchIndex) {
+  float best = -INFINITY;
+  int bestIndex = -1;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    if (!taken[i] && better(values[i], i, best, bestIndex)) {
+      best = values[i];
+      bestIndex = i;
+    }
+  scratchValue[threadIdx.x] = best;
+  scratchIndex[threadIdx.x] = bestIndex;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      int other = threadIdx.x + stride;
+      if (better(scratchValue[other], scratchIndex[other], scratchValue[threadIdx.x],
+                 scratchIndex[threadIdx.x])) {
+        scratchValue[threadIdx.x] = scratchValue[other];
+        scratchIndex[threadIdx.x] = scratchIndex[other];
+      }
+    }
+    __syncthreads();
+  }
+  int result = scratchIndex[0];
+  __syncthreads();
+  return result;
+}
+
+/// One block per token. Shared memory: scores[E], selection[E], taken[E].
+__global__ void routeKernel(const float *logits, int experts, const float *bias, Routing routing,
+                            int32_t *ids, float *weights) {
+  extern __shared__ unsigned char shared[];
+  float *scores = reinterpret_cast<float *>(shared);
+  float *selection = scores + experts;
+  bool *taken = reinterpret_cast<bool *>(selection + experts);
+  __shared__ float scratchValue[kRouteThreads];
+  __shared__ int scratchIndex[kRouteThreads];
+  __shared__ float reduction;
+  const float *l = logits + static_cast<int64_t>(blockIdx.x) * experts;
+  int k = routing.topK;
+
+  if (routing.kind == RoutingKind::SoftmaxTopK) {
+    if (threadIdx.x == 0) {
+      float m = -INFINITY;
+      for (int e = 0; e < experts; ++e)
+        m = fmaxf(m, l[e]);
+      double sum = 0;
+      for (int e = 0; e < experts; ++e)
+        sum += expf(l[e] - m);
+      reduction = m;
+      scratchValue[0] = static_cast<float>(sum);
+    }
+    __syncthreads();
+    float m = reduction, sum = scratchValue[0];
+    __syncthreads();
+    for (int e = threadIdx.x; e < experts; e += blockDim.x)
+      scores[e] = expf(l[e] - m) / sum;
+  } else {
+    for (int e = threadIdx.x; e < experts; e += blockDim.x)
+      scores[e] = routing.kind == RoutingKind::TopKSoftmax ? l[e] : sigmoidf(l[e]);
+  }
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    selection[e] = scores[e] + (bias ? bias[e] : 0.0f);
+    taken[e] = false;
+  }
+  __syncthreads();
+
+  if (routing.kind == RoutingKind::SigmoidGroupTopK && routing.numGroups > 1) {
+    // Group score: the sum of the group's two best; keep topkGroups groups,
+    // mask the rest to -inf. Groups are few: one thread does the bookkeeping.
+    if (threadIdx.x == 0) {
+      int groups = routing.numGroups, size = experts / groups;
+      float groupScore[64];
+      bool kept[64];
+      for (int g = 0; g < groups; ++g) {
+        float a = -INFINITY, b = -INFINITY;
+        int ia = -1;
+        for (int i = 0; i < size; ++i) {
+          float v = selection[g * size + i];
+          if (ia < 0 || v > a) {
+            b = a;
+            a = v;
+            ia = i;
+          } else if (v > b) {
+            b = v;
+          }
+        }
+        groupScore[g] = a + b;
+        kept[g] = false;
+      }
+      for (int round = 0; round < routing.topkGroups; ++round) {
+        int best = -1;
+        for (int g = 0; g < groups; ++g)
+          if (!kept[g] && (best < 0 || groupScore[g] > groupScore[best]))
+            best = g;
+        kept[best] = true;
+      }
+      for (int e = 0; e < experts; ++e)
+        if (!kept[e / size])
+          selection[e] = -INFINITY;
+    }
+    __syncthreads();
+  }
+
+  int32_t *tokenIds = ids + static_cast<int64_t>(blockIdx.x) * k;
+  float *w = weights + static_cast<int64_t>(blockIdx.x) * k;
+  for (int i = 0; i < k; ++i) {
+    int chosen = blockArgmax(selection, taken, experts, scratchValue, scratchIndex);
+    if (threadIdx.x == 0) {
+      tokenIds[i] = chosen;
+      taken[chosen] = true;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    if (routing.kind == RoutingKind::TopKSoftmax) {
+      float m = -INFINITY;
+      for (int i = 0; i < k; ++i)
+        m = fmaxf(m, l[tokenIds[i]]);
+      double sum = 0;
+      for (int i = 0; i < k; ++i)
+        sum += w[i] = expf(l[tokenIds[i]] - m);
+      for (int i = 0; i < k; ++i)
+        w[i] = static_cast<float>(w[i] / sum);
+    } else {
+      for (int i = 0; i < k; ++i)
+        w[i] = scores[tokenIds[i]];
+    }
+    if (routing.normalize) {
+      float sum = 0;
+      for (int i = 0; i < k; ++i)
+        sum += w[i];
+      for (int i = 0; i < k; ++i)
+        w[i] /= sum + 1e-20f;
+    }
+    for (int i = 0; i < k; ++i)
+      w[i] *= routing.scalingFactor;
+  }
+}
+
+/// Local ids as sort keys (the sentinel is numExperts), slot indices as values,
+/// and the per-expert counts (counts[numExperts] gathers the sentinels).
+__global__ void sortKeysKernel(const int32_t *ids, int64_t slots, int64_t numExperts,
+                               int64_t firstExpert, uint32_t *keys, int32_t *values,
+                               int32_t *counts) {
+  for (int64_t s = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; s < slots;
+       s += int64_t(gridDim.x) * blockDim.x) {
+    int64_t local = static_cast<int64_t>(ids[s]) - firstExpert;
+    uint32_t key = local >= 0 && local < numExperts ? uint32_t(local) : uint32_t(numExperts);
+    keys[s] = key;
+    values[s] = static_cast<int32_t>(s);
+    atomicAdd(&counts[key], 1);
+  }
+}
+
+__global__ void offsetsKernel(const int32_t *counts, int64_t numExperts, int32_t *offsets,
+                              int32_t *numValid) {
+  int32_t running = 0;
+  for (int64_t e = 0; e < numExperts; ++e) {
+    running += counts[e];
+    offsets[e] = running;
+  }
+  *numValid = running;
+}
+
+__global__ void permuteKernel(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+                              const int32_t *numValid, int64_t topK, float *rows) {
+  int64_t valid = *numValid;
+  int64_t total = valid * hiddenSize;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i / hiddenSize, h = i % hiddenSize;
+    rows[i] = hidden[(permutation[r] / topK) * hiddenSize + h];
+  }
+}
+
+/// One thread per output element (gated epilogues: per output column, both
+/// halves). The expert of a row is found by binary search in the offsets.
+__global__ void groupedMatmulKernel(const float *lhs, int64_t slots, int64_t k,
+                                    const float *weights, int64_t experts, int64_t n,
+                                    const int32_t *offsets, const float *bias, Epilogue epilogue,
+                                    int64_t width, float *out) {
+  int64_t valid = offsets[experts - 1];
+  int64_t total = valid * width;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i / width, j = i % width;
+    int64_t lo = 0, hi = experts - 1; // first e with offsets[e] > r
+    while (lo < hi) {
+      int64_t mid = (lo + hi) / 2;
+      if (offsets[mid] > r)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    const float *x = lhs + r * k;
+    const float *w = weights + lo * n * k;
+    const float *b = bias ? bias + lo * n : nullptr;
+    auto project = [&](int64_t column) {
+      float acc = b ? b[column] : 0.0f;
+      for (int64_t c = 0; c < k; ++c)
+        acc += x[c] * w[column * k + c];
+      return acc;
+    };
+    float result;
+    if (!epilogue.enabled) {
+      result = project(j);
+    } else if (epilogue.layout == GateUpLayout::None) {
+      result = activate(epilogue.kind, epilogue.alpha, project(j));
+    } else {
+      bool interleaved = epilogue.layout == GateUpLayout::Interleaved;
+      float g = project(interleaved ? 2 * j : j), u = project(interleaved ? 2 * j + 1 : width + j);
+      if (isfinite(epilogue.limit)) {
+        g = fminf(g, epilogue.limit);
+        u = fminf(fmaxf(u, -epilogue.limit), epilogue.limit);
+      }
+      result = activate(epilogue.kind, epilogue.alpha, g) * (u + epilogue.beta);
+    }
+    out[r * width + j] = result;
+  }
+}
+
+__global__ void inversePermutationKernel(const int32_t *permutation, int64_t slots,
+                                         const int32_t *numValid, int32_t *rowOfSlot) {
+  int64_t valid = *numValid;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < slots;
+       r += int64_t(gridDim.x) * blockDim.x)
+    if (r < valid)
+      rowOfSlot[permutation[r]] = static_cast<int32_t>(r);
+}
+
+/// One block per token; a sentinel slot (row -1) adds nothing and is never read.
+__global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+                              const float *weights, int64_t topK, const float *addend,
+                              const float *addendGate, float *out) {
+  int64_t t = blockIdx.x;
+  float gate = addendGate ? sigmoidf(addendGate[t]) : 1.0f;
+  for (int64_t h = threadIdx.x; h < hiddenSize; h += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < topK; ++k) {
+      int32_t r = rowOfSlot[t * topK + k];
+      if (r >= 0)
+        acc += weights[t * topK + k] * rows[int64_t(r) * hiddenSize + h];
+    }
+    if (addend)
+      acc += gate * addend[t * hiddenSize + h];
+    out[t * hiddenSize + h] = acc;
+  }
+}
+
+int blocksFor(int64_t work, int threads) {
+  int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<int>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
+}
+
+int keyBits(int64_t numExperts) {
+  int bits = 1;
+  while ((int64_t(1) << bits) <= numExperts)
+    ++bits;
+  return bits;
+}
+
+size_t alignUp(size_t bytes) { return (bytes + 255) & ~size_t(255); }
+
+} // namespace
+
+Status sortWorkspaceBytes(int64_t slots, size_t &bytes) {
+  size_t cubBytes = 0;
+  MOEC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, cubBytes, static_cast<uint32_t *>(nullptr),
+                                                static_cast<uint32_t *>(nullptr),
+                                                static_cast<int32_t *>(nullptr),
+                                                static_cast<int32_t *>(nullptr),
+                                                static_cast<int>(slots)));
+  // keys in, keys out, values in, counts (up to 4096 experts + sentinel), CUB's own.
+  bytes = 3 * alignUp(slots * 4) + alignUp(4097 * 4) + alignUp(cubBytes);
+  return Status::ok();
+}
+
+Status route(const float *logits, int64_t tokens, int64_t experts, const float *correctionBias,
+             const Routing &routing, int32_t *ids, float *weights, cudaStream_t stream) {
+  if (tokens == 0)
+    return Status::ok();
+  if (routing.numGroups > 64)
+    return Status::error("route: more than 64 expert groups");
+  size_t shared = experts * (2 * sizeof(float) + sizeof(bool));
+  routeKernel<<<static_cast<unsigned>(tokens), kRouteThreads, shared, stream>>>(
+      logits, static_cast<int>(experts), correctionBias, routing, ids, weights);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
+                    int32_t *permutation, int32_t *offsets, int32_t *numValid, void *workspace,
+                    size_t workspaceBytes, cudaStream_t stream) {
+  if (numExperts > 4096)
+    return Status::error("sortByExpert: more than 4096 local experts");
+  size_t needed = 0;
+  MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(slots, needed));
+  if (workspaceBytes < needed)
+    return Status::error("sortByExpert: workspace of " + std::to_string(workspaceBytes) +
+                         " bytes, needs " + std::to_string(needed));
+  auto *base = static_cast<unsigned char *>(workspace);
+  auto *keysIn = reinterpret_cast<uint32_t *>(base);
+  auto *keysOut = reinterpret_cast<uint32_t *>(base + alignUp(slots * 4));
+  auto *valuesIn = reinterpret_cast<int32_t *>(base + 2 * alignUp(slots * 4));
+  auto *counts = reinterpret_cast<int32_t *>(base + 3 * alignUp(slots * 4));
+  void *cubTemp = base + 3 * alignUp(slots * 4) + alignUp(4097 * 4);
+  size_t cubBytes = needed - (3 * alignUp(slots * 4) + alignUp(4097 * 4));
+  MOEC_CUDA_TRY(cudaMemsetAsync(counts, 0, (numExperts + 1) * sizeof(int32_t), stream));
+  if (slots > 0) {
+    sortKeysKernel<<<blocksFor(slots, 256), 256, 0, stream>>>(ids, slots, numExperts, firstExpert,
+                                                              keysIn, valuesIn, counts);
+    MOEC_CUDA_TRY(cudaGetLastError());
+    // Radix sort is stable: equal ids keep ascending slot order.
+    MOEC_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cubTemp, cubBytes, keysIn, keysOut, valuesIn,
+                                                  permutation, static_cast<int>(slots), 0,
+                                                  keyBits(numExperts), stream));
+  }
+  offsetsKernel<<<1, 1, 0, stream>>>(counts, numExperts, offsets, numValid);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+               const int32_t *numValid, int64_t slots, int64_t topK, float *rows,
+               cudaStream_t stream) {
+  permuteKernel<<<blocksFor(slots * hiddenSize, 256), 256, 0, stream>>>(
+      hidden, hiddenSize, permutation, numValid, topK, rows);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *weights,
+                     int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                     const Epilogue &epilogue, float *out, cudaStream_t stream) {
+  int64_t width = epilogue.enabled && epilogue.layout != GateUpLayout::None ? n / 2 : n;
+  groupedMatmulKernel<<<blocksFor(slots * width, 256), 256, 0, stream>>>(
+      lhs, slots, k, weights, experts, n, offsets, bias, epilogue, width, out);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
+               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
+               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
+               cudaStream_t stream) {
+  if (tokens == 0)
+    return Status::ok();
+  // -1 everywhere (bytes 0xFF), then the valid rows: sentinel slots stay -1.
+  MOEC_CUDA_TRY(cudaMemsetAsync(rowOfSlot, 0xFF, slots * sizeof(int32_t), stream));
+  inversePermutationKernel<<<blocksFor(slots, 256), 256, 0, stream>>>(permutation, slots,
+                                                                      numValid, rowOfSlot);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  combineKernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
+      rows, rowOfSlot, hiddenSize, weights, topK, addend, addendGate, out);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+} // namespace moec::rt::cuda
