@@ -31,6 +31,7 @@ void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     return;
   // moe: every MoE block, whatever its form, becomes one moe.layer.
   pm.addPass(createMoERaiseONNX());
+  pm.addPass(createMoERaiseExpertLoops());
   pm.addPass(createCanonicalizerPass());
   if (options.stopAfter == Phase::MoE)
     return;

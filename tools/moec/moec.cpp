@@ -16,6 +16,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -58,7 +61,9 @@ static int compile() {
 
   DialectRegistry registry;
   registry.insert<moec::moe::MoEDialect, moec::onnx::ONNXDialect, func::FuncDialect,
-                  arith::ArithDialect, tensor::TensorDialect>();
+                  arith::ArithDialect, tensor::TensorDialect,
+                  // hand-written expert loops (moe-raise-expert-loops)
+                  linalg::LinalgDialect, math::MathDialect, scf::SCFDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 

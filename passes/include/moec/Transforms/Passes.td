@@ -20,6 +20,25 @@ def MoERaiseONNX : Pass<"moe-raise-onnx", "::mlir::ModuleOp"> {
   let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
 }
 
+def MoERaiseExpertLoops : Pass<"moe-raise-expert-loops", "::mlir::ModuleOp"> {
+  let summary = "Raise hand-written expert loops (scf.for or unrolled, upstream dialects) to moe.layer";
+  let description = [{
+    Recognises a MoE experts module written by hand in upstream dialects that
+    receives the routing as data (expert ids and weights [T, K]) and runs each
+    expert densely over all tokens: an `scf.for` over experts 0..E-1 that
+    slices expert e's weights, computes `silu(x·Wgᵀ)·(x·Wuᵀ)·Wdᵀ` with
+    linalg ops, scales each token's row by `Σ_k w[t,k]·(ids[t,k] == e)` and
+    accumulates; or the same body unrolled over per-expert weight constants,
+    which are stacked into [E, ...] constants at compile time. The result is
+    one moe.layer with precomputed routing (expert_ids, expert_weights).
+    Every piece is checked (bounds, slices at the induction variable, the
+    comparison, each body and indexing map); near misses are left alone.
+    docs/pipeline.md states the forms.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def MoELowerLayer : Pass<"moe-lower-layer", "::mlir::ModuleOp"> {
   let summary = "Lower moe.layer to the sorted grouped-GEMM pipeline";
   let description = [{
