@@ -16,6 +16,9 @@
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -27,7 +30,8 @@ using namespace mlir;
 namespace moec::interp {
 
 void registerInterpretedDialects(DialectRegistry &registry) {
-  registry.insert<func::FuncDialect, arith::ArithDialect, tensor::TensorDialect, moe::MoEDialect,
+  registry.insert<func::FuncDialect, arith::ArithDialect, linalg::LinalgDialect,
+                  math::MathDialect, scf::SCFDialect, tensor::TensorDialect, moe::MoEDialect,
                   onnx::ONNXDialect>();
 }
 
@@ -56,7 +60,7 @@ LogicalResult checkSupportedType(Operation *op, Type type, const Twine &what) {
   return success();
 }
 
-class FunctionInterpreter {
+class FunctionInterpreter : public detail::RegionRunner {
 public:
   FailureOr<SmallVector<Tensor>> run(func::FuncOp function, ArrayRef<Tensor> arguments) {
     if (function.isExternal())
@@ -108,7 +112,8 @@ private:
   LogicalResult evaluate(Operation &op) {
     for (auto [index, result] : llvm::enumerate(op.getResults()))
       if (!isa<NoneType>(result.getType()) &&
-          failed(checkSupportedType(&op, result.getType(), "result " + Twine(index))))
+          failed(checkSupportedType(&op, detail::interpretedType(result.getType()),
+                                    "result " + Twine(index))))
         return failure();
 
     SmallVector<const Tensor *> operands;
@@ -132,7 +137,7 @@ private:
     for (auto [index, result, tensor] : llvm::enumerate(op.getResults(), results)) {
       if (isa<NoneType>(result.getType()))
         continue;
-      auto type = cast<RankedTensorType>(result.getType());
+      auto type = cast<RankedTensorType>(detail::interpretedType(result.getType()));
       tensor.elementType = *getElementType(type.getElementType());
       if (!shapeFits(tensor, type))
         return op.emitOpError() << "result " << index << " has shape " << formatShape(tensor.shape)
@@ -146,16 +151,16 @@ private:
   }
 
   LogicalResult dispatch(Operation &op, detail::Operands operands, detail::Results &results) {
-    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    auto constant = dyn_cast<arith::ConstantOp>(op);
+    if (constant && isa<RankedTensorType>(constant.getType())) {
       FailureOr<Tensor> tensor = tensorFromAttribute(constant.getValue(), op.getLoc());
       if (failed(tensor))
         return failure();
       results.push_back(std::move(*tensor));
       return success();
     }
-    if (auto empty = dyn_cast<tensor::EmptyOp>(op)) {
-      if (!empty.getType().hasStaticShape())
-        return op.emitOpError("with dynamic sizes is not supported by the interpreter");
+    auto empty = dyn_cast<tensor::EmptyOp>(op);
+    if (empty && empty.getType().hasStaticShape()) {
       // The contents are undefined: NaN makes a read of them visible.
       ElementType type = detail::resultElementType(&op);
       results.emplace_back(type, empty.getType().getShape(),
@@ -166,7 +171,36 @@ private:
       return detail::evalONNXOp(&op, operands, results);
     if (isa_and_nonnull<moe::MoEDialect>(op.getDialect()))
       return detail::evalMoEOp(&op, operands, results);
+    // Scalars, loops, slices and linalg ops of hand-written blocks.
+    if (isa_and_nonnull<arith::ArithDialect, math::MathDialect, scf::SCFDialect,
+                        tensor::TensorDialect, linalg::LinalgDialect>(op.getDialect()))
+      return detail::evalUpstreamOp(&op, operands, results, *this);
     return op.emitOpError("is not supported by the interpreter");
+  }
+
+  FailureOr<SmallVector<Tensor>> runBlock(Block &block, ArrayRef<Tensor> arguments) override {
+    for (auto [argument, tensor] : llvm::zip_equal(block.getArguments(), arguments))
+      values[argument] = tensor;
+    for (Operation &op : block) {
+      if (op.hasTrait<OpTrait::IsTerminator>()) {
+        SmallVector<Tensor> yielded;
+        for (Value operand : op.getOperands()) {
+          const Tensor *tensor = lookup(operand);
+          if (!tensor)
+            return op.emitOpError("yields a value the interpreter has not computed");
+          yielded.push_back(*tensor);
+        }
+        return yielded;
+      }
+      if (failed(evaluate(op)))
+        return failure();
+    }
+    return failure(); // a block always ends in a terminator
+  }
+
+  const Tensor *lookup(Value value) override {
+    auto it = values.find(value);
+    return it == values.end() ? nullptr : &it->second;
   }
 
   llvm::DenseMap<Value, Tensor> values;

@@ -31,10 +31,34 @@ mlir::LogicalResult evalONNXOp(mlir::Operation *op, Operands operands, Results &
 /// Evaluates an op of the `moe` dialect.
 mlir::LogicalResult evalMoEOp(mlir::Operation *op, Operands operands, Results &results);
 
+/// What the kernels of ops with regions need from the driver.
+class RegionRunner {
+public:
+  virtual ~RegionRunner() = default;
+  /// Evaluates `block` with its arguments bound to `arguments` (values of the
+  /// enclosing blocks stay visible) and returns its terminator's operands.
+  virtual mlir::FailureOr<llvm::SmallVector<Tensor>> runBlock(mlir::Block &block,
+                                                             llvm::ArrayRef<Tensor> arguments) = 0;
+  /// The value computed so far for `value`, or null.
+  virtual const Tensor *lookup(mlir::Value value) = 0;
+};
+
+/// Evaluates an op of the upstream dialects hand-written MoE blocks use
+/// (UpstreamOps.cpp): arith, math, scf.for, tensor, linalg.
+mlir::LogicalResult evalUpstreamOp(mlir::Operation *op, Operands operands, Results &results,
+                                   RegionRunner &regions);
+
+/// The tensor type a value is held as: scalars (integers, index, floats) as
+/// rank-0 tensors, anything else unchanged.
+inline mlir::Type interpretedType(mlir::Type type) {
+  return type.isIntOrIndexOrFloat() ? mlir::RankedTensorType::get({}, type) : type;
+}
+
 /// The declared element type of result `index` (the driver has checked that
 /// every result type is a ranked tensor of a known element type, or none).
 inline ElementType resultElementType(mlir::Operation *op, unsigned index = 0) {
-  auto type = llvm::dyn_cast<mlir::RankedTensorType>(op->getResult(index).getType());
+  auto type =
+      llvm::dyn_cast<mlir::RankedTensorType>(interpretedType(op->getResult(index).getType()));
   if (!type)
     return ElementType::F32;
   return getElementType(type.getElementType()).value_or(ElementType::F32);
