@@ -1,11 +1,11 @@
 //===- Interpreter.h - a float64 reference interpreter ---------*- C++ -*-===//
 //
 // Evaluates one func.func of moec's IR on host tensors: the `onnx` ops an
-// imported model holds, every op of the `moe` dialect, and func.return,
-// arith.constant and tensor.empty. It is the reference that passes and
-// backends are judged by, so it computes in f64, rounds each result once to
-// its declared element type and checks each result's concrete shape against
-// the declared type. The semantics are those of docs/dialect.md for `moe` and
+// imported model holds, every op of the `moe` dialect, func.return, and the
+// upstream ops hand-written blocks use (arith, math, scf.for, tensor,
+// linalg). It is the reference that passes and backends are judged by, so it
+// computes in f64, rounds each result once to its declared element type and
+// checks each result's concrete shape against the declared type. The semantics are those of docs/dialect.md for `moe` and
 // of the ONNX specification for `onnx`.
 //
 // Rows that docs/dialect.md calls unspecified (the sentinel tail past
@@ -29,8 +29,8 @@
 
 namespace moec::interp {
 
-/// Adds the dialects whose ops the interpreter evaluates (func, arith,
-/// tensor, moe, onnx) to `registry`.
+/// Adds the dialects whose ops the interpreter evaluates (func, arith, math,
+/// scf, tensor, linalg, moe, onnx) to `registry`.
 void registerInterpretedDialects(mlir::DialectRegistry &registry);
 
 /// Runs `function` on `arguments`, one per function argument, whose element
