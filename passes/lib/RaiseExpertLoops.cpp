@@ -571,6 +571,10 @@ struct RaiseUnrolledExperts : OpRewritePattern<linalg::GenericOp> {
       ups.push_back(b->up);
       downs.push_back(b->down);
     }
+    // moe.layer needs top_k <= E; check before any constant is made.
+    auto idsType = cast<RankedTensorType>(first.routing.ids.getType());
+    if (idsType.getRank() != 2 || idsType.isDynamicDim(1) || idsType.getDimSize(1) > experts)
+      return rewriter.notifyMatchFailure(last, "top_k must be static and at most E");
     // Stacked at compile time, in expert order.
     std::optional<std::vector<char>> gateData = stackedData(gates), upData = stackedData(ups);
     std::optional<std::vector<char>> downData = stackedData(downs);
