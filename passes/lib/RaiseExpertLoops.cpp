@@ -22,7 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Dialect/MoE/MoEOps.h"
-#include "moec/Transforms/ConstantData.h"
+#include "moec/Dialect/Utils/ConstantData.h"
 #include "moec/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

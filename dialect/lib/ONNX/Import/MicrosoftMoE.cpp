@@ -12,6 +12,7 @@
 
 #include "moec/Dialect/MoE/MoEOps.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
+#include "moec/Dialect/Utils/ConstantData.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Verifier.h"
@@ -48,19 +49,6 @@ enum QMoEInput {
   kQFc3ZeroPoints, kQRouterWeights, kNumQMoEInputsRead
 };
 
-/// The bytes of a constant tensor, inline or in a resource blob.
-std::optional<ArrayRef<char>> constantBytes(Value value) {
-  auto constant = value.getDefiningOp<moec::onnx::ConstantOp>();
-  if (!constant || !constant.getValue())
-    return std::nullopt;
-  Attribute attr = *constant.getValue();
-  if (auto dense = dyn_cast<DenseElementsAttr>(attr))
-    return dense.isSplat() ? std::nullopt : std::optional(dense.getRawData());
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr))
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
-      return blob->getData();
-  return std::nullopt;
-}
 
 class MoEImporter {
 public:
@@ -280,8 +268,8 @@ private:
       return error() << name << "_scales has type " << scaleType << ", expected shape ["
                      << experts << ", " << rows << (expectedScales.size() == 3 ? ", " : "")
                      << (expectedScales.size() == 3 ? std::to_string(blocks) : "") << "]";
-    std::optional<ArrayRef<char>> packedBytes = constantBytes(packed);
-    std::optional<ArrayRef<char>> scaleBytes = constantBytes(scales);
+    std::optional<ArrayRef<char>> packedBytes = getConstantBytes(packed);
+    std::optional<ArrayRef<char>> scaleBytes = getConstantBytes(scales);
     if (!packedBytes || !scaleBytes)
       return error() << name << " weights and scales must be initializers (non-splat)";
     std::optional<ArrayRef<char>> zeroBytes;
@@ -299,7 +287,7 @@ private:
       if (expectedScales.size() == 2 && bits == 4)
         return error() << name << "_zero_points packed across rows (no block_size) are not "
                                   "supported for 4-bit weights";
-      zeroBytes = constantBytes(zeroPoints);
+      zeroBytes = getConstantBytes(zeroPoints);
       if (!zeroBytes)
         return error() << name << "_zero_points must be an initializer";
     }

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOEC_TRANSFORMS_CONSTANTDATA_H
-#define MOEC_TRANSFORMS_CONSTANTDATA_H
+#ifndef MOEC_DIALECT_UTILS_CONSTANTDATA_H
+#define MOEC_DIALECT_UTILS_CONSTANTDATA_H
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -33,4 +33,4 @@ int64_t elementBytes(mlir::Type elementType);
 
 } // namespace moec
 
-#endif // MOEC_TRANSFORMS_CONSTANTDATA_H
+#endif // MOEC_DIALECT_UTILS_CONSTANTDATA_H

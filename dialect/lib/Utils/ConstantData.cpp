@@ -1,6 +1,6 @@
 //===- ConstantData.cpp - reading and making weight constants ---------------===//
 
-#include "moec/Transforms/ConstantData.h"
+#include "moec/Dialect/Utils/ConstantData.h"
 
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 
