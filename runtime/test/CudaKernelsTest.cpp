@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -166,6 +167,65 @@ TEST(CudaKernels, GroupedPipelineMatchesCpuWithSentinels) {
   for (int64_t i = int64_t(numValid) * H; i < S * H; ++i)
     ASSERT_TRUE(std::isnan(gotY[i])) << "sentinel row element " << i << " was written";
   expectNear(out, download<float>(dOut, T * H), 1e-4, 1e-5, "output");
+}
+
+} // namespace
+
+namespace {
+
+uint16_t toBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float fromBF16(uint16_t bits) {
+  uint32_t wide = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+/// The decode grouped matmul (bf16 weights streamed once) against the CPU
+/// kernel on the same bf16-rounded weights, for every epilogue, with experts
+/// that have no rows, an expert with more rows than one pass, and a sentinel tail.
+TEST(CudaKernels, DecodeGroupedMatmulMatchesCpu) {
+  std::mt19937 rng(3);
+  const int64_t E = 16, K = 264, N = 96;
+  const std::vector<int32_t> offsets = {0, 3, 3, 3, 4, 4, 15, 15, 15, 15, 16, 16, 16, 17, 17, 17};
+  const int64_t S = 21; // 4 sentinel rows past offsets[E-1] = 17
+  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  auto weights = randomVector(E * N * K, rng, 0.2f);
+  std::vector<uint16_t> weightsBF16(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    weightsBF16[i] = toBF16(weights[i]);
+    weights[i] = fromBF16(weightsBF16[i]);
+  }
+  cpu::ThreadPool pool(2);
+  std::vector<cpu::Epilogue> epilogues = {
+      {},
+      {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated},
+      {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Interleaved, 1.702f, 1.0f, 1.0f},
+      {true, cpu::ActivationKind::GELU, cpu::GateUpLayout::None},
+  };
+  DeviceBuffer dLhs = upload(lhs), dWeights = upload(weightsBF16), dOffsets = upload(offsets),
+               dBias = upload(bias);
+  for (const cpu::Epilogue &epilogue : epilogues) {
+    int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+    std::vector<float> want(S * width);
+    cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(), bias.data(),
+                       epilogue, want.data());
+    DeviceBuffer dOut = poisoned(S * width * 4);
+    ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), K, dWeights.dataAs<uint16_t>(),
+                                            E, N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
+                                            epilogue, dOut.dataAs<float>(), nullptr));
+    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+    std::vector<float> got = download<float>(dOut, S * width);
+    expectNear(want, got, 1e-4, 1e-4, "decode grouped matmul", 17 * width);
+    for (int64_t i = 17 * width; i < S * width; ++i)
+      ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+  }
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include <algorithm>
 #include <cfloat>
 
 namespace moec::rt::cuda {
@@ -395,6 +396,143 @@ Status combine(const float *rows, const int32_t *permutation, int64_t slots, int
   MOEC_CUDA_TRY(cudaGetLastError());
   combineKernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
       rows, rowOfSlot, hiddenSize, weights, topK, addend, addendGate, out);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+} // namespace moec::rt::cuda
+
+//===----------------------------------------------------------------------===//
+// Decode grouped matmul: weights streamed once, bf16
+//===----------------------------------------------------------------------===//
+
+namespace moec::rt::cuda {
+namespace {
+
+constexpr int kDecodeThreads = 256;           // 8 warps
+constexpr int kDecodeColumnsPerBlock = 32;    // output columns per block (4 per warp)
+constexpr int kDecodeRowsPerPass = 8;         // at most this many rows share one weight read
+constexpr size_t kDecodeSharedBytes = 160 * 1024; // staged rows (f32) per block
+
+__device__ float bf16ToFloat(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
+
+/// Accumulates dot(rows[0..R), W[column]) into acc[0..R) for one warp; rows
+/// live in shared memory as f32, the weight row is read once with 16-byte loads.
+__device__ void dotRows(const float *rows, int rowCount, int64_t k, const uint16_t *weightRow,
+                        float *acc) {
+  int lane = threadIdx.x % 32;
+  // 8 bf16 per 16-byte load; k is a multiple of 8 when this path is taken.
+  for (int64_t base = lane * 8; base < k; base += 32 * 8) {
+    uint4 packed = *reinterpret_cast<const uint4 *>(weightRow + base);
+    const uint16_t *w = reinterpret_cast<const uint16_t *>(&packed);
+    float wf[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      wf[i] = bf16ToFloat(w[i]);
+#pragma unroll
+    for (int r = 0; r < kDecodeRowsPerPass; ++r) {
+      if (r >= rowCount)
+        break;
+      const float *x = rows + r * k + base;
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        sum += x[i] * wf[i];
+      acc[r] += sum;
+    }
+  }
+}
+
+__device__ float warpSum(float value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+__global__ void groupedMatmulDecodeKernel(const float *lhs, int64_t k, const uint16_t *weights,
+                                          int64_t experts, int64_t n, const int32_t *offsets,
+                                          const float *bias, Epilogue epilogue, int64_t width,
+                                          int rowsPerPass, float *out) {
+  extern __shared__ float rows[]; // rowsPerPass x k
+  int64_t e = blockIdx.x;
+  int64_t begin = e == 0 ? 0 : offsets[e - 1], end = offsets[e];
+  if (begin >= end)
+    return; // an expert no token chose: its weights are never read
+  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
+  bool interleaved = epilogue.layout == GateUpLayout::Interleaved;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint16_t *expertWeights = weights + e * n * k;
+  const float *expertBias = bias ? bias + e * n : nullptr;
+
+  for (int64_t first = begin; first < end; first += rowsPerPass) {
+    int rowCount = static_cast<int>(end - first < rowsPerPass ? end - first : rowsPerPass);
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < rowCount * k; i += blockDim.x)
+      rows[i] = lhs[first * k + i];
+    __syncthreads();
+    for (int c = warp; c < kDecodeColumnsPerBlock; c += kDecodeThreads / 32) {
+      int64_t j = blockIdx.y * int64_t(kDecodeColumnsPerBlock) + c; // output column
+      if (j >= width)
+        break;
+      int64_t gateColumn = gated ? (interleaved ? 2 * j : j) : j;
+      int64_t upColumn = interleaved ? 2 * j + 1 : width + j;
+      float gateAcc[kDecodeRowsPerPass] = {}, upAcc[kDecodeRowsPerPass] = {};
+      dotRows(rows, rowCount, k, expertWeights + gateColumn * k, gateAcc);
+      if (gated)
+        dotRows(rows, rowCount, k, expertWeights + upColumn * k, upAcc);
+#pragma unroll
+      for (int r = 0; r < kDecodeRowsPerPass; ++r) {
+        if (r >= rowCount)
+          break;
+        float g = warpSum(gateAcc[r]) + (expertBias ? expertBias[gateColumn] : 0.0f);
+        float u = gated ? warpSum(upAcc[r]) + (expertBias ? expertBias[upColumn] : 0.0f) : 0.0f;
+        if (lane == 0) {
+          float result = g;
+          if (epilogue.enabled) {
+            if (gated) {
+              if (isfinite(epilogue.limit)) {
+                g = fminf(g, epilogue.limit);
+                u = fminf(fmaxf(u, -epilogue.limit), epilogue.limit);
+              }
+              result = activate(epilogue.kind, epilogue.alpha, g) * (u + epilogue.beta);
+            } else {
+              result = activate(epilogue.kind, epilogue.alpha, g);
+            }
+          }
+          out[(first + r) * width + j] = result;
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+Status groupedMatmulDecodeBF16(const float *lhs, int64_t k, const uint16_t *weightsBF16,
+                               int64_t experts, int64_t n, const int32_t *offsets,
+                               const float *bias, const Epilogue &epilogue, float *out,
+                               cudaStream_t stream) {
+  if (k % 8 != 0)
+    return Status::error("groupedMatmulDecodeBF16: K = " + std::to_string(k) +
+                         " is not a multiple of 8 (16-byte weight loads)");
+  if (reinterpret_cast<uintptr_t>(weightsBF16) % 16 != 0)
+    return Status::error("groupedMatmulDecodeBF16: weights are not 16-byte aligned");
+  int64_t width = epilogue.enabled && epilogue.layout != GateUpLayout::None ? n / 2 : n;
+  // Long rows (large K) stage fewer rows per pass so that they fit.
+  int rowsPerPass = static_cast<int>(
+      std::min<int64_t>(kDecodeRowsPerPass, kDecodeSharedBytes / (k * sizeof(float))));
+  if (rowsPerPass < 1)
+    return Status::error("groupedMatmulDecodeBF16: K = " + std::to_string(k) +
+                         " is too long to stage one row in shared memory");
+  size_t shared = rowsPerPass * k * sizeof(float);
+  MOEC_CUDA_TRY(cudaFuncSetAttribute(groupedMatmulDecodeKernel,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(shared)));
+  dim3 grid(static_cast<unsigned>(experts),
+            static_cast<unsigned>((width + kDecodeColumnsPerBlock - 1) / kDecodeColumnsPerBlock));
+  groupedMatmulDecodeKernel<<<grid, kDecodeThreads, shared, stream>>>(
+      lhs, k, weightsBF16, experts, n, offsets, bias, epilogue, width, rowsPerPass, out);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }

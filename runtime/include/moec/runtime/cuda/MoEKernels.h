@@ -47,6 +47,16 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
                      const Epilogue &epilogue, float *out, cudaStream_t stream);
 
 /// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
+/// moe.grouped_matmul for few rows per expert (decode): bf16 weights [E, N, K]
+/// streamed once per block of up to 8 rows, f32 rows and accumulation. Blocks
+/// of experts with no rows exit before reading a byte of their weights, so the
+/// bytes moved are those of the touched experts only. Rows at or past
+/// offsets[E-1] are not touched.
+Status groupedMatmulDecodeBF16(const float *lhs, int64_t k, const uint16_t *weightsBF16,
+                               int64_t experts, int64_t n, const int32_t *offsets,
+                               const float *bias, const Epilogue &epilogue, float *out,
+                               cudaStream_t stream);
+
 Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
                const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
                const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,

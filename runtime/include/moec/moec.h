@@ -1,0 +1,74 @@
+/*===- moec.h - C API of moec's runtime: load and run compiled artifacts ---===*
+ *
+ * An artifact is what `moec compile --target=cpu -o DIR` writes: DIR/model.so
+ * (the generated code), DIR/weights.bin and DIR/manifest.txt (docs/artifact.md).
+ *
+ *   moec_model *m = moec_load("mixtral.moec");
+ *   if (!m) { fprintf(stderr, "%s\n", moec_last_error()); ... }
+ *   moec_tensor in = {"hidden_states", MOEC_F32, 3, shape, data};
+ *   moec_tensor out = {"output", MOEC_F32, 3, shape, result};
+ *   if (moec_run(m, &in, 1, &out, 1) != 0) { ... moec_last_error() ... }
+ *   moec_free(m);
+ *
+ * Inputs and outputs are matched by name (the graph's input and output names)
+ * and checked against the manifest: dtype, rank, every static dimension, and the
+ * token dimension (-1 in the manifest) must agree across tensors and be at most
+ * moec_max_tokens(). Nothing is written to any output when a check fails.
+ * A model runs one moec_run at a time (its workspace is shared); concurrent
+ * calls on one model are serialised.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef MOEC_MOEC_H
+#define MOEC_MOEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct moec_model moec_model;
+
+typedef enum moec_dtype { MOEC_F32 = 0, MOEC_I32 = 1, MOEC_I64 = 2 } moec_dtype;
+
+/* A dense row-major tensor in host memory. `data` is read for inputs and
+ * written for outputs; `shape` has `rank` entries. */
+typedef struct moec_tensor {
+  const char *name;
+  moec_dtype dtype;
+  int32_t rank;
+  const int64_t *shape;
+  void *data;
+} moec_tensor;
+
+/* Loads an artifact directory; NULL on error (see moec_last_error). */
+moec_model *moec_load(const char *artifact_dir);
+/* Runs the model; 0 on success, -1 on error (see moec_last_error). */
+int moec_run(moec_model *model, const moec_tensor *inputs, size_t num_inputs,
+             moec_tensor *outputs, size_t num_outputs);
+void moec_free(moec_model *model);
+/* The message of this thread's last failed call ("" when none). */
+const char *moec_last_error(void);
+
+/* What the manifest declares. Shapes hold -1 for the token dimension. */
+int64_t moec_max_tokens(const moec_model *model);
+size_t moec_num_inputs(const moec_model *model);
+size_t moec_num_outputs(const moec_model *model);
+const char *moec_input_name(const moec_model *model, size_t index);
+const char *moec_output_name(const moec_model *model, size_t index);
+moec_dtype moec_input_dtype(const moec_model *model, size_t index);
+moec_dtype moec_output_dtype(const moec_model *model, size_t index);
+int32_t moec_input_rank(const moec_model *model, size_t index);
+int32_t moec_output_rank(const moec_model *model, size_t index);
+const int64_t *moec_input_shape(const moec_model *model, size_t index);
+const int64_t *moec_output_shape(const moec_model *model, size_t index);
+/* "f32", "i32", "i64". */
+const char *moec_dtype_name(moec_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOEC_MOEC_H */

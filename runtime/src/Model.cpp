@@ -1,0 +1,447 @@
+//===- Model.cpp - the artifact loader behind moec.h ----------------------===//
+//
+// Reads DIR/manifest.txt, maps DIR/weights.bin, dlopens DIR/model.so and checks
+// every tensor handed to moec_run against the manifest before the generated
+// code sees it (docs/artifact.md). Errors carry the file or tensor at fault.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/moec.h"
+#include "moec/runtime/ArtifactABI.h"
+#include "moec/runtime/Status.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <new>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using moec::rt::Status;
+
+namespace {
+
+thread_local std::string lastError;
+
+struct TensorDecl {
+  std::string name;
+  moec_dtype dtype = MOEC_F32;
+  std::vector<int64_t> shape; // -1: the token dimension
+};
+
+struct Manifest {
+  std::string target, library, weightsFile;
+  uint64_t weightsBytes = 0, workspaceBytes = 0;
+  int64_t maxTokens = 0;
+  std::vector<TensorDecl> inputs, outputs;
+};
+
+constexpr char kWeightsMagic[8] = {'M', 'O', 'E', 'C', 'W', 'T', 'S', '\0'};
+constexpr uint32_t kWeightsVersion = 1;
+constexpr size_t kWeightsHeaderBytes = 64;
+
+bool parseDType(const std::string &text, moec_dtype &dtype) {
+  if (text == "f32")
+    dtype = MOEC_F32;
+  else if (text == "i32")
+    dtype = MOEC_I32;
+  else if (text == "i64")
+    dtype = MOEC_I64;
+  else
+    return false;
+  return true;
+}
+
+/// "[1,-1,64]" or "[]".
+bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+    return false;
+  std::string body = text.substr(1, text.size() - 2);
+  shape.clear();
+  if (body.empty())
+    return true;
+  std::stringstream stream(body);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    char *end = nullptr;
+    errno = 0;
+    long long value = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || value < -1)
+      return false;
+    shape.push_back(value);
+  }
+  return true;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + (shape[i] < 0 ? std::string("T") : std::to_string(shape[i]));
+  return text + "]";
+}
+
+Status parseManifest(const std::string &path, Manifest &manifest) {
+  std::ifstream file(path);
+  if (!file)
+    return Status::error(path + ": cannot open (" + std::strerror(errno) +
+                         "); is this a moec artifact directory?");
+  std::string line;
+  int lineNumber = 0;
+  bool sawHeader = false;
+  auto error = [&](const std::string &why) {
+    return Status::error(path + ":" + std::to_string(lineNumber) + ": " + why);
+  };
+  while (std::getline(file, line)) {
+    ++lineNumber;
+    if (line.empty() || line[0] == '#')
+      continue;
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    if (!sawHeader) {
+      int version = 0;
+      if (key != "moec-artifact" || !(fields >> version))
+        return error("not a moec artifact manifest (no 'moec-artifact VERSION' line first)");
+      if (version != 1)
+        return error("manifest version " + std::to_string(version) +
+                     " is not supported (this runtime reads version 1)");
+      sawHeader = true;
+      continue;
+    }
+    bool ok = true;
+    if (key == "target") {
+      ok = static_cast<bool>(fields >> manifest.target);
+    } else if (key == "library") {
+      ok = static_cast<bool>(fields >> manifest.library);
+    } else if (key == "weights") {
+      ok = static_cast<bool>(fields >> manifest.weightsFile >> manifest.weightsBytes);
+    } else if (key == "workspace_bytes") {
+      ok = static_cast<bool>(fields >> manifest.workspaceBytes);
+    } else if (key == "max_tokens") {
+      ok = static_cast<bool>(fields >> manifest.maxTokens) && manifest.maxTokens >= 1;
+    } else if (key == "input" || key == "output") {
+      TensorDecl decl;
+      std::string dtype, shape;
+      ok = fields >> decl.name >> dtype >> shape && parseDType(dtype, decl.dtype) &&
+           parseShape(shape, decl.shape);
+      (key == "input" ? manifest.inputs : manifest.outputs).push_back(std::move(decl));
+    } else if (key == "weight") {
+      continue; // informational: the generated code holds the offsets
+    } else {
+      return error("unknown entry '" + key + "'");
+    }
+    std::string extra;
+    if (!ok || fields >> extra)
+      return error("malformed '" + key + "' entry: " + line);
+  }
+  if (!sawHeader)
+    return Status::error(path + ": empty manifest");
+  if (manifest.target != "cpu")
+    return Status::error(path + ": target '" + manifest.target +
+                         "' cannot run here (this runtime runs 'cpu' artifacts)");
+  if (manifest.library.empty() || manifest.weightsFile.empty() || manifest.maxTokens < 1 ||
+      manifest.outputs.empty())
+    return Status::error(path + ": incomplete manifest (needs library, weights, max_tokens and "
+                                "at least one output)");
+  for (const std::string &file : {manifest.library, manifest.weightsFile})
+    if (file.find('/') != std::string::npos)
+      return Status::error(path + ": '" + file + "' must name a file inside the artifact");
+  return Status::ok();
+}
+
+} // namespace
+
+struct moec_model {
+  std::string dir;
+  Manifest manifest;
+  void *library = nullptr;
+  void *weights = nullptr;
+  size_t weightsMapped = 0;
+  unsigned char *workspace = nullptr;
+  void *state = nullptr;
+  moec_artifact_destroy_fn destroy = nullptr;
+  moec_artifact_run_fn run = nullptr;
+  std::mutex runMutex;
+
+  ~moec_model() {
+    if (state && destroy)
+      destroy(state);
+    if (library)
+      dlclose(library);
+    if (weights)
+      munmap(weights, weightsMapped);
+    ::operator delete[](workspace, std::align_val_t{64});
+  }
+};
+
+namespace {
+
+Status mapWeights(moec_model &model) {
+  const Manifest &manifest = model.manifest;
+  std::string path = model.dir + "/" + manifest.weightsFile;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat info;
+  if (fstat(fd, &info) != 0) {
+    close(fd);
+    return Status::error(path + ": cannot stat (" + std::strerror(errno) + ")");
+  }
+  if (static_cast<uint64_t>(info.st_size) != manifest.weightsBytes ||
+      manifest.weightsBytes < kWeightsHeaderBytes) {
+    close(fd);
+    return Status::error(path + ": holds " + std::to_string(info.st_size) +
+                         " bytes, the manifest says " + std::to_string(manifest.weightsBytes) +
+                         " (truncated or from another build?)");
+  }
+  void *mapped = mmap(nullptr, info.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (mapped == MAP_FAILED)
+    return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
+  model.weights = mapped;
+  model.weightsMapped = info.st_size;
+  const auto *bytes = static_cast<const unsigned char *>(mapped);
+  uint32_t version = 0;
+  uint64_t fileBytes = 0;
+  std::memcpy(&version, bytes + 8, sizeof(version));
+  std::memcpy(&fileBytes, bytes + 24, sizeof(fileBytes));
+  if (std::memcmp(bytes, kWeightsMagic, sizeof(kWeightsMagic)) != 0)
+    return Status::error(path + ": not a moec weights file (bad magic)");
+  if (version != kWeightsVersion)
+    return Status::error(path + ": weights format version " + std::to_string(version) +
+                         " is not supported (this runtime reads version 1)");
+  if (fileBytes != manifest.weightsBytes)
+    return Status::error(path + ": header says " + std::to_string(fileBytes) +
+                         " bytes, the file holds " + std::to_string(manifest.weightsBytes));
+  return Status::ok();
+}
+
+Status openLibrary(moec_model &model) {
+  std::string path = model.dir + "/" + model.manifest.library;
+  // RTLD_LOCAL: two artifacts loaded side by side keep their own kernels.
+  model.library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!model.library)
+    return Status::error(path + ": cannot load (" + dlerror() + ")");
+  auto symbol = [&](const char *name, void *&out) {
+    out = dlsym(model.library, name);
+    return out ? Status::ok()
+               : Status::error(path + ": no symbol '" + name +
+                               "' (not a library written by moec compile?)");
+  };
+  void *version = nullptr, *create = nullptr, *destroy = nullptr, *run = nullptr;
+  MOEC_RETURN_IF_ERROR(symbol("moec_artifact_abi_version", version));
+  MOEC_RETURN_IF_ERROR(symbol("moec_artifact_create", create));
+  MOEC_RETURN_IF_ERROR(symbol("moec_artifact_destroy", destroy));
+  MOEC_RETURN_IF_ERROR(symbol("moec_artifact_run", run));
+  int abi = reinterpret_cast<moec_artifact_abi_version_fn>(version)();
+  if (abi != MOEC_ARTIFACT_ABI_VERSION)
+    return Status::error(path + ": written for artifact ABI " + std::to_string(abi) +
+                         ", this runtime speaks " + std::to_string(MOEC_ARTIFACT_ABI_VERSION) +
+                         "; recompile the model");
+  model.destroy = reinterpret_cast<moec_artifact_destroy_fn>(destroy);
+  model.run = reinterpret_cast<moec_artifact_run_fn>(run);
+  model.state = reinterpret_cast<moec_artifact_create_fn>(create)(0);
+  if (!model.state)
+    return Status::error(path + ": the model's state could not be created");
+  return Status::ok();
+}
+
+Status load(const char *dir, moec_model &model) {
+  if (!dir)
+    return Status::error("moec_load: artifact directory is null");
+  model.dir = dir;
+  struct stat info;
+  if (stat(dir, &info) != 0 || !S_ISDIR(info.st_mode))
+    return Status::error(std::string(dir) + ": not an artifact directory (" +
+                         (errno ? std::strerror(errno) : "not a directory") + ")");
+  MOEC_RETURN_IF_ERROR(parseManifest(model.dir + "/manifest.txt", model.manifest));
+  MOEC_RETURN_IF_ERROR(mapWeights(model));
+  MOEC_RETURN_IF_ERROR(openLibrary(model));
+  model.workspace = static_cast<unsigned char *>(
+      ::operator new[](std::max<uint64_t>(model.manifest.workspaceBytes, 64), std::align_val_t{64},
+                       std::nothrow));
+  if (!model.workspace)
+    return Status::error(std::string(dir) + ": cannot allocate the workspace of " +
+                         std::to_string(model.manifest.workspaceBytes) + " bytes");
+  return Status::ok();
+}
+
+/// Matches the given tensors to the declarations by name; fills `ordered` in
+/// the manifest's order and checks dtype, rank and static dims. The token
+/// count is taken from the first dynamic dim and must agree everywhere.
+Status bind(const char *what, const std::vector<TensorDecl> &decls, const moec_tensor *given,
+            size_t count, std::vector<const moec_tensor *> &ordered, int64_t &tokens) {
+  if (count && !given)
+    return Status::error(std::string(what) + "s: null array");
+  ordered.assign(decls.size(), nullptr);
+  for (size_t i = 0; i < count; ++i) {
+    const moec_tensor &tensor = given[i];
+    std::string name = tensor.name ? tensor.name : "";
+    size_t index = 0;
+    while (index < decls.size() && decls[index].name != name)
+      ++index;
+    if (index == decls.size()) {
+      std::string known;
+      for (const TensorDecl &decl : decls)
+        known += (known.empty() ? "'" : ", '") + decl.name + "'";
+      return Status::error(std::string(what) + " '" + name + "' is not one of the model's " +
+                           what + "s (" + known + ")");
+    }
+    if (ordered[index])
+      return Status::error(std::string(what) + " '" + name + "' is given twice");
+    ordered[index] = &tensor;
+    const TensorDecl &decl = decls[index];
+    std::string prefix = std::string(what) + " '" + name + "': ";
+    if (tensor.dtype != decl.dtype)
+      return Status::error(prefix + "dtype " + moec_dtype_name(tensor.dtype) + ", expected " +
+                           moec_dtype_name(decl.dtype));
+    if (tensor.rank != static_cast<int32_t>(decl.shape.size()) || (tensor.rank && !tensor.shape))
+      return Status::error(prefix + "rank " + std::to_string(tensor.rank) + ", expected shape " +
+                           formatShape(decl.shape));
+    if (!tensor.data)
+      return Status::error(prefix + "data is null");
+    for (int32_t d = 0; d < tensor.rank; ++d) {
+      int64_t size = tensor.shape[d];
+      if (decl.shape[d] >= 0 && size != decl.shape[d])
+        return Status::error(prefix + "dimension " + std::to_string(d) + " is " +
+                             std::to_string(size) + ", expected shape " +
+                             formatShape(decl.shape));
+      if (decl.shape[d] < 0) {
+        if (size < 0)
+          return Status::error(prefix + "negative dimension " + std::to_string(d));
+        if (tokens >= 0 && size != tokens)
+          return Status::error(prefix + "token dimension " + std::to_string(d) + " is " +
+                               std::to_string(size) + " but other tensors have " +
+                               std::to_string(tokens) + " tokens");
+        tokens = size;
+      }
+    }
+  }
+  for (size_t i = 0; i < decls.size(); ++i)
+    if (!ordered[i])
+      return Status::error(std::string(what) + " '" + decls[i].name + "' is missing");
+  return Status::ok();
+}
+
+Status run(moec_model &model, const moec_tensor *inputs, size_t numInputs,
+           moec_tensor *outputs, size_t numOutputs) {
+  const Manifest &manifest = model.manifest;
+  std::vector<const moec_tensor *> in, out;
+  int64_t tokens = -1;
+  MOEC_RETURN_IF_ERROR(bind("input", manifest.inputs, inputs, numInputs, in, tokens));
+  bool hasTokenDim = tokens >= 0;
+  if (tokens > manifest.maxTokens)
+    return Status::error(std::to_string(tokens) + " tokens exceed the artifact's max tokens (" +
+                         std::to_string(manifest.maxTokens) +
+                         "); recompile with a larger --max-tokens");
+  MOEC_RETURN_IF_ERROR(bind("output", manifest.outputs, outputs, numOutputs, out, tokens));
+  if (!hasTokenDim && tokens >= 0)
+    return Status::error("an output has a token dimension but no input has one");
+  std::vector<const void *> inputData;
+  std::vector<void *> outputData;
+  for (const moec_tensor *tensor : in)
+    inputData.push_back(tensor->data);
+  for (const moec_tensor *tensor : out)
+    outputData.push_back(tensor->data);
+  std::lock_guard<std::mutex> lock(model.runMutex);
+  int rc = model.run(model.state, static_cast<const unsigned char *>(model.weights),
+                     inputData.data(), outputData.data(), hasTokenDim ? tokens : 0,
+                     model.workspace);
+  if (rc != 0)
+    return Status::error(model.dir + "/" + manifest.library + ": run failed with code " +
+                         std::to_string(rc));
+  return Status::ok();
+}
+
+template <typename T> T fail(const Status &status, T value) {
+  lastError = status.message();
+  return value;
+}
+
+const TensorDecl *declAt(const std::vector<TensorDecl> &decls, size_t index) {
+  return index < decls.size() ? &decls[index] : nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+moec_model *moec_load(const char *artifact_dir) {
+  auto *model = new (std::nothrow) moec_model;
+  if (!model)
+    return fail<moec_model *>(Status::error("moec_load: out of memory"), nullptr);
+  Status status = load(artifact_dir, *model);
+  if (!status) {
+    delete model;
+    return fail<moec_model *>(status, nullptr);
+  }
+  lastError.clear();
+  return model;
+}
+
+int moec_run(moec_model *model, const moec_tensor *inputs, size_t num_inputs,
+             moec_tensor *outputs, size_t num_outputs) {
+  if (!model)
+    return fail(Status::error("moec_run: model is null"), -1);
+  Status status = run(*model, inputs, num_inputs, outputs, num_outputs);
+  if (!status)
+    return fail(status.withContext(model->dir), -1);
+  lastError.clear();
+  return 0;
+}
+
+void moec_free(moec_model *model) { delete model; }
+
+const char *moec_last_error(void) { return lastError.c_str(); }
+
+int64_t moec_max_tokens(const moec_model *model) { return model ? model->manifest.maxTokens : 0; }
+size_t moec_num_inputs(const moec_model *model) {
+  return model ? model->manifest.inputs.size() : 0;
+}
+size_t moec_num_outputs(const moec_model *model) {
+  return model ? model->manifest.outputs.size() : 0;
+}
+
+#define MOEC_DECL_ACCESSORS(kind, member)                                                    \
+  const char *moec_##kind##_name(const moec_model *model, size_t index) {                   \
+    const TensorDecl *decl = model ? declAt(model->manifest.member, index) : nullptr;        \
+    return decl ? decl->name.c_str() : nullptr;                                              \
+  }                                                                                          \
+  moec_dtype moec_##kind##_dtype(const moec_model *model, size_t index) {                   \
+    const TensorDecl *decl = model ? declAt(model->manifest.member, index) : nullptr;        \
+    return decl ? decl->dtype : MOEC_F32;                                                    \
+  }                                                                                          \
+  int32_t moec_##kind##_rank(const moec_model *model, size_t index) {                       \
+    const TensorDecl *decl = model ? declAt(model->manifest.member, index) : nullptr;        \
+    return decl ? static_cast<int32_t>(decl->shape.size()) : -1;                             \
+  }                                                                                          \
+  const int64_t *moec_##kind##_shape(const moec_model *model, size_t index) {               \
+    const TensorDecl *decl = model ? declAt(model->manifest.member, index) : nullptr;        \
+    return decl ? decl->shape.data() : nullptr;                                              \
+  }
+MOEC_DECL_ACCESSORS(input, inputs)
+MOEC_DECL_ACCESSORS(output, outputs)
+#undef MOEC_DECL_ACCESSORS
+
+const char *moec_dtype_name(moec_dtype dtype) {
+  switch (dtype) {
+  case MOEC_F32:
+    return "f32";
+  case MOEC_I32:
+    return "i32";
+  case MOEC_I64:
+    return "i64";
+  }
+  return "unknown";
+}
+
+} // extern "C"
