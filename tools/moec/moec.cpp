@@ -2,13 +2,16 @@
 //
 //   moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped]
 //                [--ep-size=N --ep-rank=R] [-o OUT.mlir]
+//   moec compile MODEL.(onnx|mlir) --target=cpu -o ARTIFACT [--max-tokens=N]
 //
 // Imports or parses the model, runs the pipeline up to the requested phase and
-// prints the IR. MLIR's pass-manager flags work here too
+// prints the IR; with --target, runs it to the grouped phase and writes an
+// artifact directory instead (docs/artifact.md). MLIR's pass-manager flags work here too
 // (--mlir-print-ir-after-all, --mlir-timing, ...).
 //
 //===----------------------------------------------------------------------===//
 
+#include "moec/Codegen/EmitCpp.h"
 #include "moec/Dialect/MoE/MoEDialect.h"
 #include "moec/Dialect/ONNX/Import.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
@@ -41,6 +44,12 @@ static cl::opt<std::string> compileTo(
     cl::init("grouped"));
 static cl::opt<int64_t> epSize("ep-size", cl::desc("expert-parallel ranks"), cl::init(1));
 static cl::opt<int64_t> epRank("ep-rank", cl::desc("this rank, in [0, ep-size)"), cl::init(0));
+static cl::opt<std::string> target(
+    "target", cl::desc("generate code for this target and write an artifact directory (-o): cpu"),
+    cl::init(""));
+static cl::opt<int64_t> maxTokens("max-tokens",
+                                  cl::desc("largest token count the artifact accepts (--target)"),
+                                  cl::init(8192));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "moec: " << message << "\n";
@@ -58,6 +67,18 @@ static int compile() {
   }
   if (epSize < 1 || epRank < 0 || epRank >= epSize)
     return fail("--ep-rank must be in [0, --ep-size)");
+  if (!target.empty()) {
+    if (target == "cuda")
+      return fail("--target=cuda is not available yet (the CPU target is: --target=cpu)");
+    if (target != "cpu")
+      return fail("unknown target '" + target + "' (cpu)");
+    if (*phase != moec::Phase::Grouped)
+      return fail("--target compiles the grouped phase; drop --compile-to=" + compileTo);
+    if (outputPath == "-")
+      return fail("--target=cpu writes an artifact directory; name it with -o DIR");
+    if (maxTokens < 1)
+      return fail("--max-tokens must be at least 1");
+  }
 
   DialectRegistry registry;
   registry.insert<moec::moe::MoEDialect, moec::onnx::ONNXDialect, func::FuncDialect,
@@ -89,6 +110,13 @@ static int compile() {
   if (failed(pm.run(*module)))
     return 1;
 
+  if (!target.empty()) {
+    moec::codegen::CpuArtifactOptions options;
+    options.outputDir = outputPath;
+    options.maxTokens = maxTokens;
+    return failed(moec::codegen::emitCpuArtifact(*module, options)) ? 1 : 0;
+  }
+
   std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(outputPath, &error);
   if (!output)
     return fail(error);
@@ -101,7 +129,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   if (argc < 2 || llvm::StringRef(argv[1]) != "compile") {
     llvm::errs() << "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped] "
-                    "[--ep-size=N --ep-rank=R] [-o OUT]\n";
+                    "[--ep-size=N --ep-rank=R] [-o OUT]\n"
+                    "       moec compile MODEL.(onnx|mlir) --target=cpu -o ARTIFACT "
+                    "[--max-tokens=N]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||
                          llvm::StringRef(argv[1]) == "-h")
                ? 0

@@ -1,0 +1,932 @@
+//===- EmitCpp.cpp - grouped phase → C++ calling the CPU kernels ----------===//
+//
+// A direct C++ printer rather than MLIR's EmitC dialect: every op of the
+// grouped phase becomes one call of a runtime kernel whose arguments are
+// pointers into three memory regions (inputs/outputs, the mapped weights, one
+// workspace) plus sizes that are constants or multiples of the token count T.
+// EmitC would model the same calls as emitc.call_opaque with verbatim operands
+// and add a conversion step without checking anything more; printing the
+// calls directly keeps one function per op kind, readable output and precise
+// errors at the op (docs/artifact.md, "Why a direct printer").
+//
+// Shapes: every dimension is static except the token dimension, which is
+// dynamic up to --max-tokens. A dimension is therefore `n` or `n·T`, a tensor
+// has at most one dynamic dimension, and the workspace is planned once for
+// T = max tokens (each intermediate at a fixed, 64-byte aligned offset).
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Codegen/EmitCpp.h"
+
+#include "moec/Dialect/MoE/MoEDialect.h"
+#include "moec/Dialect/MoE/MoEOps.h"
+#include "moec/Dialect/ONNX/ONNXDialect.h"
+#include "moec/Dialect/Utils/ConstantData.h"
+#include "moec/runtime/ArtifactABI.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+#include <unistd.h>
+
+using namespace mlir;
+namespace moe = moec::moe;
+
+#ifndef MOEC_RUNTIME_INCLUDE_DIR
+#define MOEC_RUNTIME_INCLUDE_DIR ""
+#endif
+#ifndef MOEC_RUNTIME_LIBRARY
+#define MOEC_RUNTIME_LIBRARY ""
+#endif
+
+namespace moec::codegen {
+namespace {
+
+constexpr uint64_t kAlignment = 64;
+constexpr uint64_t kWeightsHeaderBytes = 64;
+
+uint64_t alignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+/// One dimension: `size`, or `size · T` when it scales with the token count.
+struct Dim {
+  int64_t size = 1;
+  bool perToken = false;
+};
+
+/// The element count of `dims` as a Dim (at most one may scale with T).
+std::optional<Dim> countOf(ArrayRef<Dim> dims) {
+  Dim count;
+  for (Dim dim : dims) {
+    if (dim.perToken && count.perToken)
+      return std::nullopt; // T² elements: not a shape this target plans for
+    count.size *= dim.size;
+    count.perToken |= dim.perToken;
+  }
+  return count;
+}
+
+std::string dimExpr(Dim dim) {
+  if (!dim.perToken)
+    return std::to_string(dim.size);
+  return dim.size == 1 ? "T" : std::to_string(dim.size) + " * T";
+}
+
+std::string shapeText(ArrayRef<Dim> dims) {
+  std::string text = "[";
+  for (auto [i, dim] : llvm::enumerate(dims)) {
+    if (i)
+      text += ",";
+    text += dim.perToken ? (dim.size == 1 ? "-1" : "?") : std::to_string(dim.size);
+  }
+  return text + "]";
+}
+
+/// A float as an exact C++ literal.
+std::string floatLiteral(double value) {
+  float f = static_cast<float>(value);
+  if (std::isinf(f))
+    return f > 0 ? "std::numeric_limits<float>::infinity()"
+                 : "-std::numeric_limits<float>::infinity()";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%af", static_cast<double>(f));
+  return text;
+}
+
+std::optional<std::string> cppElementType(Type type) {
+  if (type.isF32())
+    return std::string("float");
+  if (type.isInteger(32))
+    return std::string("int32_t");
+  if (type.isInteger(64))
+    return std::string("int64_t");
+  return std::nullopt;
+}
+
+std::string manifestDType(Type type) {
+  return type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
+}
+
+/// What a value lives in and what the generated code calls it.
+struct ValueInfo {
+  std::string var;       // the C++ pointer variable
+  SmallVector<Dim> dims; // its shape
+  Type elementType;
+};
+
+struct WeightEntry {
+  std::string name;
+  Type elementType;
+  SmallVector<int64_t> shape;
+  uint64_t offset = 0;
+  std::vector<char> bytes;
+};
+
+struct TensorDecl {
+  std::string name;
+  Type elementType;
+  SmallVector<Dim> dims;
+};
+
+class Emitter {
+public:
+  Emitter(func::FuncOp function, int64_t maxTokens) : function(function), maxTokens(maxTokens) {}
+
+  LogicalResult run();
+
+  std::string source;
+  std::vector<WeightEntry> weights;
+  std::vector<TensorDecl> inputs, outputs;
+  uint64_t workspaceBytes = 0;
+  uint64_t weightsBytes = kWeightsHeaderBytes;
+
+private:
+  InFlightDiagnostic unsupported(Operation *op, const Twine &why) {
+    return op->emitError() << "cannot generate code for '" << op->getName() << "': " << why;
+  }
+
+  LogicalResult checkTensor(Operation *op, Value value, StringRef role, bool floatOnly);
+  FailureOr<SmallVector<Dim>> resultDims(Operation *op, Value result, std::optional<Dim> rows);
+  FailureOr<ValueInfo *> operand(Operation *op, Value value, StringRef role, bool floatOnly = true);
+  std::string optionalOperand(Operation *op, Value value, StringRef role, bool &failed);
+  FailureOr<ValueInfo *> define(Operation *op, Value result, std::optional<Dim> rows);
+  std::string epilogue(std::optional<moe::ActivationAttr> activation,
+                       std::optional<moe::GateUpLayout> layout);
+  Value viewRoot(Value value);
+
+  LogicalResult emitView(Operation *op);
+  LogicalResult emitLinear(moe::LinearOp op);
+  LogicalResult emitRoute(moe::RouteOp op);
+  LogicalResult emitSort(moe::SortOp op);
+  LogicalResult emitPermute(moe::PermuteOp op);
+  LogicalResult emitGroupedMatmul(moe::GroupedMatmulOp op);
+  LogicalResult emitCombine(moe::CombineOp op);
+  LogicalResult emitReturn(func::ReturnOp op);
+
+  void line(const Twine &text) { body += "  " + text.str() + "\n"; }
+  void comment(Operation *op) {
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    op->getLoc().print(os);
+    line("// " + op->getName().getStringRef() + " " + loc);
+  }
+
+  func::FuncOp function;
+  int64_t maxTokens;
+  std::string body;
+  llvm::DenseMap<Value, ValueInfo> values;
+  llvm::DenseMap<Value, unsigned> outputOf; // results written straight into an output
+  unsigned nextVar = 0;
+  bool usesTokens = false;
+  bool needsIdsToI32 = false;
+};
+
+bool isView(Operation *op) {
+  return isa<onnx::ReshapeOp, onnx::SqueezeOp, onnx::UnsqueezeOp, onnx::IdentityOp>(op);
+}
+
+Value Emitter::viewRoot(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isView(def))
+      break;
+    value = def->getOperand(0);
+  }
+  return value;
+}
+
+LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, bool floatOnly) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type)
+    return unsupported(op, role + " is not a ranked tensor");
+  Type element = type.getElementType();
+  if (isa<Float8E4M3FNType>(element))
+    return unsupported(op, role + " is FP8; the CPU target does not support FP8 yet");
+  if (floatOnly && !element.isF32())
+    return unsupported(op, role + " has element type " + llvm::formatv("{0}", element).str() +
+                               "; the CPU target computes in f32 only");
+  if (!floatOnly && !cppElementType(element))
+    return unsupported(op, role + " has element type " + llvm::formatv("{0}", element).str() +
+                               "; expected f32, i32 or i64");
+  return success();
+}
+
+/// Dims of `result`: static sizes from its type; a dynamic dimension 0 takes
+/// `rows`, the op's row count (which scales with T).
+FailureOr<SmallVector<Dim>> Emitter::resultDims(Operation *op, Value result,
+                                                std::optional<Dim> rows) {
+  auto type = cast<RankedTensorType>(result.getType());
+  SmallVector<Dim> dims;
+  for (auto [i, size] : llvm::enumerate(type.getShape())) {
+    if (!ShapedType::isDynamic(size)) {
+      dims.push_back({size, false});
+      continue;
+    }
+    if (i != 0 || !rows)
+      return LogicalResult(unsupported(op, "dynamic dimension " + Twine(i) +
+                                         " of a result; only the token (row) dimension may be "
+                                         "dynamic"));
+    dims.push_back(*rows);
+  }
+  return dims;
+}
+
+FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optional<Dim> rows) {
+  if (failed(checkTensor(op, result, "a result", /*floatOnly=*/false)))
+    return failure();
+  FailureOr<SmallVector<Dim>> dims = resultDims(op, result, rows);
+  if (failed(dims))
+    return failure();
+  std::optional<Dim> count = countOf(*dims);
+  if (!count)
+    return LogicalResult(unsupported(op, "a result with two token dimensions"));
+  Type element = cast<RankedTensorType>(result.getType()).getElementType();
+  ValueInfo &info = values[result];
+  info.var = "v" + std::to_string(nextVar++);
+  info.dims = *dims;
+  info.elementType = element;
+  std::string cppType = *cppElementType(element);
+  if (auto it = outputOf.find(result); it != outputOf.end()) {
+    line(cppType + " *" + info.var + " = static_cast<" + cppType + " *>(outputs[" +
+         std::to_string(it->second) + "]);");
+    return &info;
+  }
+  // Planned for the largest T; every intermediate keeps its own slot (the
+  // grouped phase has a handful, so reuse would save little).
+  uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
+  uint64_t offset = workspaceBytes;
+  workspaceBytes = alignUp(offset + elements * (element.getIntOrFloatBitWidth() / 8));
+  line(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
+       std::to_string(offset) + ");");
+  return &info;
+}
+
+/// The bytes of a constant weight, splats expanded.
+std::optional<std::vector<char>> constantBytes(Value value) {
+  if (std::optional<ArrayRef<char>> bytes = getConstantBytes(value))
+    return std::vector<char>(bytes->begin(), bytes->end());
+  Attribute attr;
+  if (auto constant = value.getDefiningOp<arith::ConstantOp>())
+    attr = constant.getValue();
+  else if (auto constant = value.getDefiningOp<onnx::ConstantOp>())
+    attr = constant.getValue() ? Attribute(*constant.getValue()) : Attribute();
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat() || dense.getElementType().isInteger(1))
+    return std::nullopt;
+  ArrayRef<char> one = dense.getRawData();
+  std::vector<char> bytes;
+  bytes.reserve(one.size() * dense.getNumElements());
+  for (int64_t i = 0; i < dense.getNumElements(); ++i)
+    bytes.insert(bytes.end(), one.begin(), one.end());
+  return bytes;
+}
+
+std::string constantName(Value value, size_t index) {
+  Attribute attr;
+  if (auto constant = value.getDefiningOp<arith::ConstantOp>())
+    attr = constant.getValue();
+  else if (auto constant = value.getDefiningOp<onnx::ConstantOp>())
+    attr = constant.getValue() ? Attribute(*constant.getValue()) : Attribute();
+  std::string name;
+  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr))
+    name = resource.getRawHandle().getKey().str();
+  if (name.empty())
+    name = "constant" + std::to_string(index);
+  for (char &c : name)
+    if (!llvm::isPrint(c) || c == ' ')
+      c = '_';
+  return name;
+}
+
+FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef role,
+                                        bool floatOnly) {
+  if (failed(checkTensor(op, value, role, floatOnly)))
+    return failure();
+  if (auto it = values.find(value); it != values.end())
+    return &it->second;
+  Operation *def = value.getDefiningOp();
+  if (!def || !isa<arith::ConstantOp, onnx::ConstantOp>(def))
+    return LogicalResult(unsupported(op, role + " is defined by '" +
+                                   (def ? def->getName().getStringRef() : StringRef("?")) +
+                                   "', which has no code"));
+  // A weight: copied into weights.bin at the next 64-byte boundary.
+  std::optional<std::vector<char>> bytes = constantBytes(value);
+  if (!bytes)
+    return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
+  auto type = cast<RankedTensorType>(value.getType());
+  WeightEntry entry;
+  entry.name = constantName(value, weights.size());
+  entry.elementType = type.getElementType();
+  entry.shape.assign(type.getShape().begin(), type.getShape().end());
+  entry.offset = alignUp(weightsBytes);
+  entry.bytes = std::move(*bytes);
+  weightsBytes = entry.offset + entry.bytes.size();
+  ValueInfo &info = values[value];
+  info.var = "w" + std::to_string(weights.size());
+  for (int64_t size : type.getShape())
+    info.dims.push_back({size, false});
+  info.elementType = entry.elementType;
+  std::string cppType = *cppElementType(entry.elementType);
+  line("const " + cppType + " *" + info.var + " = reinterpret_cast<const " + cppType +
+       " *>(weights + " + std::to_string(entry.offset) + "); // " + entry.name);
+  weights.push_back(std::move(entry));
+  return &info;
+}
+
+std::string Emitter::optionalOperand(Operation *op, Value value, StringRef role, bool &failedFlag) {
+  if (!value)
+    return "nullptr";
+  FailureOr<ValueInfo *> info = operand(op, value, role);
+  if (failed(info)) {
+    failedFlag = true;
+    return "";
+  }
+  return (*info)->var;
+}
+
+std::string Emitter::epilogue(std::optional<moe::ActivationAttr> activation,
+                              std::optional<moe::GateUpLayout> layout) {
+  if (!activation)
+    return "Epilogue{}";
+  const char *kind = "Identity";
+  switch (activation->getKind()) {
+  case moe::ActivationKind::SiLU:
+    kind = "SiLU";
+    break;
+  case moe::ActivationKind::GELU:
+    kind = "GELU";
+    break;
+  case moe::ActivationKind::ReLU:
+    kind = "ReLU";
+    break;
+  case moe::ActivationKind::Identity:
+    kind = "Identity";
+    break;
+  }
+  const char *layoutName = "None";
+  if (layout == moe::GateUpLayout::Concatenated)
+    layoutName = "Concatenated";
+  else if (layout == moe::GateUpLayout::Interleaved)
+    layoutName = "Interleaved";
+  return llvm::formatv("Epilogue{true, ActivationKind::{0}, GateUpLayout::{1}, {2}, {3}, {4}}",
+                       kind, layoutName, floatLiteral(activation->getAlphaValue()),
+                       floatLiteral(activation->getBetaValue()),
+                       floatLiteral(activation->getLimitValue()))
+      .str();
+}
+
+LogicalResult checkEpilogueLayout(Operation *op, std::optional<moe::GateUpLayout> layout,
+                                  bool hasEpilogue) {
+  if (hasEpilogue && layout == moe::GateUpLayout::Separate)
+    return op->emitError() << "cannot generate code for '" << op->getName()
+                           << "': a 'separate' epilogue layout (moe-lower-layer concatenates "
+                              "gate and up first)";
+  return success();
+}
+
+LogicalResult Emitter::emitView(Operation *op) {
+  Value input = op->getOperand(0), result = op->getResult(0);
+  FailureOr<ValueInfo *> in = operand(op, input, "the data operand", /*floatOnly=*/false);
+  if (failed(in) || failed(checkTensor(op, result, "the result", false)))
+    return failure();
+  auto inType = cast<RankedTensorType>(input.getType());
+  auto outType = cast<RankedTensorType>(result.getType());
+  // Only the leading dimensions may change: the row length stays, so the
+  // result is the same bytes (a view), whatever the op's shape operand says.
+  if (inType.getRank() == 0 || outType.getRank() == 0 ||
+      inType.getShape().back() != outType.getShape().back() ||
+      ShapedType::isDynamic(inType.getShape().back()))
+    return unsupported(op, "it changes the innermost dimension (" +
+                               llvm::formatv("{0} to {1}", inType, outType).str() +
+                               "); only changes of the leading dimensions are views");
+  std::optional<Dim> count = countOf((*in)->dims);
+  Dim known{1, false};
+  int dynamicDims = 0;
+  for (int64_t size : outType.getShape()) {
+    if (ShapedType::isDynamic(size))
+      ++dynamicDims;
+    else
+      known.size *= size;
+  }
+  SmallVector<Dim> dims;
+  if (dynamicDims > 1 || (dynamicDims == 1 && (!count->perToken || count->size % known.size)) ||
+      (dynamicDims == 0 && count->perToken))
+    return unsupported(op, llvm::formatv("cannot map {0} onto {1} as a view", inType, outType));
+  for (int64_t size : outType.getShape())
+    dims.push_back(ShapedType::isDynamic(size) ? Dim{count->size / known.size, true}
+                                                 : Dim{size, false});
+  if (dynamicDims == 0 && count->size != known.size)
+    return unsupported(op, llvm::formatv("{0} and {1} hold different element counts", inType,
+                                         outType));
+  ValueInfo info = **in;
+  info.dims = dims;
+  values[result] = info;
+  return success();
+}
+
+LogicalResult Emitter::emitLinear(moe::LinearOp op) {
+  comment(op);
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  FailureOr<ValueInfo *> x = operand(op, op.getInput(), "the input");
+  FailureOr<ValueInfo *> w = operand(op, op.getWeight(), "the weight");
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
+  if (failed(x) || failed(w) || bad)
+    return failure();
+  if ((*x)->dims.size() != 2 || (*w)->dims.size() != 2)
+    return unsupported(op, "the input and weight must be matrices");
+  Dim m = (*x)->dims[0];
+  FailureOr<ValueInfo *> y = define(op, op.getResult(), m);
+  if (failed(y))
+    return failure();
+  line(llvm::formatv("linear(pool, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});", (*x)->var,
+                     dimExpr(m), dimExpr((*x)->dims[1]), (*w)->var, dimExpr((*w)->dims[0]), bias,
+                     epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*y)->var)
+           .str());
+  return success();
+}
+
+LogicalResult Emitter::emitRoute(moe::RouteOp op) {
+  comment(op);
+  FailureOr<ValueInfo *> logits = operand(op, op.getLogits(), "the logits");
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getCorrectionBias(), "the correction bias", bad);
+  if (failed(logits) || bad)
+    return failure();
+  if ((*logits)->dims.size() != 2)
+    return unsupported(op, "the logits must be a matrix");
+  Dim tokens = (*logits)->dims[0];
+  FailureOr<ValueInfo *> ids = define(op, op.getExpertIds(), tokens);
+  if (failed(ids))
+    return failure();
+  FailureOr<ValueInfo *> weights = define(op, op.getWeights(), tokens);
+  if (failed(weights))
+    return failure();
+  const char *kind = "SoftmaxTopK";
+  if (op.getRouting() == moe::RoutingKind::TopKSoftmax)
+    kind = "TopKSoftmax";
+  else if (op.getRouting() == moe::RoutingKind::SigmoidGroupTopK)
+    kind = "SigmoidGroupTopK";
+  line(llvm::formatv("route(pool, {0}, {1}, {2}, {3}, Routing{RoutingKind::{4}, {5}, {6}, {7}, "
+                     "{8}, {9}}, {10}, {11});",
+                     (*logits)->var, dimExpr(tokens), dimExpr((*logits)->dims[1]), bias, kind,
+                     op.getTopK(), op.getNormalize() ? "true" : "false", op.getNumGroups(),
+                     op.getTopkGroups(), floatLiteral(op.getRoutedScalingFactor().convertToDouble()),
+                     (*ids)->var, (*weights)->var)
+           .str());
+  return success();
+}
+
+LogicalResult Emitter::emitSort(moe::SortOp op) {
+  comment(op);
+  FailureOr<ValueInfo *> ids = operand(op, op.getExpertIds(), "the expert ids", false);
+  if (failed(ids))
+    return failure();
+  std::optional<Dim> slots = countOf((*ids)->dims);
+  FailureOr<ValueInfo *> permutation = define(op, op.getPermutation(), slots);
+  if (failed(permutation))
+    return failure();
+  FailureOr<ValueInfo *> offsets = define(op, op.getOffsets(), std::nullopt);
+  if (failed(offsets))
+    return failure();
+  FailureOr<ValueInfo *> numValid = define(op, op.getNumValid(), std::nullopt);
+  if (failed(numValid))
+    return failure();
+  std::string idsVar = (*ids)->var;
+  if ((*ids)->elementType.isInteger(64)) {
+    // The kernel sorts i32 ids; an i64 id outside i32's range is no local
+    // expert either, so it becomes -1, which sorts into the sentinel tail.
+    needsIdsToI32 = true;
+    idsVar = "v" + std::to_string(nextVar++);
+    uint64_t offset = workspaceBytes;
+    workspaceBytes =
+        alignUp(offset + 4 * static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
+    line("int32_t *" + idsVar + " = reinterpret_cast<int32_t *>(workspace + " +
+         std::to_string(offset) + ");");
+    line("idsToI32(" + (*ids)->var + ", " + dimExpr(*slots) + ", " + idsVar + ");");
+  } else if (!(*ids)->elementType.isInteger(32)) {
+    return unsupported(op, "expert ids must be i32 or i64");
+  }
+  line(llvm::formatv("sortByExpert({0}, {1}, {2}, {3}, {4}, {5}, {6});", idsVar, dimExpr(*slots),
+                     op.getNumExperts(), op.getFirstExpert(), (*permutation)->var,
+                     (*offsets)->var, (*numValid)->var)
+           .str());
+  return success();
+}
+
+LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
+  comment(op);
+  FailureOr<ValueInfo *> hidden = operand(op, op.getHidden(), "the hidden states");
+  FailureOr<ValueInfo *> permutation = operand(op, op.getPermutation(), "the permutation", false);
+  FailureOr<ValueInfo *> numValid = operand(op, op.getNumValid(), "num_valid", false);
+  if (failed(hidden) || failed(permutation) || failed(numValid))
+    return failure();
+  if ((*hidden)->dims.size() != 2)
+    return unsupported(op, "the hidden states must be a matrix");
+  FailureOr<ValueInfo *> rows = define(op, op.getResult(), (*permutation)->dims[0]);
+  if (failed(rows))
+    return failure();
+  line(llvm::formatv("permute(pool, {0}, {1}, {2}, *{3}, {4}, {5});", (*hidden)->var,
+                     dimExpr((*hidden)->dims[1]), (*permutation)->var, (*numValid)->var,
+                     op.getTopK(), (*rows)->var)
+           .str());
+  return success();
+}
+
+LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
+  comment(op);
+  if (op.getLhsScales() || op.getWeightScales())
+    return unsupported(op, "FP8 block scales; the CPU target does not support FP8 yet");
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs");
+  FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights");
+  FailureOr<ValueInfo *> offsets = operand(op, op.getOffsets(), "the offsets", false);
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
+  if (failed(lhs) || failed(w) || failed(offsets) || bad)
+    return failure();
+  if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
+    return unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]");
+  Dim rows = (*lhs)->dims[0];
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), rows);
+  if (failed(out))
+    return failure();
+  line(llvm::formatv("groupedMatmul(pool, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
+                     (*lhs)->var, dimExpr((*lhs)->dims[1]), (*w)->var, dimExpr((*w)->dims[0]),
+                     dimExpr((*w)->dims[1]), (*offsets)->var, bias,
+                     epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*out)->var)
+           .str());
+  return success();
+}
+
+LogicalResult Emitter::emitCombine(moe::CombineOp op) {
+  comment(op);
+  FailureOr<ValueInfo *> rows = operand(op, op.getRows(), "the rows");
+  FailureOr<ValueInfo *> permutation = operand(op, op.getPermutation(), "the permutation", false);
+  FailureOr<ValueInfo *> weights = operand(op, op.getWeights(), "the routing weights");
+  FailureOr<ValueInfo *> numValid = operand(op, op.getNumValid(), "num_valid", false);
+  bool bad = false;
+  std::string addend = optionalOperand(op, op.getAddend(), "the addend", bad);
+  std::string gate = optionalOperand(op, op.getAddendGate(), "the addend gate", bad);
+  if (failed(rows) || failed(permutation) || failed(weights) || failed(numValid) || bad)
+    return failure();
+  if ((*rows)->dims.size() != 2 || (*weights)->dims.size() != 2)
+    return unsupported(op, "the rows and routing weights must be matrices");
+  Dim tokens = (*weights)->dims[0];
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), tokens);
+  if (failed(out))
+    return failure();
+  line(llvm::formatv("combine(pool, {0}, {1}, {2}, {3}, {4}, {5}, {6}, *{7}, {8}, {9}, {10});",
+                     (*rows)->var, (*permutation)->var, dimExpr((*permutation)->dims[0]),
+                     dimExpr((*rows)->dims[1]), (*weights)->var, dimExpr(tokens),
+                     dimExpr((*weights)->dims[1]), (*numValid)->var, addend, gate, (*out)->var)
+           .str());
+  return success();
+}
+
+LogicalResult Emitter::emitReturn(func::ReturnOp op) {
+  for (auto [i, value] : llvm::enumerate(op.getOperands())) {
+    FailureOr<ValueInfo *> info = operand(op, value, "result " + std::to_string(i), false);
+    if (failed(info))
+      return failure();
+    if (auto it = outputOf.find(viewRoot(value)); it != outputOf.end() && it->second == i)
+      continue; // computed in place
+    std::optional<Dim> count = countOf((*info)->dims);
+    line("// result " + std::to_string(i) + " is an input, a weight or another result: copied");
+    line(llvm::formatv("std::memcpy(outputs[{0}], {1}, sizeof(*{1}) * ({2}));", i, (*info)->var,
+                       dimExpr(*count))
+             .str());
+  }
+  return success();
+}
+
+std::string tensorName(func::FuncOp function, bool input, unsigned index) {
+  DictionaryAttr attrs = input ? function.getArgAttrDict(index) : function.getResultAttrDict(index);
+  if (attrs)
+    if (auto name = attrs.getAs<StringAttr>("onnx.name"))
+      return name.str();
+  return (input ? "input" : "output") + std::to_string(index);
+}
+
+LogicalResult Emitter::run() {
+  auto declare = [&](Operation *at, Type type, const std::string &name, bool input,
+                     std::vector<TensorDecl> &decls) -> FailureOr<SmallVector<Dim>> {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return LogicalResult(at->emitError() << "cannot generate code for '" << name
+                                     << "': not a ranked tensor");
+    Type element = tensor.getElementType();
+    if (!element.isF32() && !(input && (element.isInteger(32) || element.isInteger(64))))
+      return LogicalResult(at->emitError()
+                     << "cannot generate code for " << (input ? "input" : "output") << " '"
+                     << name << "' of element type " << element
+                     << ": the CPU target takes f32 tensors (and i32/i64 expert ids) only");
+    if (name.empty() || llvm::any_of(name, [](char c) { return !llvm::isPrint(c) || c == ' '; }))
+      return LogicalResult(at->emitError() << "cannot generate code for the tensor named '" << name
+                                     << "': names in the manifest must be printable, no spaces");
+    for (const std::vector<TensorDecl> *list : {&inputs, &outputs})
+      for (const TensorDecl &decl : *list)
+        if (decl.name == name)
+          return LogicalResult(at->emitError() << "two inputs or outputs are named '" << name << "'");
+    SmallVector<Dim> dims;
+    int dynamic = 0;
+    for (int64_t size : tensor.getShape()) {
+      dynamic += ShapedType::isDynamic(size);
+      dims.push_back(ShapedType::isDynamic(size) ? Dim{1, true} : Dim{size, false});
+    }
+    if (dynamic > 1)
+      return LogicalResult(at->emitError() << "cannot generate code for '" << name << "' of type "
+                                     << tensor << ": only one (token) dimension may be dynamic");
+    usesTokens |= dynamic == 1;
+    decls.push_back({name, element, dims});
+    return dims;
+  };
+
+  for (auto [i, arg] : llvm::enumerate(function.getArguments())) {
+    FailureOr<SmallVector<Dim>> dims =
+        declare(function, arg.getType(), tensorName(function, true, i), true, inputs);
+    if (failed(dims))
+      return failure();
+    ValueInfo &info = values[arg];
+    info.var = "in" + std::to_string(i);
+    info.dims = *dims;
+    info.elementType = cast<RankedTensorType>(arg.getType()).getElementType();
+    std::string cppType = *cppElementType(info.elementType);
+    line("const " + cppType + " *" + info.var + " = static_cast<const " + cppType +
+         " *>(inputs[" + std::to_string(i) + "]);");
+  }
+  auto returnOp = cast<func::ReturnOp>(function.getBody().front().getTerminator());
+  for (auto [i, type] : llvm::enumerate(function.getResultTypes()))
+    if (failed(declare(returnOp, type, tensorName(function, false, i), false, outputs)))
+      return failure();
+  // A result computed by a kernel is written straight into its output buffer
+  // (through any views); others are copied at the end.
+  for (auto [i, value] : llvm::enumerate(returnOp.getOperands())) {
+    Value root = viewRoot(value);
+    Operation *def = root.getDefiningOp();
+    if (def && isa<moe::MoEDialect>(def->getDialect()) && !outputOf.count(root))
+      outputOf[root] = i;
+  }
+
+  for (Operation &op : function.getBody().front()) {
+    LogicalResult result =
+        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case<arith::ConstantOp, onnx::ConstantOp>([](Operation *) {
+              return success(); // weights are placed when a kernel reads them
+            })
+            .Case<moe::LinearOp>([&](auto op) { return emitLinear(op); })
+            .Case<moe::RouteOp>([&](auto op) { return emitRoute(op); })
+            .Case<moe::SortOp>([&](auto op) { return emitSort(op); })
+            .Case<moe::PermuteOp>([&](auto op) { return emitPermute(op); })
+            .Case<moe::GroupedMatmulOp>([&](auto op) { return emitGroupedMatmul(op); })
+            .Case<moe::CombineOp>([&](auto op) { return emitCombine(op); })
+            .Case<func::ReturnOp>([&](auto op) { return emitReturn(op); })
+            .Case<moe::AllReduceOp>([&](Operation *op) -> LogicalResult {
+              return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by "
+                                     "the CPU target; compile without --ep-size");
+            })
+            .Case<moe::QuantizeOp>([&](Operation *op) -> LogicalResult {
+              return unsupported(op, "FP8 quantisation is not supported by the CPU target yet");
+            })
+            .Default([&](Operation *op) -> LogicalResult {
+              if (isView(op))
+                return emitView(op);
+              return unsupported(op, "not an op of the grouped phase that the CPU target knows");
+            });
+    if (failed(result))
+      return failure();
+  }
+
+  // Assemble the translation unit.
+  llvm::raw_string_ostream os(source);
+  os << "// Generated by `moec compile --target=cpu`: the grouped phase of @"
+     << function.getSymName() << " as calls of moec's CPU kernels. Do not edit.\n"
+     << "#include \"moec/runtime/ArtifactABI.h\"\n"
+     << "#include \"moec/runtime/cpu/MoEKernels.h\"\n\n"
+     << "#include <cstdint>\n#include <cstring>\n#include <limits>\n#include <new>\n\n"
+     << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
+     << "using namespace moec::rt::cpu;\n\n"
+     << "namespace {\n"
+     << "struct State {\n  explicit State(unsigned threads) : pool(threads) {}\n"
+     << "  ThreadPool pool;\n};\n";
+  if (needsIdsToI32)
+    os << "\n/// i64 expert ids as i32; ids outside i32's range become -1, a sentinel.\n"
+       << "void idsToI32(const int64_t *ids, int64_t count, int32_t *out) {\n"
+       << "  for (int64_t i = 0; i < count; ++i)\n"
+       << "    out[i] = ids[i] >= std::numeric_limits<int32_t>::min() &&\n"
+       << "                     ids[i] <= std::numeric_limits<int32_t>::max()\n"
+       << "                 ? static_cast<int32_t>(ids[i]) : -1;\n}\n";
+  os << "} // namespace\n\n"
+     << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
+     << "MOEC_EXPORT void *moec_artifact_create(unsigned threads) {\n"
+     << "  try {\n    return new State(threads);\n  } catch (...) {\n    return nullptr;\n  }\n}\n\n"
+     << "MOEC_EXPORT void moec_artifact_destroy(void *state) { delete static_cast<State *>(state); }\n\n"
+     << "// Planned for " << maxTokens << " tokens: workspace " << workspaceBytes
+     << " bytes, weights " << weightsBytes << " bytes.\n"
+     << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *weights,\n"
+     << "                                  const void *const *inputs, void *const *outputs,\n"
+     << "                                  int64_t tokens, unsigned char *workspace) {\n"
+     << "  ThreadPool &pool = static_cast<State *>(state)->pool;\n"
+     << "  const int64_t T = tokens;\n"
+     << "  (void)pool;\n  (void)T;\n  (void)weights;\n  (void)workspace;\n"
+     << body << "  return 0;\n}\n";
+  return success();
+}
+
+/// Writes `bytes` to `path`; false with `error` set on failure.
+bool writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write,
+               std::string &error) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = path + ": " + ec.message();
+    return false;
+  }
+  write(os);
+  os.close();
+  if (os.has_error()) {
+    error = path + ": " + os.error().message();
+    os.clear_error();
+    return false;
+  }
+  return true;
+}
+
+std::string joinShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, size] : llvm::enumerate(shape))
+    text += (i ? "," : "") + std::to_string(size);
+  return text + "]";
+}
+
+std::string envOr(const char *name, const std::string &fallback) {
+  if (std::optional<std::string> value = llvm::sys::Process::GetEnv(name); value && !value->empty())
+    return *value;
+  return fallback;
+}
+
+/// Files an artifact directory may hold; only these are removed when an
+/// existing artifact is replaced.
+constexpr const char *kArtifactFiles[] = {"manifest.txt", "weights.bin", "model.so", "model.cpp",
+                                          "compile.log"};
+
+} // namespace
+
+LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options) {
+  MLIRContext *context = module.getContext();
+  auto fail = [&](const Twine &message) {
+    emitError(module.getLoc()) << message;
+    return failure();
+  };
+  if (options.maxTokens < 1)
+    return fail("--max-tokens must be at least 1");
+  SmallVector<func::FuncOp> functions;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (!function.isExternal())
+      functions.push_back(function);
+  if (functions.size() != 1)
+    return fail("cannot generate code: the module holds " + Twine(functions.size()) +
+                " functions with a body; the CPU target compiles exactly one");
+  func::FuncOp function = functions.front();
+  if (!function.getBody().hasOneBlock())
+    return fail("cannot generate code for @" + function.getSymName() + ": more than one block");
+  (void)context;
+
+  Emitter emitter(function, options.maxTokens);
+  if (failed(emitter.run()))
+    return failure();
+
+  // Everything is written into a fresh directory beside the target, which
+  // replaces the target only once model.so has compiled: a failed compile
+  // leaves no artifact behind, and a previous one intact.
+  std::string target = options.outputDir;
+  while (target.size() > 1 && target.back() == '/')
+    target.pop_back();
+  std::string staging = target + ".tmp-" + std::to_string(::getpid());
+  llvm::sys::fs::remove_directories(staging);
+  if (std::error_code ec = llvm::sys::fs::create_directories(staging))
+    return fail("cannot create " + staging + ": " + ec.message());
+  llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(staging); });
+
+  std::string error;
+  if (!writeFile(staging + "/model.cpp", [&](llvm::raw_ostream &os) { os << emitter.source; },
+                 error))
+    return fail(error);
+
+  uint64_t total = emitter.weightsBytes;
+  if (!writeFile(
+          staging + "/weights.bin",
+          [&](llvm::raw_ostream &os) {
+            // Header: magic, version, reserved, tensor count, file size; zero
+            // padding to 64 bytes (docs/artifact.md).
+            char header[kWeightsHeaderBytes] = {'M', 'O', 'E', 'C', 'W', 'T', 'S', '\0'};
+            uint32_t version = 1;
+            uint64_t count = emitter.weights.size();
+            std::memcpy(header + 8, &version, 4);
+            std::memcpy(header + 16, &count, 8);
+            std::memcpy(header + 24, &total, 8);
+            os.write(header, sizeof(header));
+            uint64_t at = kWeightsHeaderBytes;
+            for (const WeightEntry &weight : emitter.weights) {
+              os.write_zeros(weight.offset - at);
+              os.write(weight.bytes.data(), weight.bytes.size());
+              at = weight.offset + weight.bytes.size();
+            }
+          },
+          error))
+    return fail(error);
+
+  if (!writeFile(
+          staging + "/manifest.txt",
+          [&](llvm::raw_ostream &os) {
+            os << "moec-artifact 1\n"
+               << "# written by moec compile --target=cpu; docs/artifact.md\n"
+               << "target cpu\n"
+               << "library model.so\n"
+               << "weights weights.bin " << total << "\n"
+               << "workspace_bytes " << emitter.workspaceBytes << "\n"
+               << "max_tokens " << options.maxTokens << "\n";
+            for (const TensorDecl &decl : emitter.inputs)
+              os << "input " << decl.name << " " << manifestDType(decl.elementType) << " "
+                 << shapeText(decl.dims) << "\n";
+            for (const TensorDecl &decl : emitter.outputs)
+              os << "output " << decl.name << " " << manifestDType(decl.elementType) << " "
+                 << shapeText(decl.dims) << "\n";
+            for (const WeightEntry &weight : emitter.weights)
+              os << "weight " << weight.name << " " << manifestDType(weight.elementType) << " "
+                 << joinShape(weight.shape) << " " << weight.offset << " "
+                 << weight.bytes.size() << "\n";
+          },
+          error))
+    return fail(error);
+
+  // Compile: the runtime's archive is linked statically and its symbols kept
+  // local, so model.so needs nothing of moec and two artifacts never clash.
+  std::string includeDir = options.runtimeIncludeDir.empty()
+                               ? envOr("MOEC_RUNTIME_INCLUDE_DIR", MOEC_RUNTIME_INCLUDE_DIR)
+                               : options.runtimeIncludeDir;
+  std::string library = options.runtimeLibrary.empty()
+                            ? envOr("MOEC_RUNTIME_LIBRARY", MOEC_RUNTIME_LIBRARY)
+                            : options.runtimeLibrary;
+  if (!llvm::sys::fs::exists(includeDir + "/moec/runtime/cpu/MoEKernels.h"))
+    return fail("the runtime's headers are not at '" + includeDir +
+                "' (set MOEC_RUNTIME_INCLUDE_DIR)");
+  if (!llvm::sys::fs::exists(library))
+    return fail("the runtime library is not at '" + library + "' (set MOEC_RUNTIME_LIBRARY)");
+  std::string cxxName = options.cxx.empty() ? envOr("MOEC_CXX", "c++") : options.cxx;
+  llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(cxxName);
+  if (!cxx)
+    return fail("no C++ compiler '" + cxxName + "' on PATH (set MOEC_CXX)");
+  std::string source = staging + "/model.cpp", output = staging + "/model.so",
+              log = staging + "/compile.log";
+  SmallVector<StringRef> args = {*cxx,        "-O2",       "-std=c++20", "-fPIC",
+                                 "-shared",   "-fvisibility=hidden",     "-I",
+                                 includeDir,  source,      library,      "-o",
+                                 output,      "-pthread",  "-Wl,--exclude-libs,ALL",
+                                 "-Wl,-z,defs"};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, redirects, 0, 0, &execError);
+  if (rc != 0) {
+    std::string text;
+    if (auto buffer = llvm::MemoryBuffer::getFile(log))
+      text = (*buffer)->getBuffer().take_back(4000).str();
+    return fail("compiling the generated code failed (" +
+                (execError.empty() ? "exit status " + std::to_string(rc) : execError) +
+                "): " + llvm::join(args, " ") + "\n" + text);
+  }
+  llvm::sys::fs::remove(log);
+
+  // Replace the target: only an earlier artifact (or an empty directory) may
+  // be overwritten.
+  if (llvm::sys::fs::is_directory(target)) {
+    for (const char *file : kArtifactFiles)
+      llvm::sys::fs::remove(target + "/" + file);
+    if (std::error_code ec = llvm::sys::fs::remove(target))
+      return fail("cannot replace '" + target + "': " + ec.message() +
+                  " (it holds files that are not part of a moec artifact)");
+  } else if (llvm::sys::fs::exists(target)) {
+    return fail("'" + target + "' exists and is not an artifact directory");
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(staging, target))
+    return fail("cannot move the artifact into '" + target + "': " + ec.message());
+  cleanup.release();
+  return success();
+}
+
+} // namespace moec::codegen
