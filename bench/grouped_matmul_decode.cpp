@@ -94,7 +94,7 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
     return samples[samples.size() / 2];
   };
   float decodeMs = time([&] {
-    CHECK(cuda::groupedMatmulDecodeBF16(lhs.dataAs<float>(), shape.k, weights.dataAs<uint16_t>(),
+    CHECK(cuda::groupedMatmulDecodeBF16(lhs.dataAs<float>(), slots, shape.k, weights.dataAs<uint16_t>(),
                                         shape.experts, shape.n, dOffsets.dataAs<int32_t>(), nullptr,
                                         epilogue, out.dataAs<float>(), nullptr));
   });

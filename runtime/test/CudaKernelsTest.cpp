@@ -217,7 +217,7 @@ TEST(CudaKernels, DecodeGroupedMatmulMatchesCpu) {
     cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(), bias.data(),
                        epilogue, want.data());
     DeviceBuffer dOut = poisoned(S * width * 4);
-    ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), K, dWeights.dataAs<uint16_t>(),
+    ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(),
                                             E, N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
                                             epilogue, dOut.dataAs<float>(), nullptr));
     ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));

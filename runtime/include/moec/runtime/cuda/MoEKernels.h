@@ -52,7 +52,8 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
 /// of experts with no rows exit before reading a byte of their weights, so the
 /// bytes moved are those of the touched experts only. Rows at or past
 /// offsets[E-1] are not touched.
-Status groupedMatmulDecodeBF16(const float *lhs, int64_t k, const uint16_t *weightsBF16,
+Status groupedMatmulDecodeBF16(const float *lhs, int64_t slots, int64_t k,
+                               const uint16_t *weightsBF16,
                                int64_t experts, int64_t n, const int32_t *offsets,
                                const float *bias, const Epilogue &epilogue, float *out,
                                cudaStream_t stream);
