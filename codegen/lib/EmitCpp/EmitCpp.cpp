@@ -26,6 +26,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
@@ -175,6 +176,7 @@ private:
   LogicalResult emitPermute(moe::PermuteOp op);
   LogicalResult emitGroupedMatmul(moe::GroupedMatmulOp op);
   LogicalResult emitCombine(moe::CombineOp op);
+  LogicalResult emitConcat(tensor::ConcatOp op);
   LogicalResult emitReturn(func::ReturnOp op);
 
   void line(const Twine &text) { body += "  " + text.str() + "\n"; }
@@ -599,6 +601,41 @@ LogicalResult Emitter::emitCombine(moe::CombineOp op) {
   return success();
 }
 
+/// tensor.concat of static shapes: what moe-lower-layer leaves when separate
+/// gate and up weights are function arguments rather than constants (the
+/// hand-written expert loops). A copy per operand per outer index.
+LogicalResult Emitter::emitConcat(tensor::ConcatOp op) {
+  comment(op);
+  auto resultType = cast<RankedTensorType>(op.getType());
+  if (!resultType.hasStaticShape())
+    return unsupported(op, "only concatenations of static shapes are supported");
+  SmallVector<ValueInfo *> parts;
+  for (Value input : op.getInputs()) {
+    FailureOr<ValueInfo *> info = operand(op, input, "an operand");
+    if (failed(info))
+      return failure();
+    parts.push_back(*info);
+  }
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), std::nullopt);
+  if (failed(out))
+    return failure();
+  int64_t dim = op.getDim(), outer = 1;
+  for (int64_t i = 0; i < dim; ++i)
+    outer *= resultType.getDimSize(i);
+  line("for (int64_t o = 0, at = 0; o < " + std::to_string(outer) + "; ++o) {");
+  for (ValueInfo *part : parts) {
+    int64_t chunk = 1;
+    for (size_t i = dim; i < part->dims.size(); ++i)
+      chunk *= part->dims[i].size;
+    line(llvm::formatv("  std::memcpy({0} + at, {1} + o * {2}, sizeof(float) * {2});", (*out)->var,
+                       part->var, chunk)
+             .str());
+    line("  at += " + std::to_string(chunk) + ";");
+  }
+  line("}");
+  return success();
+}
+
 LogicalResult Emitter::emitReturn(func::ReturnOp op) {
   for (auto [i, value] : llvm::enumerate(op.getOperands())) {
     FailureOr<ValueInfo *> info = operand(op, value, "result " + std::to_string(i), false);
@@ -695,6 +732,7 @@ LogicalResult Emitter::run() {
             .Case<moe::PermuteOp>([&](auto op) { return emitPermute(op); })
             .Case<moe::GroupedMatmulOp>([&](auto op) { return emitGroupedMatmul(op); })
             .Case<moe::CombineOp>([&](auto op) { return emitCombine(op); })
+            .Case<tensor::ConcatOp>([&](auto op) { return emitConcat(op); })
             .Case<func::ReturnOp>([&](auto op) { return emitReturn(op); })
             .Case<moe::AllReduceOp>([&](Operation *op) -> LogicalResult {
               return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by "

@@ -1,0 +1,335 @@
+//===- moec-run.cpp - runs a compiled artifact on .npz inputs ------------===//
+//
+//   moec-run ARTIFACT --inputs IN.npz [--outputs OUT.npz]
+//            [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
+//            [--bench N] [--threads N]
+//
+// Loads ARTIFACT (what `moec compile --target=cpu -o ARTIFACT` wrote) through
+// the runtime's C API (moec.h), feeds it the arrays of IN.npz keyed by the
+// graph's input names, writes the outputs to OUT.npz (atomically, and not at
+// all when anything fails), compares them with REF.npz like moec-interp does,
+// and with --bench times N further runs. Links only the runtime: no MLIR.
+//
+// Exit status: 0 on success, 1 when an output differs from REF.npz, 2 on any
+// other error (bad artifact, wrong inputs, ...), printed with its cause.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/moec.h"
+#include "moec/runtime/Npz.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+using moec::rt::DType;
+using moec::rt::HostTensor;
+using moec::rt::Status;
+using moec::rt::TensorMap;
+
+namespace {
+
+constexpr int kMismatch = 1;
+constexpr int kError = 2;
+
+struct Options {
+  std::string artifact, inputs, outputs, expected;
+  double rtol = 1e-5, atol = 1e-6;
+  bool scaleAtol = false;
+  long bench = 0;
+};
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "moec-run: error: %s\n", message.c_str());
+  return kError;
+}
+
+void usage(FILE *out) {
+  std::fprintf(out,
+               "usage: moec-run ARTIFACT --inputs IN.npz [--outputs OUT.npz]\n"
+               "                [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]\n"
+               "                [--bench N]\n"
+               "  --rtol R, --atol A  tolerances of --expected-outputs (default 1e-5, 1e-6):\n"
+               "                      |got - expected| <= atol + rtol * |expected|\n"
+               "  --scale-atol        multiply atol by max(1, max |expected|) per output\n"
+               "  --bench N           time N more runs; print median, p10/p90, min/max in ms\n");
+}
+
+bool parseDouble(const char *text, double &value) {
+  char *end = nullptr;
+  value = std::strtod(text, &end);
+  return *text && *end == '\0' && std::isfinite(value) && value >= 0;
+}
+
+/// Returns -1 to go on, else the exit status.
+int parseArgs(int argc, char **argv, Options &options) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *flag) -> const char * {
+      std::string prefix = std::string(flag) + "=";
+      if (arg.rfind(prefix, 0) == 0)
+        return argv[i] + prefix.size();
+      if (arg == flag && i + 1 < argc)
+        return argv[++i];
+      return nullptr;
+    };
+    auto is = [&](const char *flag) {
+      return arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0;
+    };
+    if (arg == "-h" || arg == "--help") {
+      usage(stdout);
+      return 0;
+    }
+    const char *text = nullptr;
+    if (is("--inputs") && (text = value("--inputs"))) {
+      options.inputs = text;
+    } else if (is("--outputs") && (text = value("--outputs"))) {
+      options.outputs = text;
+    } else if (is("--expected-outputs") && (text = value("--expected-outputs"))) {
+      options.expected = text;
+    } else if (is("--rtol") && (text = value("--rtol"))) {
+      if (!parseDouble(text, options.rtol))
+        return fail(std::string("--rtol: not a non-negative number: '") + text + "'");
+    } else if (is("--atol") && (text = value("--atol"))) {
+      if (!parseDouble(text, options.atol))
+        return fail(std::string("--atol: not a non-negative number: '") + text + "'");
+    } else if (arg == "--scale-atol") {
+      options.scaleAtol = true;
+    } else if (is("--bench") && (text = value("--bench"))) {
+      char *end = nullptr;
+      options.bench = std::strtol(text, &end, 10);
+      if (!*text || *end || options.bench < 1)
+        return fail(std::string("--bench: not a positive count: '") + text + "'");
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      usage(stderr);
+      return fail("unknown or incomplete option '" + arg + "'");
+    } else if (options.artifact.empty()) {
+      options.artifact = arg;
+    } else {
+      usage(stderr);
+      return fail("more than one artifact given ('" + options.artifact + "', '" + arg + "')");
+    }
+  }
+  if (options.artifact.empty() || options.inputs.empty()) {
+    usage(stderr);
+    return fail(options.artifact.empty() ? "no artifact given" : "no --inputs given");
+  }
+  return -1;
+}
+
+bool toApiDType(DType dtype, moec_dtype &out) {
+  switch (dtype) {
+  case DType::F32:
+    out = MOEC_F32;
+    return true;
+  case DType::I32:
+    out = MOEC_I32;
+    return true;
+  case DType::I64:
+    out = MOEC_I64;
+    return true;
+  default:
+    return false;
+  }
+}
+
+DType fromApiDType(moec_dtype dtype) {
+  return dtype == MOEC_I32 ? DType::I32 : dtype == MOEC_I64 ? DType::I64 : DType::F32;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+double valueAt(const HostTensor &tensor, int64_t i) {
+  switch (tensor.dtype()) {
+  case DType::F32:
+    return tensor.dataAs<float>()[i];
+  case DType::F64:
+    return tensor.dataAs<double>()[i];
+  case DType::I32:
+    return tensor.dataAs<int32_t>()[i];
+  case DType::I64:
+    return static_cast<double>(tensor.dataAs<int64_t>()[i]);
+  default:
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+/// The comparison of moec-interp (codegen/lib/Interpreter/HostIO.cpp): equal
+/// values and NaN against NaN pass; otherwise |got - exp| <= atol + rtol·|exp|.
+bool compareOutput(const std::string &name, const HostTensor &got, const HostTensor &want,
+                   const Options &options) {
+  std::printf("%s %s: ", name.c_str(), formatShape(got.shape()).c_str());
+  if (got.shape() != want.shape()) {
+    std::printf("MISMATCH: shape %s != expected %s\n", formatShape(got.shape()).c_str(),
+                formatShape(want.shape()).c_str());
+    return false;
+  }
+  if (want.dtype() != DType::F32 && want.dtype() != DType::F64 && want.dtype() != DType::I32 &&
+      want.dtype() != DType::I64) {
+    std::printf("MISMATCH: expected array is %s, which moec-run does not compare\n",
+                std::string(moec::rt::dtypeName(want.dtype())).c_str());
+    return false;
+  }
+  double maxExpected = 0, maxAbs = 0, atol = options.atol;
+  int64_t count = got.numElements(), mismatches = 0;
+  for (int64_t i = 0; i < count; ++i)
+    if (double e = valueAt(want, i); std::isfinite(e))
+      maxExpected = std::max(maxExpected, std::fabs(e));
+  if (options.scaleAtol)
+    atol *= std::max(1.0, maxExpected);
+  for (int64_t i = 0; i < count; ++i) {
+    double g = valueAt(got, i), e = valueAt(want, i);
+    if (g == e || (std::isnan(g) && std::isnan(e)))
+      continue;
+    double diff = std::fabs(g - e);
+    if (std::isnan(diff))
+      diff = std::numeric_limits<double>::infinity();
+    maxAbs = std::max(maxAbs, diff);
+    if (!(diff <= atol + options.rtol * std::fabs(e)))
+      ++mismatches;
+  }
+  std::printf("max abs err %.2e, max rel err %.2e", maxAbs, maxAbs / std::max(maxExpected, 1e-30));
+  if (mismatches == 0) {
+    std::printf(": ok\n");
+    return true;
+  }
+  std::printf(": MISMATCH in %lld of %lld elements (rtol %.1e, atol %.1e%s)\n",
+              static_cast<long long>(mismatches), static_cast<long long>(count), options.rtol,
+              options.atol, options.scaleAtol ? " x max(1, max|expected|)" : "");
+  return false;
+}
+
+double percentile(std::vector<double> sorted, double p) {
+  double position = p * (sorted.size() - 1);
+  size_t below = static_cast<size_t>(position);
+  size_t above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (sorted[above] - sorted[below]) * (position - below);
+}
+
+struct ModelHandle {
+  moec_model *model = nullptr;
+  ~ModelHandle() { moec_free(model); }
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options;
+  if (int rc = parseArgs(argc, argv, options); rc >= 0)
+    return rc;
+
+  ModelHandle handle;
+  handle.model = moec_load(options.artifact.c_str());
+  if (!handle.model)
+    return fail(moec_last_error());
+  moec_model *model = handle.model;
+
+  TensorMap inputs;
+  if (Status status = moec::rt::readNpz(options.inputs, inputs); !status)
+    return fail(status.message());
+
+  // Bind the arrays that name an input; the C API checks names, dtypes and
+  // shapes. The token count for the outputs' shapes comes from the inputs.
+  std::vector<moec_tensor> apiInputs;
+  int64_t tokens = -1;
+  for (auto &[name, tensor] : inputs) {
+    size_t index = 0;
+    while (index < moec_num_inputs(model) && name != moec_input_name(model, index))
+      ++index;
+    if (index == moec_num_inputs(model)) {
+      std::fprintf(stderr, "moec-run: note: %s array '%s' names no input of the model; ignored\n",
+                   options.inputs.c_str(), name.c_str());
+      continue;
+    }
+    moec_tensor api{name.c_str(), MOEC_F32, static_cast<int32_t>(tensor.shape().size()),
+                    tensor.shape().data(), tensor.data()};
+    if (!toApiDType(tensor.dtype(), api.dtype))
+      return fail(options.inputs + ": input '" + name + "' is " +
+                  std::string(moec::rt::dtypeName(tensor.dtype())) + ", expected " +
+                  moec_dtype_name(moec_input_dtype(model, index)));
+    const int64_t *declared = moec_input_shape(model, index);
+    for (int32_t d = 0; d < moec_input_rank(model, index) && d < api.rank; ++d)
+      if (declared[d] < 0 && tokens < 0)
+        tokens = tensor.shape()[d];
+    apiInputs.push_back(api);
+  }
+
+  TensorMap outputs;
+  std::vector<moec_tensor> apiOutputs;
+  for (size_t i = 0; i < moec_num_outputs(model); ++i) {
+    const int64_t *declared = moec_output_shape(model, i);
+    std::vector<int64_t> shape(declared, declared + moec_output_rank(model, i));
+    for (int64_t &size : shape)
+      if (size < 0)
+        size = std::max<int64_t>(tokens, 0);
+    if (!moec::rt::checkedNumElements(shape, 8))
+      return fail("output '" + std::string(moec_output_name(model, i)) + "' of shape " +
+                  formatShape(shape) + " is too large");
+    outputs[moec_output_name(model, i)] =
+        HostTensor(fromApiDType(moec_output_dtype(model, i)), shape);
+  }
+  for (size_t i = 0; i < moec_num_outputs(model); ++i) {
+    HostTensor &tensor = outputs[moec_output_name(model, i)];
+    apiOutputs.push_back({moec_output_name(model, i), moec_output_dtype(model, i),
+                          static_cast<int32_t>(tensor.shape().size()), tensor.shape().data(),
+                          tensor.data()});
+  }
+
+  if (moec_run(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(), apiOutputs.size()))
+    return fail(options.inputs + ": " + moec_last_error());
+
+  if (options.bench > 0) {
+    std::vector<double> ms;
+    for (long i = 0; i < options.bench; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      if (moec_run(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(),
+                   apiOutputs.size()))
+        return fail(moec_last_error());
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             start)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("bench: %ld runs, %lld tokens: median %.4f ms, p10 %.4f ms, p90 %.4f ms, "
+                "min %.4f ms, max %.4f ms\n",
+                options.bench, static_cast<long long>(std::max<int64_t>(tokens, 0)),
+                percentile(ms, 0.5), percentile(ms, 0.1), percentile(ms, 0.9), ms.front(),
+                ms.back());
+  }
+
+  if (!options.outputs.empty())
+    if (Status status = moec::rt::writeNpz(options.outputs, outputs); !status)
+      return fail(status.message());
+
+  if (options.expected.empty())
+    return 0;
+  TensorMap expected;
+  if (Status status = moec::rt::readNpz(options.expected, expected); !status)
+    return fail(status.message());
+  bool allPassed = true;
+  for (const auto &[name, tensor] : outputs) {
+    auto it = expected.find(name);
+    if (it == expected.end()) {
+      std::printf("%s: MISSING from %s\n", name.c_str(), options.expected.c_str());
+      allPassed = false;
+      continue;
+    }
+    allPassed &= compareOutput(name, tensor, it->second, options);
+  }
+  for (const auto &[name, array] : expected)
+    if (!outputs.count(name))
+      std::printf("note: %s array '%s' names no output; not compared\n", options.expected.c_str(),
+                  name.c_str());
+  return allPassed ? 0 : kMismatch;
+}
