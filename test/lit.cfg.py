@@ -15,7 +15,7 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "f
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["moec", "moec-opt", "moec-translate", "moec-interp"], [config.moec_tools_dir])
+llvm_config.add_tool_substitutions(["moec", "moec-opt", "moec-translate", "moec-interp", "moec-run"], [config.moec_tools_dir])
 # The end-to-end fixtures (model.onnx, inputs.npz, expected.npz per model).
 config.substitutions.append(("%fixtures", os.path.join(config.moec_src_root, "test", "fixtures")))
 config.excludes += ["Inputs", "Regressions"]

@@ -24,6 +24,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -93,10 +94,13 @@ static int compile() {
   if (!input)
     return fail(error);
   OwningOpRef<ModuleOp> module;
+  // For .mlir inputs, diagnostics (the passes', code generation's) quote the
+  // source line.
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   if (llvm::StringRef(inputPath).ends_with(".onnx")) {
     module = moec::onnx::importModel(*input, inputPath, context);
   } else {
-    llvm::SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   }

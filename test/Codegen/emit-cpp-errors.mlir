@@ -1,0 +1,78 @@
+// `moec compile --target=cpu` generates code for the grouped phase only; every
+// op or type it cannot generate code for is an error at the op, naming it and
+// the reason, with a non-zero exit and no artifact left behind.
+
+// RUN: rm -rf %t && split-file %s %t
+
+// RUN: not moec compile %t/unknown-op.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=OP
+// OP: unknown-op.mlir:3:8: error: cannot generate code for 'onnx.Add': not an op of the grouped phase that the CPU target knows
+// RUN: not ls %t/a
+
+// RUN: not moec compile %t/all-reduce.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=ALLREDUCE
+// ALLREDUCE: all-reduce.mlir:3:8: error: cannot generate code for 'moe.all_reduce': expert parallelism (moe.all_reduce) is not supported by the CPU target
+// RUN: not ls %t/a
+
+// RUN: not moec compile %t/bf16.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16
+// BF16: error: cannot generate code for input 'x' of element type 'bf16': the CPU target takes f32 tensors (and i32/i64 expert ids) only
+
+// RUN: not moec compile %t/fp8.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=FP8
+// FP8: fp8.mlir:4:8: error: cannot generate code for 'moe.grouped_matmul': FP8 block scales; the CPU target does not support FP8 yet
+
+// RUN: not moec compile %t/inner-reshape.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=RESHAPE
+// RESHAPE: inner-reshape.mlir:3:8: error: cannot generate code for 'onnx.Reshape': it changes the innermost dimension (tensor<?x64xf32> to tensor<?x8x8xf32>); only changes of the leading dimensions are views
+
+// RUN: not moec compile %t/two-functions.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=TWO
+// TWO: error: cannot generate code: the module holds 2 functions with a body; the CPU target compiles exactly one
+
+// Flags of the driver.
+// RUN: not moec compile %t/unknown-op.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=CUDA
+// CUDA: moec: --target=cuda is not available yet (the CPU target is: --target=cpu)
+// RUN: not moec compile %t/unknown-op.mlir --target=cpu 2>&1 | FileCheck %s --check-prefix=NOOUT
+// NOOUT: moec: --target=cpu writes an artifact directory; name it with -o DIR
+// RUN: not moec compile %t/unknown-op.mlir --target=cpu --compile-to=moe -o %t/a 2>&1 | FileCheck %s --check-prefix=PHASE
+// PHASE: moec: --target compiles the grouped phase; drop --compile-to=moe
+// RUN: not moec compile %t/unknown-op.mlir --target=cpu --max-tokens=0 -o %t/a 2>&1 | FileCheck %s --check-prefix=TOKENS
+// TOKENS: moec: --max-tokens must be at least 1
+// RUN: not ls %t/a
+
+//--- unknown-op.mlir
+// A leftover ONNX op that is not a view.
+func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %0 = "onnx.Add"(%x, %x) : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %0 : tensor<?x64xf32>
+}
+
+//--- all-reduce.mlir
+// The output of an expert-parallel rank.
+func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %0 = moe.all_reduce %x {ep_size = 2 : i64} : tensor<?x64xf32>
+  return %0 : tensor<?x64xf32>
+}
+
+//--- bf16.mlir
+func.func @f(%x: tensor<?x64xbf16> {onnx.name = "x"}) -> tensor<?x64xbf16> {
+  return %x : tensor<?x64xbf16>
+}
+
+//--- fp8.mlir
+// FP8 weights with block scales (phase fp8, issue 6).
+func.func @f(%x: tensor<?x128xf32>, %s: tensor<2x1x1xf32>, %o: tensor<2xi32>) -> tensor<?x128xf32> {
+  %w = arith.constant dense<1.0> : tensor<2x128x128xf8E4M3FN>
+  %0 = moe.grouped_matmul %x, %w, %o weight_scales(%s : tensor<2x1x1xf32>) : tensor<?x128xf32>, tensor<2x128x128xf8E4M3FN>, tensor<2xi32> -> tensor<?x128xf32>
+  return %0 : tensor<?x128xf32>
+}
+
+//--- inner-reshape.mlir
+func.func @f(%x: tensor<?x64xf32>) -> tensor<?x8x8xf32> {
+  %shape = "onnx.Constant"() <{value = dense<[-1, 8, 8]> : tensor<3xi64>}> : () -> tensor<3xi64>
+  %0 = "onnx.Reshape"(%x, %shape) : (tensor<?x64xf32>, tensor<3xi64>) -> tensor<?x8x8xf32>
+  return %0 : tensor<?x8x8xf32>
+}
+
+//--- two-functions.mlir
+func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  return %x : tensor<?x64xf32>
+}
+func.func @g(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  return %x : tensor<?x64xf32>
+}
