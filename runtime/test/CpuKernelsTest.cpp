@@ -8,6 +8,8 @@
 
 #include "moec/runtime/cpu/MoEKernels.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,18 +19,13 @@
 #include <vector>
 
 using namespace moec::rt::cpu;
+using moec::rt::test::randomVector;
+using moec::rt::test::RandomBlock;
 
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-std::vector<float> randomVector(size_t n, std::mt19937 &rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = normal(rng);
-  return v;
-}
 
 double refActivation(ActivationKind kind, double alpha, double x) {
   switch (kind) {
@@ -226,13 +223,10 @@ TEST_P(CpuKernels, SortIsStableWithSentinelTail) {
 /// out-of-range ids and NaN planted in every row the kernels must not read.
 TEST_P(CpuKernels, GroupedPipelineMatchesDenseReferenceAndKeepsSentinelsOut) {
   const int64_t T = 23, H = 40, I = 24, E = 6, K = 2, S = T * K;
-  auto x = randomVector(T * H, rng), gu = randomVector(E * 2 * I * H, rng, 0.2f),
-       down = randomVector(E * H * I, rng, 0.2f), gub = randomVector(E * 2 * I, rng),
-       w = randomVector(S, rng), shared = randomVector(T * H, rng), gate = randomVector(T, rng);
-  std::uniform_int_distribution<int> pick(0, E - 1);
-  std::vector<int32_t> ids(S);
-  for (int32_t &id : ids)
-    id = pick(rng);
+  RandomBlock block(T, H, I, E, K, rng);
+  const auto &x = block.x, &gu = block.gateUp, &down = block.down, &gub = block.gateUpBias,
+             &w = block.weights, &shared = block.shared, &gate = block.sharedGate;
+  auto &ids = block.ids;
   ids[3] = E;      // out of range
   ids[4] = -3;     // negative
   ids[10] = 1000;  // far out of range

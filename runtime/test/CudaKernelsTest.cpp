@@ -10,6 +10,8 @@
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,22 +20,12 @@
 #include <vector>
 
 using namespace moec::rt;
+using moec::rt::test::randomVector;
+using moec::rt::test::RandomBlock;
 
 namespace {
 
-#define ASSERT_OK(expr)                                                            \
-  do {                                                                             \
-    Status s_ = (expr);                                                            \
-    ASSERT_TRUE(s_.isOk()) << s_.message();                                        \
-  } while (0)
 
-std::vector<float> randomVector(size_t n, std::mt19937 &rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = normal(rng);
-  return v;
-}
 
 /// A device copy of a host vector.
 template <typename T> DeviceBuffer upload(const std::vector<T> &host) {
@@ -103,13 +95,10 @@ TEST(CudaKernels, RouteMatchesCpuForEveryKind) {
 TEST(CudaKernels, GroupedPipelineMatchesCpuWithSentinels) {
   std::mt19937 rng(5);
   const int64_t T = 129, H = 96, I = 48, E = 8, K = 2, S = T * K;
-  auto x = randomVector(T * H, rng), gu = randomVector(E * 2 * I * H, rng, 0.2f),
-       down = randomVector(E * H * I, rng, 0.2f), gub = randomVector(E * 2 * I, rng),
-       w = randomVector(S, rng), shared = randomVector(T * H, rng), gate = randomVector(T, rng);
-  std::uniform_int_distribution<int> pick(0, E - 1);
-  std::vector<int32_t> ids(S);
-  for (int32_t &id : ids)
-    id = pick(rng);
+  RandomBlock block(T, H, I, E, K, rng);
+  const auto &x = block.x, &gu = block.gateUp, &down = block.down, &gub = block.gateUpBias,
+             &w = block.weights, &shared = block.shared, &gate = block.sharedGate;
+  auto &ids = block.ids;
   ids[0] = E;             // out of range
   ids[7] = -1;            // negative
   ids[40] = ids[41] = 99; // token 20: all slots sentinels

@@ -2,6 +2,8 @@
 
 #include "moec/runtime/Cuda.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,11 +15,6 @@ using namespace moec::rt;
 
 namespace {
 
-#define ASSERT_OK(expr)                                                            \
-  do {                                                                             \
-    Status s_ = (expr);                                                            \
-    ASSERT_TRUE(s_.isOk()) << s_.message();                                        \
-  } while (0)
 
 TEST(Cuda, PoisonIsNaNInEveryFloatFormat) {
   constexpr size_t kCount = 1 << 16;
