@@ -5,9 +5,12 @@
 #  2. compiles a real transformers Mixtral block exported to ONNX
 #     (test/fixtures/mixtral/model.onnx) to the grouped phase;
 #  3. runs that compiled model in the float64 reference interpreter on the stored
-#     inputs and checks it against transformers' stored output.
-# Building an AOT artifact and running it on the CPU or GPU arrives with the
-# codegen issue (5); this script will then do that instead of step 3.
+#     inputs and checks it against transformers' stored output;
+#  4. compiles the same model ahead of time for the CPU (`--target=cpu`: generated
+#     C++ calling the runtime's CPU kernels, compiled to an artifact directory
+#     with model.so, weights.bin and manifest.txt; docs/artifact.md) and runs the
+#     artifact with moec-run against transformers' output, with a short benchmark.
+# The CUDA target (the GPU machine) follows.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${MOEC_BUILD_DIR:-$root/build}
@@ -28,3 +31,10 @@ echo "== running it (reference interpreter) against transformers' output"
 "$build/bin/moec-interp" "$work/mixtral.mlir" --inputs "$fixture/inputs.npz" \
   --outputs "$work/outputs.npz" --expected-outputs "$fixture/expected.npz" \
   --rtol 1e-5 --atol 1e-6 --scale-atol
+
+echo "== compiling it ahead of time for the CPU (--target=cpu) and running the artifact"
+"$build/bin/moec" compile "$fixture/model.onnx" --target=cpu -o "$work/mixtral.cpu"
+ls "$work/mixtral.cpu"
+"$build/bin/moec-run" "$work/mixtral.cpu" --inputs "$fixture/inputs.npz" \
+  --outputs "$work/cpu-outputs.npz" --expected-outputs "$fixture/expected.npz" \
+  --rtol 1e-5 --atol 1e-6 --scale-atol --bench 100
