@@ -307,9 +307,9 @@ Status bind(const char *what, const std::vector<TensorDecl> &decls, const moec_t
     if (tensor.rank != static_cast<int32_t>(decl.shape.size()) || (tensor.rank && !tensor.shape))
       return Status::error(prefix + "rank " + std::to_string(tensor.rank) + ", expected shape " +
                            formatShape(decl.shape));
-    if (!tensor.data)
-      return Status::error(prefix + "data is null");
+    bool empty = false;
     for (int32_t d = 0; d < tensor.rank; ++d) {
+      empty |= tensor.shape[d] == 0;
       int64_t size = tensor.shape[d];
       if (decl.shape[d] >= 0 && size != decl.shape[d])
         return Status::error(prefix + "dimension " + std::to_string(d) + " is " +
@@ -325,6 +325,9 @@ Status bind(const char *what, const std::vector<TensorDecl> &decls, const moec_t
         tokens = size;
       }
     }
+    // An empty tensor (0 tokens) may come without storage.
+    if (!tensor.data && !empty)
+      return Status::error(prefix + "data is null");
   }
   for (size_t i = 0; i < decls.size(); ++i)
     if (!ordered[i])
