@@ -24,6 +24,11 @@
 // RUN: not moec compile %t/two-functions.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=TWO
 // TWO: error: cannot generate code: the module holds 2 functions with a body; the CPU target compiles exactly one
 
+// An imported model names the ONNX node.
+// RUN: not moec compile %fixtures/mixtral/model.onnx --ep-size=2 --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=ONNX
+// ONNX: mixtral/model.onnx:0:0: error: cannot generate code for 'moe.all_reduce' (ONNX node 'node_sum_2'): expert parallelism (moe.all_reduce) is not supported by the CPU target; compile without --ep-size
+// RUN: not ls %t/a
+
 // Flags of the driver.
 // RUN: not moec compile %t/unknown-op.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=CUDA
 // CUDA: moec: --target=cuda is not available yet (the CPU target is: --target=cpu)

@@ -157,7 +157,16 @@ public:
 
 private:
   InFlightDiagnostic unsupported(Operation *op, const Twine &why) {
-    return op->emitError() << "cannot generate code for '" << op->getName() << "': " << why;
+    // An imported op's location is its ONNX node's name over the file, which
+    // a file:line:col printer drops; name the node in the message.
+    std::string node;
+    op->getLoc()->walk([&](Location loc) {
+      if (auto name = dyn_cast<NameLoc>(loc); name && node.empty())
+        node = " (ONNX node '" + name.getName().str() + "')";
+      return WalkResult::advance();
+    });
+    return op->emitError() << "cannot generate code for '" << op->getName() << "'" << node
+                           << ": " << why;
   }
 
   LogicalResult checkTensor(Operation *op, Value value, StringRef role, bool floatOnly);

@@ -1,0 +1,122 @@
+//===- ModelTest.cpp - the artifact loader's checks (moec.h) --------------===//
+//
+// The loader rejects what is not a usable artifact before anything runs. Full
+// runs of generated artifacts are the e2e tests (test/Codegen), which need the
+// compiler; these need only the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/moec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+extern "C" const char *moecCApiHeaderCompilesAsC(void);
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() /
+          ("moec-model-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+           "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  void write(const std::string &name, const std::string &text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+  }
+  std::string loadError() {
+    moec_model *model = moec_load(dir.c_str());
+    EXPECT_EQ(model, nullptr);
+    moec_free(model);
+    return moec_last_error();
+  }
+  fs::path dir;
+};
+
+const char *kManifest = "moec-artifact 1\n"
+                        "target cpu\n"
+                        "library model.so\n"
+                        "weights weights.bin 64\n"
+                        "workspace_bytes 0\n"
+                        "max_tokens 16\n"
+                        "input x f32 [-1,4]\n"
+                        "output y f32 [-1,4]\n";
+
+std::string weightsHeader(uint64_t size) {
+  std::string header(64, '\0');
+  header.replace(0, 8, std::string("MOECWTS\0", 8));
+  header[8] = 1;
+  std::memcpy(header.data() + 24, &size, 8);
+  return header;
+}
+
+TEST_F(ModelTest, MissingDirectory) {
+  EXPECT_EQ(moec_load((dir / "nowhere").c_str()), nullptr);
+  EXPECT_NE(std::string(moec_last_error()).find("not an artifact directory"), std::string::npos)
+      << moec_last_error();
+  EXPECT_EQ(moec_load(nullptr), nullptr);
+  EXPECT_STREQ(moec_last_error(), "moec_load: artifact directory is null");
+}
+
+TEST_F(ModelTest, MissingManifest) {
+  EXPECT_NE(loadError().find("manifest.txt: cannot open"), std::string::npos);
+}
+
+TEST_F(ModelTest, NotAManifest) {
+  write("manifest.txt", "hello\n");
+  EXPECT_NE(loadError().find("manifest.txt:1: not a moec artifact manifest"), std::string::npos);
+}
+
+TEST_F(ModelTest, NewerManifestVersion) {
+  write("manifest.txt", "moec-artifact 2\n");
+  EXPECT_NE(loadError().find("manifest version 2 is not supported"), std::string::npos);
+}
+
+TEST_F(ModelTest, MalformedEntries) {
+  write("manifest.txt", std::string(kManifest) + "input z f32 [4,x]\n");
+  EXPECT_NE(loadError().find("manifest.txt:9: malformed 'input' entry"), std::string::npos);
+  write("manifest.txt", std::string(kManifest) + "colour blue\n");
+  EXPECT_NE(loadError().find("manifest.txt:9: unknown entry 'colour'"), std::string::npos);
+  write("manifest.txt", std::string(kManifest) + "library ../elsewhere.so\n");
+  EXPECT_NE(loadError().find("must name a file inside the artifact"), std::string::npos);
+}
+
+TEST_F(ModelTest, WeightsChecked) {
+  write("manifest.txt", kManifest);
+  EXPECT_NE(loadError().find("weights.bin: cannot open"), std::string::npos);
+  write("weights.bin", std::string(10, '\0'));
+  EXPECT_NE(loadError().find("weights.bin: holds 10 bytes, the manifest says 64"),
+            std::string::npos);
+  write("weights.bin", std::string(64, 'x'));
+  EXPECT_NE(loadError().find("weights.bin: not a moec weights file (bad magic)"),
+            std::string::npos);
+  write("weights.bin", weightsHeader(64));
+  EXPECT_NE(loadError().find("model.so: cannot load"), std::string::npos);
+  write("model.so", "not an ELF file");
+  EXPECT_NE(loadError().find("model.so: cannot load"), std::string::npos);
+}
+
+TEST_F(ModelTest, NullModel) {
+  EXPECT_EQ(moec_run(nullptr, nullptr, 0, nullptr, 0), -1);
+  EXPECT_STREQ(moec_last_error(), "moec_run: model is null");
+  EXPECT_EQ(moec_num_inputs(nullptr), 0u);
+  EXPECT_EQ(moec_input_name(nullptr, 0), nullptr);
+  moec_free(nullptr);
+}
+
+TEST_F(ModelTest, HeaderIsC) {
+  EXPECT_NE(std::string(moecCApiHeaderCompilesAsC()).find("not an artifact directory"),
+            std::string::npos);
+}
+
+} // namespace
