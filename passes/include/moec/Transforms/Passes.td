@@ -72,4 +72,18 @@ def MoEPartitionExperts : Pass<"moe-partition-experts", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MoEQuantizeExpertsFP8 : Pass<"moe-quantize-experts-fp8", "::mlir::ModuleOp"> {
+  let summary = "Cast the experts' grouped matmuls to FP8 e4m3 with 128x128 block scales";
+  let description = [{
+    On the grouped form: each `moe.grouped_matmul` whose weights are a constant
+    of f32, bf16 or f16 gets e4m3 weights with one f32 scale per 128x128 block
+    (amax / 448, a dequantisation multiplier; an all-zero block gets 1), computed
+    at compile time, and an `moe.quantize` of its rows (per row, per 128
+    columns, at run time). Accumulation stays f32, the result type unchanged.
+    Partial blocks at the edges get their own scales. Weights that are not
+    constants, or already FP8, are left alone.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
+}
+
 #endif // MOEC_TRANSFORMS_PASSES_TD

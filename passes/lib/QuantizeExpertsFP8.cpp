@@ -1,0 +1,148 @@
+//===- QuantizeExpertsFP8.cpp - experts' weights to block-scaled e4m3 -------===//
+//
+// Each moe.grouped_matmul over constant weights becomes an FP8 one:
+//   weights [E, N, K] -> f8E4M3FN with one f32 scale per 128x128 block
+//                        (scale = amax / 448, a dequantisation multiplier, the
+//                        `weight_scale_inv` convention; an all-zero block gets 1),
+//                        computed here, at compile time;
+//   lhs [S, K]        -> moe.quantize: per row, per 128 columns, at run time.
+// Partial blocks at the edges (N or K not a multiple of 128) get their own
+// scales; nothing reads past a row. docs/dialect.md ("FP8 layout") states the
+// format once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Dialect/MoE/MoEOps.h"
+#include "moec/Dialect/Utils/ConstantData.h"
+#include "moec/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/APFloat.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace moec {
+#define GEN_PASS_DEF_MOEQUANTIZEEXPERTSFP8
+#include "moec/Transforms/Passes.h.inc"
+} // namespace moec
+
+using namespace mlir;
+using namespace moec;
+using namespace moec::moe;
+
+namespace {
+
+/// The value of element `index` of a float constant's raw bytes.
+float decode(Type type, ArrayRef<char> bytes, int64_t index) {
+  if (type.isF32()) {
+    float value;
+    std::memcpy(&value, bytes.data() + index * 4, 4);
+    return value;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes.data() + index * 2, 2);
+  if (type.isBF16()) {
+    uint32_t wide = uint32_t(bits) << 16;
+    float value;
+    std::memcpy(&value, &wide, 4);
+    return value;
+  }
+  // f16 (and anything else 16-bit) through APFloat.
+  llvm::APFloat value(cast<FloatType>(type).getFloatSemantics(), llvm::APInt(16, bits));
+  bool losesInfo;
+  value.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  return value.convertToFloat();
+}
+
+/// e4m3 (finite only) of `value`: round to nearest even, saturating at ±448.
+uint8_t toE4M3(float value) {
+  float clamped = std::fmax(std::fmin(value, float(kE4M3Max)), -float(kE4M3Max));
+  llvm::APFloat converted(clamped);
+  bool losesInfo;
+  converted.convert(llvm::APFloat::Float8E4M3FN(), llvm::APFloat::rmNearestTiesToEven,
+                    &losesInfo);
+  return static_cast<uint8_t>(converted.bitcastToAPInt().getZExtValue());
+}
+
+struct QuantizeGroupedMatmul : OpRewritePattern<GroupedMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
+    auto weightsType = cast<RankedTensorType>(op.getWeights().getType());
+    Type elementType = weightsType.getElementType();
+    if (isa<Float8E4M3FNType>(elementType) || op.getLhsScales())
+      return rewriter.notifyMatchFailure(op, "already FP8");
+    if (!weightsType.hasStaticShape() || !(elementType.isF32() || elementType.isBF16() ||
+                                           elementType.isF16()))
+      return rewriter.notifyMatchFailure(op, "weights are not static f32/bf16/f16");
+    std::optional<ArrayRef<char>> bytes = getConstantBytes(op.getWeights());
+    std::vector<char> splatBytes; // a splat constant, expanded
+    if (!bytes) {
+      auto constant = op.getWeights().getDefiningOp<arith::ConstantOp>();
+      auto splat = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+      if (!splat || !splat.isSplat())
+        return rewriter.notifyMatchFailure(op, "weights are not a constant");
+      ArrayRef<char> element = splat.getRawData();
+      for (int64_t i = 0; i < weightsType.getNumElements(); ++i)
+        splatBytes.insert(splatBytes.end(), element.begin(), element.end());
+      bytes = ArrayRef<char>(splatBytes);
+    }
+
+    int64_t experts = weightsType.getDimSize(0), n = weightsType.getDimSize(1),
+            k = weightsType.getDimSize(2);
+    int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock, kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
+    std::vector<char> quantized(static_cast<size_t>(experts * n * k));
+    std::vector<float> scales(static_cast<size_t>(experts * nBlocks * kBlocks));
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t nb = 0; nb < nBlocks; ++nb)
+        for (int64_t kb = 0; kb < kBlocks; ++kb) {
+          int64_t rowEnd = std::min(n, (nb + 1) * kScaleBlock);
+          int64_t colEnd = std::min(k, (kb + 1) * kScaleBlock);
+          float amax = 0.0f;
+          for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
+            for (int64_t c = kb * kScaleBlock; c < colEnd; ++c)
+              amax = std::fmax(amax, std::fabs(decode(elementType, *bytes, (e * n + r) * k + c)));
+          float scale = amax > 0.0f ? amax / float(kE4M3Max) : 1.0f;
+          scales[(e * nBlocks + nb) * kBlocks + kb] = scale;
+          for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
+            for (int64_t c = kb * kScaleBlock; c < colEnd; ++c) {
+              int64_t index = (e * n + r) * k + c;
+              quantized[index] =
+                  static_cast<char>(toE4M3(decode(elementType, *bytes, index) / scale));
+            }
+        }
+
+    Location loc = op.getLoc();
+    MLIRContext *context = getContext();
+    Type f8 = Float8E4M3FNType::get(context);
+    Type f32 = Float32Type::get(context);
+    Value weights = makeConstant(rewriter, loc, RankedTensorType::get({experts, n, k}, f8),
+                                 quantized, "experts_e4m3");
+    Value weightScales = makeConstant(
+        rewriter, loc, RankedTensorType::get({experts, nBlocks, kBlocks}, f32),
+        ArrayRef<char>(reinterpret_cast<const char *>(scales.data()), scales.size() * 4),
+        "experts_e4m3_scales");
+    auto lhsType = cast<RankedTensorType>(op.getLhs().getType());
+    int64_t rows = lhsType.getDimSize(0);
+    auto quantize = QuantizeOp::create(rewriter, loc, RankedTensorType::get({rows, k}, f8),
+                                       RankedTensorType::get({rows, kBlocks}, f32), op.getLhs());
+    rewriter.replaceOpWithNewOp<GroupedMatmulOp>(
+        op, op.getType(), quantize.getResult(), weights, op.getOffsets(), op.getBias(),
+        quantize.getScales(), weightScales, op.getEpilogueAttr(), op.getEpilogueLayoutAttr());
+    return success();
+  }
+};
+
+struct MoEQuantizeExpertsFP8 : moec::impl::MoEQuantizeExpertsFP8Base<MoEQuantizeExpertsFP8> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<QuantizeGroupedMatmul>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
