@@ -29,6 +29,10 @@
 // ONNX: mixtral/model.onnx:0:0: error: cannot generate code for 'moe.all_reduce' (ONNX node 'node_sum_2'): expert parallelism (moe.all_reduce) is not supported by the CPU target; compile without --ep-size
 // RUN: not ls %t/a
 
+// An output whose rows are the T·K routed slots, not the T tokens.
+// RUN: not moec compile %t/slots-output.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=SLOTS
+// SLOTS: slots-output.mlir:4:3: error: cannot generate code for 'func.return': result 0 has shape [?,8] ('?': a multiple of the token count T), the output is declared [-1,8]; an output's dynamic dimension must be T itself
+
 // Flags of the driver.
 // RUN: not moec compile %t/unknown-op.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=CUDA
 // CUDA: moec: --target=cuda is not available yet (the CPU target is: --target=cpu)
@@ -80,4 +84,11 @@ func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
 }
 func.func @g(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
   return %x : tensor<?x64xf32>
+}
+
+//--- slots-output.mlir
+func.func @f(%x: tensor<?x8xf32>, %ids: tensor<?x2xi32>) -> tensor<?x8xf32> {
+  %perm, %offsets, %num_valid = moe.sort %ids {num_experts = 4 : i64} : tensor<?x2xi32> -> tensor<?xi32>, tensor<4xi32>, tensor<i32>
+  %rows = moe.permute %x, %perm, %num_valid {top_k = 2 : i64} : tensor<?x8xf32>, tensor<?xi32>, tensor<i32> -> tensor<?x8xf32>
+  return %rows : tensor<?x8xf32>
 }

@@ -2,7 +2,7 @@
 //
 //   moec-run ARTIFACT --inputs IN.npz [--outputs OUT.npz]
 //            [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
-//            [--bench N] [--threads N]
+//            [--bench N]
 //
 // Loads ARTIFACT (what `moec compile --target=cpu -o ARTIFACT` wrote) through
 // the runtime's C API (moec.h), feeds it the arrays of IN.npz keyed by the

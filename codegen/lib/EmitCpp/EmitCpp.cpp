@@ -650,6 +650,18 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
     FailureOr<ValueInfo *> info = operand(op, value, "result " + std::to_string(i), false);
     if (failed(info))
       return failure();
+    // The caller sizes outputs from the manifest, where the dynamic dimension
+    // is T itself; a result of S = K·T rows (say) would overrun it.
+    const SmallVector<Dim> &declared = outputs[i].dims;
+    bool same = declared.size() == (*info)->dims.size();
+    for (size_t d = 0; same && d < declared.size(); ++d)
+      same = declared[d].size == (*info)->dims[d].size &&
+             declared[d].perToken == (*info)->dims[d].perToken;
+    if (!same)
+      return unsupported(op, "result " + Twine(i) + " has shape " + shapeText((*info)->dims) +
+                                 " ('?': a multiple of the token count T), the output is "
+                                 "declared " + shapeText(declared) +
+                                 "; an output's dynamic dimension must be T itself");
     if (auto it = outputOf.find(viewRoot(value)); it != outputOf.end() && it->second == i)
       continue; // computed in place
     std::optional<Dim> count = countOf((*info)->dims);
