@@ -24,6 +24,18 @@
 // RUN: not moec compile %t/two-functions.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=TWO
 // TWO: error: cannot generate code: the module holds 2 functions with a body; the CPU target compiles exactly one
 
+// The artifact directory replaces only an earlier artifact.
+// RUN: mkdir -p %t/foreign && touch %t/foreign/precious
+// RUN: not moec compile %fixtures/ort-moe/model.onnx --target=cpu -o %t/foreign 2>&1 | FileCheck %s --check-prefix=FOREIGN
+// FOREIGN: error: '{{.*}}foreign' holds 'precious', which is not part of a moec artifact; not overwriting it
+// RUN: ls %t/foreign/precious
+// RUN: not moec compile %fixtures/ort-moe/model.onnx --target=cpu -o %t/foreign/precious 2>&1 | FileCheck %s --check-prefix=FILE
+// FILE: error: '{{.*}}precious' exists and is not an artifact directory
+// RUN: moec compile %fixtures/ort-moe/model.onnx --target=cpu -o %t/twice
+// RUN: moec compile %fixtures/ort-moe/model.onnx --target=cpu -o %t/twice
+// RUN: ls %t/twice/model.so %t/twice/weights.bin %t/twice/manifest.txt
+// RUN: not ls %t/twice.tmp-*
+
 // An imported model names the ONNX node.
 // RUN: not moec compile %fixtures/mixtral/model.onnx --ep-size=2 --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=ONNX
 // ONNX: mixtral/model.onnx:0:0: error: cannot generate code for 'moe.all_reduce' (ONNX node 'node_sum_2'): expert parallelism (moe.all_reduce) is not supported by the CPU target; compile without --ep-size

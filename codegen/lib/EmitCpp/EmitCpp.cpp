@@ -876,6 +876,22 @@ LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options
   std::string target = options.outputDir;
   while (target.size() > 1 && target.back() == '/')
     target.pop_back();
+  // Only an earlier artifact (or an empty directory) may be overwritten;
+  // checked before anything is written.
+  if (llvm::sys::fs::is_directory(target)) {
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(target, ec), end; it != end && !ec;
+         it.increment(ec)) {
+      StringRef name = llvm::sys::path::filename(it->path());
+      if (!llvm::is_contained(kArtifactFiles, name))
+        return fail("'" + target + "' holds '" + name +
+                    "', which is not part of a moec artifact; not overwriting it");
+    }
+    if (ec)
+      return fail("cannot list '" + target + "': " + ec.message());
+  } else if (llvm::sys::fs::exists(target)) {
+    return fail("'" + target + "' exists and is not an artifact directory");
+  }
   std::string staging = target + ".tmp-" + std::to_string(::getpid());
   llvm::sys::fs::remove_directories(staging);
   if (std::error_code ec = llvm::sys::fs::create_directories(staging))
@@ -971,16 +987,12 @@ LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options
   }
   llvm::sys::fs::remove(log);
 
-  // Replace the target: only an earlier artifact (or an empty directory) may
-  // be overwritten.
+  // Replace the target (checked to be an earlier artifact above).
   if (llvm::sys::fs::is_directory(target)) {
     for (const char *file : kArtifactFiles)
       llvm::sys::fs::remove(target + "/" + file);
     if (std::error_code ec = llvm::sys::fs::remove(target))
-      return fail("cannot replace '" + target + "': " + ec.message() +
-                  " (it holds files that are not part of a moec artifact)");
-  } else if (llvm::sys::fs::exists(target)) {
-    return fail("'" + target + "' exists and is not an artifact directory");
+      return fail("cannot replace '" + target + "': " + ec.message());
   }
   if (std::error_code ec = llvm::sys::fs::rename(staging, target))
     return fail("cannot move the artifact into '" + target + "': " + ec.message());
