@@ -43,6 +43,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <unistd.h>
 
 using namespace mlir;
@@ -134,7 +135,10 @@ struct WeightEntry {
   Type elementType;
   SmallVector<int64_t> shape;
   uint64_t offset = 0;
-  std::vector<char> bytes;
+  /// The constant's bytes, held by the module (not copied: weights can be
+  /// gigabytes), or `expanded` for a splat.
+  ArrayRef<char> bytes;
+  std::shared_ptr<std::vector<char>> expanded;
 };
 
 struct TensorDecl {
@@ -285,10 +289,12 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   return &info;
 }
 
-/// The bytes of a constant weight, splats expanded.
-std::optional<std::vector<char>> constantBytes(Value value) {
+/// The bytes of a constant weight: a view of the module's storage, or for a
+/// splat the expanded bytes in `storage`.
+std::optional<ArrayRef<char>> constantBytes(Value value,
+                                            std::shared_ptr<std::vector<char>> &storage) {
   if (std::optional<ArrayRef<char>> bytes = getConstantBytes(value))
-    return std::vector<char>(bytes->begin(), bytes->end());
+    return bytes;
   Attribute attr;
   if (auto constant = value.getDefiningOp<arith::ConstantOp>())
     attr = constant.getValue();
@@ -298,11 +304,11 @@ std::optional<std::vector<char>> constantBytes(Value value) {
   if (!dense || !dense.isSplat() || dense.getElementType().isInteger(1))
     return std::nullopt;
   ArrayRef<char> one = dense.getRawData();
-  std::vector<char> bytes;
-  bytes.reserve(one.size() * dense.getNumElements());
+  storage = std::make_shared<std::vector<char>>();
+  storage->reserve(one.size() * dense.getNumElements());
   for (int64_t i = 0; i < dense.getNumElements(); ++i)
-    bytes.insert(bytes.end(), one.begin(), one.end());
-  return bytes;
+    storage->insert(storage->end(), one.begin(), one.end());
+  return ArrayRef<char>(*storage);
 }
 
 std::string constantName(Value value, size_t index) {
@@ -334,7 +340,8 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
                                    (def ? def->getName().getStringRef() : StringRef("?")) +
                                    "', which has no code"));
   // A weight: copied into weights.bin at the next 64-byte boundary.
-  std::optional<std::vector<char>> bytes = constantBytes(value);
+  std::shared_ptr<std::vector<char>> expanded;
+  std::optional<ArrayRef<char>> bytes = constantBytes(value, expanded);
   if (!bytes)
     return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
   auto type = cast<RankedTensorType>(value.getType());
@@ -343,7 +350,8 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   entry.elementType = type.getElementType();
   entry.shape.assign(type.getShape().begin(), type.getShape().end());
   entry.offset = alignUp(weightsBytes);
-  entry.bytes = std::move(*bytes);
+  entry.bytes = *bytes;
+  entry.expanded = std::move(expanded);
   weightsBytes = entry.offset + entry.bytes.size();
   ValueInfo &info = values[value];
   info.var = "w" + std::to_string(weights.size());
