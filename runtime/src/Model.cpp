@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -249,7 +250,18 @@ Status openLibrary(moec_model &model) {
                          "; recompile the model");
   model.destroy = reinterpret_cast<moec_artifact_destroy_fn>(destroy);
   model.run = reinterpret_cast<moec_artifact_run_fn>(run);
-  model.state = reinterpret_cast<moec_artifact_create_fn>(create)(0);
+  // MOEC_NUM_THREADS bounds the model's thread pool (benchmarks, shared hosts);
+  // by default it uses the hardware's concurrency.
+  unsigned threads = 0;
+  if (const char *text = std::getenv("MOEC_NUM_THREADS"); text && *text) {
+    char *end = nullptr;
+    long value = std::strtol(text, &end, 10);
+    if (*end != '\0' || value < 1 || value > 4096)
+      return Status::error(std::string("MOEC_NUM_THREADS='") + text +
+                           "' is not a thread count in [1, 4096]");
+    threads = static_cast<unsigned>(value);
+  }
+  model.state = reinterpret_cast<moec_artifact_create_fn>(create)(threads);
   if (!model.state)
     return Status::error(path + ": the model's state could not be created");
   return Status::ok();

@@ -27,6 +27,13 @@
 // RUN: moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --bench 5 | FileCheck %s --check-prefix=BENCH
 // BENCH: bench: 5 runs, 7 tokens: median {{[0-9.]+}} ms, p10 {{[0-9.]+}} ms, p90 {{[0-9.]+}} ms, min {{[0-9.]+}} ms, max {{[0-9.]+}} ms
 
+// Results do not depend on the number of threads.
+// RUN: env MOEC_NUM_THREADS=1 moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --expected-outputs %t/out7.npz --rtol 0 --atol 0 | FileCheck %s --check-prefix=EXACT
+// RUN: env MOEC_NUM_THREADS=3 moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --expected-outputs %t/out7.npz --rtol 0 --atol 0 | FileCheck %s --check-prefix=EXACT
+// EXACT: output [1, 7, 64]: max abs err 0.00e+00, max rel err 0.00e+00: ok
+// RUN: env MOEC_NUM_THREADS=none not moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz 2>&1 | FileCheck %s --check-prefix=THREADS
+// THREADS: moec-run: error: MOEC_NUM_THREADS='none' is not a thread count in [1, 4096]
+
 // A mismatch exits with 1 (here: the wrong expected output).
 // RUN: not moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --expected-outputs %fixtures/qwen3_moe/expected.npz | FileCheck %s --check-prefix=MISMATCH
 // MISMATCH: output [1, 7, 64]: max abs err {{.*}}: MISMATCH in {{[0-9]+}} of 448 elements (rtol 1.0e-05, atol 1.0e-06)

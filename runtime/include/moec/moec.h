@@ -15,7 +15,8 @@
  * token dimension (-1 in the manifest) must agree across tensors and be at most
  * moec_max_tokens(). Nothing is written to any output when a check fails.
  * A model runs one moec_run at a time (its workspace is shared); concurrent
- * calls on one model are serialised.
+ * calls on one model are serialised. Each model has its own thread pool, as
+ * many threads as the hardware has, or $MOEC_NUM_THREADS when set at load.
  *
  *===----------------------------------------------------------------------===*/
 
