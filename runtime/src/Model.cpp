@@ -272,9 +272,11 @@ Status load(const char *dir, moec_model &model) {
     return Status::error("moec_load: artifact directory is null");
   model.dir = dir;
   struct stat info;
-  if (stat(dir, &info) != 0 || !S_ISDIR(info.st_mode))
+  if (stat(dir, &info) != 0)
     return Status::error(std::string(dir) + ": not an artifact directory (" +
-                         (errno ? std::strerror(errno) : "not a directory") + ")");
+                         std::strerror(errno) + ")");
+  if (!S_ISDIR(info.st_mode))
+    return Status::error(std::string(dir) + ": not an artifact directory (not a directory)");
   MOEC_RETURN_IF_ERROR(parseManifest(model.dir + "/manifest.txt", model.manifest));
   MOEC_RETURN_IF_ERROR(mapWeights(model));
   MOEC_RETURN_IF_ERROR(openLibrary(model));
