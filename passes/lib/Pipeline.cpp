@@ -14,6 +14,7 @@ std::optional<moec::Phase> moec::parsePhase(llvm::StringRef name) {
       .Case("input", Phase::Input)
       .Case("moe", Phase::MoE)
       .Case("grouped", Phase::Grouped)
+      .Case("fp8", Phase::FP8)
       .Default(std::nullopt);
 }
 
@@ -22,6 +23,7 @@ llvm::StringRef moec::phaseName(Phase phase) {
   case Phase::Input: return "input";
   case Phase::MoE: return "moe";
   case Phase::Grouped: return "grouped";
+  case Phase::FP8: return "fp8";
   }
   return "?";
 }
@@ -41,26 +43,37 @@ void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createMoEPartitionExperts({options.epSize, options.epRank}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.stopAfter == Phase::Grouped || !options.fp8)
+    return;
+  // fp8: e4m3 experts with 128x128 block scales, rows quantized at run time.
+  pm.addPass(createMoEQuantizeExpertsFP8());
+  pm.addPass(createCanonicalizerPass());
 }
 
 namespace {
 struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<std::string> compileTo{*this, "compile-to",
-                                llvm::cl::desc("the last phase: input, moe or grouped"),
+                                llvm::cl::desc("the last phase: input, moe, grouped or fp8"),
                                 llvm::cl::init("grouped")};
   Option<int64_t> epSize{*this, "ep-size", llvm::cl::desc("expert-parallel ranks"),
                          llvm::cl::init(1)};
   Option<int64_t> epRank{*this, "ep-rank", llvm::cl::desc("this rank"), llvm::cl::init(0)};
+  Option<bool> fp8{*this, "fp8", llvm::cl::desc("cast the experts to FP8 (the fp8 phase)"),
+                   llvm::cl::init(false)};
 };
 } // namespace
 
 void moec::registerPipeline() {
   PassPipelineRegistration<PipelineCLOptions>(
-      "moec-pipeline", "moec's pipeline up to a phase (input, moe, grouped)",
+      "moec-pipeline", "moec's pipeline up to a phase (input, moe, grouped, fp8)",
       [](OpPassManager &pm, const PipelineCLOptions &cl) {
         std::optional<Phase> phase = parsePhase(cl.compileTo);
         // An unknown phase adds nothing here; `moec compile` reports it. The
         // pipeline-options parser has no error channel of its own.
-        buildPipeline(pm, {phase.value_or(Phase::Grouped), cl.epSize, cl.epRank});
+        // fp8=true means the cast: it runs through the fp8 phase.
+        Phase stop = phase.value_or(Phase::Grouped);
+        if (cl.fp8 && stop == Phase::Grouped)
+          stop = Phase::FP8;
+        buildPipeline(pm, {stop, cl.epSize, cl.epRank, cl.fp8});
       });
 }

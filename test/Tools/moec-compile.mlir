@@ -28,11 +28,21 @@
 // AFTER-ALL: IR Dump After MoERaiseONNX (moe-raise-onnx)
 // AFTER-ALL: IR Dump After MoELowerLayer (moe-lower-layer)
 
-// Errors: phases that do not exist yet, unknown phases, bad ranks, bad files.
-// RUN: not moec compile %fixtures/mixtral/model.onnx --compile-to=fp8 2>&1 | FileCheck %s --check-prefix=FP8
-// FP8: moec: --compile-to=fp8 is not available yet
+// --fp8 runs through the fp8 phase: e4m3 experts, rows quantized at run time.
+// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 | FileCheck %s --check-prefix=FP8
+// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 --compile-to=fp8 | FileCheck %s --check-prefix=FP8
+// FP8-COUNT-2: moe.quantize
+// FP8: tensor<8x64x40xf8E4M3FN>
+// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 --compile-to=grouped | FileCheck %s --check-prefix=FP8-STOPPED
+// FP8-STOPPED-NOT: moe.quantize
+
+// Errors: a phase without its flag, unknown phases, bad ranks, bad files.
+// RUN: not moec compile %fixtures/mixtral/model.onnx --compile-to=fp8 2>&1 | FileCheck %s --check-prefix=FP8-FLAG
+// FP8-FLAG: moec: --compile-to=fp8 needs --fp8
+// RUN: not moec compile %fixtures/mixtral/model.onnx --compile-to=codegen 2>&1 | FileCheck %s --check-prefix=CODEGEN
+// CODEGEN: moec: --compile-to=codegen: code generation writes an artifact; use --target=cpu -o DIR
 // RUN: not moec compile %fixtures/mixtral/model.onnx --compile-to=bogus 2>&1 | FileCheck %s --check-prefix=BOGUS
-// BOGUS: moec: unknown phase 'bogus' (input, moe, grouped)
+// BOGUS: moec: unknown phase 'bogus' (input, moe, grouped, fp8)
 // RUN: not moec compile %fixtures/mixtral/model.onnx --ep-size=2 --ep-rank=2 2>&1 | FileCheck %s --check-prefix=RANK
 // RANK: moec: --ep-rank must be in [0, --ep-size)
 // RUN: not moec compile %S/does-not-exist.onnx 2>&1 | FileCheck %s --check-prefix=MISSING

@@ -1,6 +1,6 @@
 //===- moec.cpp - the moec driver -------------------------------------------===//
 //
-//   moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped]
+//   moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8]
 //                [--ep-size=N --ep-rank=R] [-o OUT.mlir]
 //   moec compile MODEL.(onnx|mlir) --target=cpu -o ARTIFACT [--max-tokens=N]
 //
@@ -41,10 +41,13 @@ static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx or m
                                       cl::Required);
 static cl::opt<std::string> outputPath("o", cl::desc("output file"), cl::init("-"));
 static cl::opt<std::string> compileTo(
-    "compile-to", cl::desc("stop after this phase and print the IR: input, moe, grouped"),
+    "compile-to", cl::desc("stop after this phase and print the IR: input, moe, grouped, fp8"),
     cl::init("grouped"));
 static cl::opt<int64_t> epSize("ep-size", cl::desc("expert-parallel ranks"), cl::init(1));
 static cl::opt<int64_t> epRank("ep-rank", cl::desc("this rank, in [0, ep-size)"), cl::init(0));
+static cl::opt<bool> fp8("fp8", cl::desc("cast the experts to FP8 e4m3 with 128x128 block "
+                                         "scales (the fp8 phase)"),
+                         cl::init(false));
 static cl::opt<std::string> target(
     "target", cl::desc("generate code for this target and write an artifact directory (-o): cpu"),
     cl::init(""));
@@ -60,12 +63,16 @@ static int fail(const llvm::Twine &message) {
 static int compile() {
   std::optional<moec::Phase> phase = moec::parsePhase(compileTo);
   if (!phase) {
-    if (compileTo == "fp8" || compileTo == "codegen")
-      return fail("--compile-to=" + compileTo +
-                  " is not available yet: moec stops at 'grouped' until FP8 and code "
-                  "generation land");
-    return fail("unknown phase '" + compileTo + "' (input, moe, grouped)");
+    if (compileTo == "codegen")
+      return fail("--compile-to=codegen: code generation writes an artifact; use "
+                  "--target=cpu -o DIR");
+    return fail("unknown phase '" + compileTo + "' (input, moe, grouped, fp8)");
   }
+  if (*phase == moec::Phase::FP8 && !fp8)
+    return fail("--compile-to=fp8 needs --fp8");
+  // With --fp8 the pipeline runs through the fp8 phase unless told to stop earlier.
+  if (fp8 && compileTo.getNumOccurrences() == 0)
+    phase = moec::Phase::FP8;
   if (epSize < 1 || epRank < 0 || epRank >= epSize)
     return fail("--ep-rank must be in [0, --ep-size)");
   if (!target.empty()) {
@@ -73,8 +80,9 @@ static int compile() {
       return fail("--target=cuda is not available yet (the CPU target is: --target=cpu)");
     if (target != "cpu")
       return fail("unknown target '" + target + "' (cpu)");
-    if (*phase != moec::Phase::Grouped)
-      return fail("--target compiles the grouped phase; drop --compile-to=" + compileTo);
+    if (*phase != moec::Phase::Grouped && *phase != moec::Phase::FP8)
+      return fail("--target compiles the grouped (or fp8) phase; drop --compile-to=" +
+                  compileTo);
     if (outputPath == "-")
       return fail("--target=cpu writes an artifact directory; name it with -o DIR");
     if (maxTokens < 1)
@@ -110,7 +118,7 @@ static int compile() {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  moec::buildPipeline(pm, {*phase, epSize, epRank});
+  moec::buildPipeline(pm, {*phase, epSize, epRank, fp8});
   if (failed(pm.run(*module)))
     return 1;
 
@@ -132,7 +140,7 @@ static int compile() {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   if (argc < 2 || llvm::StringRef(argv[1]) != "compile") {
-    llvm::errs() << "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped] "
+    llvm::errs() << "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8] "
                     "[--ep-size=N --ep-rank=R] [-o OUT]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu -o ARTIFACT "
                     "[--max-tokens=N]\n";

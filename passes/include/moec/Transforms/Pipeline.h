@@ -5,6 +5,8 @@
 //   moe      every MoE block raised to one moe.layer
 //   grouped  moe.layer lowered to route → sort → permute → grouped matmuls →
 //            combine (and partitioned across expert-parallel ranks)
+//   fp8      the experts' grouped matmuls cast to e4m3 with block scales
+//            (only with --fp8)
 // docs/pipeline.md describes each pass.
 //
 //===----------------------------------------------------------------------===//
@@ -19,9 +21,9 @@
 
 namespace moec {
 
-enum class Phase { Input, MoE, Grouped };
+enum class Phase { Input, MoE, Grouped, FP8 };
 
-/// The phase named `name` ("input", "moe", "grouped").
+/// The phase named `name` ("input", "moe", "grouped", "fp8").
 std::optional<Phase> parsePhase(llvm::StringRef name);
 llvm::StringRef phaseName(Phase phase);
 
@@ -29,12 +31,14 @@ struct PipelineOptions {
   Phase stopAfter = Phase::Grouped;
   int64_t epSize = 1;
   int64_t epRank = 0;
+  /// Cast the experts to FP8 (the fp8 phase); stopAfter must then be FP8.
+  bool fp8 = false;
 };
 
 /// Adds the passes that take a module from the input phase to `options.stopAfter`.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
-/// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R"` for
+/// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B"` for
 /// moec-opt.
 void registerPipeline();
 
