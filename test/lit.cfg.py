@@ -32,5 +32,9 @@ def gpu_present():
         return False
 
 
+# moec was built with CUDA (nvcc found): --target=cuda can compile, no GPU needed.
+if config.moec_enable_cuda:
+    config.available_features.add("cuda-build")
+
 if gpu_present():
     config.available_features.add("cuda")

@@ -146,9 +146,11 @@ Status parseManifest(const std::string &path, Manifest &manifest) {
   }
   if (!sawHeader)
     return Status::error(path + ": empty manifest");
-  if (manifest.target != "cpu")
+  // A CUDA artifact's model.so carries its own CUDA runtime (cudart_static),
+  // so this loader needs none; only a driver and a device at run time.
+  if (manifest.target != "cpu" && manifest.target != "cuda")
     return Status::error(path + ": target '" + manifest.target +
-                         "' cannot run here (this runtime runs 'cpu' artifacts)");
+                         "' cannot run here (this runtime runs 'cpu' and 'cuda' artifacts)");
   if (manifest.library.empty() || manifest.weightsFile.empty() || manifest.maxTokens < 1 ||
       manifest.outputs.empty())
     return Status::error(path + ": incomplete manifest (needs library, weights, max_tokens and "
@@ -261,9 +263,13 @@ Status openLibrary(moec_model &model) {
                            "' is not a thread count in [1, 4096]");
     threads = static_cast<unsigned>(value);
   }
-  model.state = reinterpret_cast<moec_artifact_create_fn>(create)(threads);
-  if (!model.state)
-    return Status::error(path + ": the model's state could not be created");
+  char error[2048] = "";
+  if (reinterpret_cast<moec_artifact_create_fn>(create)(
+          threads, static_cast<const unsigned char *>(model.weights), model.weightsMapped,
+          &model.state, error, sizeof(error)) != 0 ||
+      !model.state)
+    return Status::error(path + ": the model's state could not be created" +
+                         (*error ? std::string(": ") + error : std::string()));
   return Status::ok();
 }
 
@@ -280,6 +286,9 @@ Status load(const char *dir, moec_model &model) {
   MOEC_RETURN_IF_ERROR(parseManifest(model.dir + "/manifest.txt", model.manifest));
   MOEC_RETURN_IF_ERROR(mapWeights(model));
   MOEC_RETURN_IF_ERROR(openLibrary(model));
+  // A CUDA artifact's workspace is on the device (its model.so allocates it).
+  if (model.manifest.target != "cpu")
+    return Status::ok();
   model.workspace = static_cast<unsigned char *>(
       ::operator new[](std::max<uint64_t>(model.manifest.workspaceBytes, 64), std::align_val_t{64},
                        std::nothrow));
@@ -370,12 +379,14 @@ Status run(moec_model &model, const moec_tensor *inputs, size_t numInputs,
   for (const moec_tensor *tensor : out)
     outputData.push_back(tensor->data);
   std::lock_guard<std::mutex> lock(model.runMutex);
+  char error[2048] = "";
   int rc = model.run(model.state, static_cast<const unsigned char *>(model.weights),
                      inputData.data(), outputData.data(), hasTokenDim ? tokens : 0,
-                     model.workspace);
+                     model.workspace, error, sizeof(error));
   if (rc != 0)
-    return Status::error(model.dir + "/" + manifest.library + ": run failed with code " +
-                         std::to_string(rc));
+    return Status::error(model.dir + "/" + manifest.library + ": run failed" +
+                         (*error ? std::string(": ") + error
+                                 : " with code " + std::to_string(rc)));
   return Status::ok();
 }
 

@@ -46,8 +46,8 @@
 // SLOTS: slots-output.mlir:4:3: error: cannot generate code for 'func.return': result 0 has shape [?,8] ('?': a multiple of the token count T), the output is declared [-1,8]; an output's dynamic dimension must be T itself
 
 // Flags of the driver.
-// RUN: not moec compile %t/unknown-op.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=CUDA
-// CUDA: moec: --target=cuda is not available yet (the CPU target is: --target=cpu)
+// RUN: not moec compile %t/unknown-op.mlir --target=tpu -o %t/a 2>&1 | FileCheck %s --check-prefix=TARGET
+// TARGET: moec: unknown target 'tpu' (cpu, cuda)
 // RUN: not moec compile %t/unknown-op.mlir --target=cpu 2>&1 | FileCheck %s --check-prefix=NOOUT
 // NOOUT: moec: --target=cpu writes an artifact directory; name it with -o DIR
 // RUN: not moec compile %t/unknown-op.mlir --target=cpu --compile-to=moe -o %t/a 2>&1 | FileCheck %s --check-prefix=PHASE

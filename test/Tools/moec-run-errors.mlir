@@ -18,7 +18,7 @@
 
 // RUN: cp -r %t/mixtral %t/bad-manifest && echo "moec-artifact 1" > %t/bad-manifest/manifest.txt && echo "target gpu9" >> %t/bad-manifest/manifest.txt
 // RUN: not moec-run %t/bad-manifest --inputs %fixtures/mixtral/inputs.npz --outputs %t/out.npz 2>&1 | FileCheck %s --check-prefix=MANIFEST
-// MANIFEST: moec-run: error: {{.*}}bad-manifest/manifest.txt: target 'gpu9' cannot run here (this runtime runs 'cpu' artifacts)
+// MANIFEST: moec-run: error: {{.*}}bad-manifest/manifest.txt: target 'gpu9' cannot run here (this runtime runs 'cpu' and 'cuda' artifacts)
 // RUN: not ls %t/out.npz
 
 // RUN: cp -r %t/mixtral %t/no-manifest && rm %t/no-manifest/manifest.txt

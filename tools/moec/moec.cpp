@@ -2,7 +2,7 @@
 //
 //   moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8]
 //                [--ep-size=N --ep-rank=R] [-o OUT.mlir]
-//   moec compile MODEL.(onnx|mlir) --target=cpu -o ARTIFACT [--max-tokens=N]
+//   moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT [--max-tokens=N]
 //
 // Imports or parses the model, runs the pipeline up to the requested phase and
 // prints the IR; with --target, runs it to the grouped phase and writes an
@@ -49,7 +49,7 @@ static cl::opt<bool> fp8("fp8", cl::desc("cast the experts to FP8 e4m3 with 128x
                                          "scales (the fp8 phase)"),
                          cl::init(false));
 static cl::opt<std::string> target(
-    "target", cl::desc("generate code for this target and write an artifact directory (-o): cpu"),
+    "target", cl::desc("generate code for this target and write an artifact directory (-o): cpu, cuda"),
     cl::init(""));
 static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("largest token count the artifact accepts (--target)"),
@@ -76,15 +76,13 @@ static int compile() {
   if (epSize < 1 || epRank < 0 || epRank >= epSize)
     return fail("--ep-rank must be in [0, --ep-size)");
   if (!target.empty()) {
-    if (target == "cuda")
-      return fail("--target=cuda is not available yet (the CPU target is: --target=cpu)");
-    if (target != "cpu")
-      return fail("unknown target '" + target + "' (cpu)");
+    if (target != "cpu" && target != "cuda")
+      return fail("unknown target '" + target + "' (cpu, cuda)");
     if (*phase != moec::Phase::Grouped && *phase != moec::Phase::FP8)
       return fail("--target compiles the grouped (or fp8) phase; drop --compile-to=" +
                   compileTo);
     if (outputPath == "-")
-      return fail("--target=cpu writes an artifact directory; name it with -o DIR");
+      return fail("--target=" + target.getValue() + " writes an artifact directory; name it with -o DIR");
     if (maxTokens < 1)
       return fail("--max-tokens must be at least 1");
   }
@@ -123,10 +121,11 @@ static int compile() {
     return 1;
 
   if (!target.empty()) {
-    moec::codegen::CpuArtifactOptions options;
+    moec::codegen::ArtifactOptions options;
+    options.target = target == "cuda" ? moec::codegen::Target::CUDA : moec::codegen::Target::CPU;
     options.outputDir = outputPath;
     options.maxTokens = maxTokens;
-    return failed(moec::codegen::emitCpuArtifact(*module, options)) ? 1 : 0;
+    return failed(moec::codegen::emitArtifact(*module, options)) ? 1 : 0;
   }
 
   std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(outputPath, &error);
@@ -142,7 +141,7 @@ int main(int argc, char **argv) {
   if (argc < 2 || llvm::StringRef(argv[1]) != "compile") {
     llvm::errs() << "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8] "
                     "[--ep-size=N --ep-rank=R] [-o OUT]\n"
-                    "       moec compile MODEL.(onnx|mlir) --target=cpu -o ARTIFACT "
+                    "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
                     "[--max-tokens=N]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||
                          llvm::StringRef(argv[1]) == "-h")

@@ -55,6 +55,12 @@ namespace moe = moec::moe;
 #ifndef MOEC_RUNTIME_LIBRARY
 #define MOEC_RUNTIME_LIBRARY ""
 #endif
+#ifndef MOEC_RUNTIME_CUDA_LIBRARY
+#define MOEC_RUNTIME_CUDA_LIBRARY ""
+#endif
+#ifndef MOEC_NVCC
+#define MOEC_NVCC ""
+#endif
 
 namespace moec::codegen {
 namespace {
@@ -149,7 +155,8 @@ struct TensorDecl {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp function, int64_t maxTokens) : function(function), maxTokens(maxTokens) {}
+  Emitter(func::FuncOp function, int64_t maxTokens, Target target)
+      : function(function), maxTokens(maxTokens), cuda(target == Target::CUDA) {}
 
   LogicalResult run();
 
@@ -158,8 +165,31 @@ public:
   std::vector<TensorDecl> inputs, outputs;
   uint64_t workspaceBytes = 0;
   uint64_t weightsBytes = kWeightsHeaderBytes;
+  /// CUDA: slot counts (at max tokens) of each moe.sort, whose CUB workspace
+  /// is sized when the model is created.
+  std::vector<uint64_t> sortSlots;
 
 private:
+  /// "the CPU target" / "the CUDA target", for messages.
+  std::string targetPhrase() const { return cuda ? "the CUDA target" : "the CPU target"; }
+  /// A workspace slot of `bytes` bytes; returns its offset.
+  uint64_t reserve(uint64_t bytes) {
+    uint64_t offset = workspaceBytes;
+    workspaceBytes = alignUp(offset + bytes);
+    return offset;
+  }
+  /// One kernel call: on the CPU with the thread pool first (`pool`), on CUDA
+  /// with the stream last and its Status checked.
+  void kernel(StringRef name, std::vector<std::string> args, bool pool = true) {
+    if (cuda) {
+      args.push_back("stream");
+      line("MOEC_RETURN_IF_ERROR(" + name.str() + "(" + llvm::join(args, ", ") + "));");
+      return;
+    }
+    if (pool)
+      args.insert(args.begin(), "pool");
+    line(name.str() + "(" + llvm::join(args, ", ") + ");");
+  }
   InFlightDiagnostic unsupported(Operation *op, const Twine &why) {
     // An imported op's location is its ONNX node's name over the file, which
     // a file:line:col printer drops; name the node in the message.
@@ -191,6 +221,7 @@ private:
   LogicalResult emitCombine(moe::CombineOp op);
   LogicalResult emitConcat(tensor::ConcatOp op);
   LogicalResult emitReturn(func::ReturnOp op);
+  void assembleCuda(llvm::raw_ostream &os);
 
   void line(const Twine &text) { body += "  " + text.str() + "\n"; }
   void comment(Operation *op) {
@@ -202,6 +233,7 @@ private:
 
   func::FuncOp function;
   int64_t maxTokens;
+  bool cuda;
   std::string body;
   llvm::DenseMap<Value, ValueInfo> values;
   llvm::DenseMap<Value, unsigned> outputOf; // results written straight into an output
@@ -229,10 +261,10 @@ LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, b
     return unsupported(op, role + " is not a ranked tensor");
   Type element = type.getElementType();
   if (isa<Float8E4M3FNType>(element))
-    return unsupported(op, role + " is FP8; the CPU target does not support FP8 yet");
+    return unsupported(op, role + " is FP8; " + targetPhrase() + " does not support FP8 yet");
   if (floatOnly && !element.isF32())
     return unsupported(op, role + " has element type " + llvm::formatv("{0}", element).str() +
-                               "; the CPU target computes in f32 only");
+                               "; " + targetPhrase() + " computes in f32 only");
   if (!floatOnly && !cppElementType(element))
     return unsupported(op, role + " has element type " + llvm::formatv("{0}", element).str() +
                                "; expected f32, i32 or i64");
@@ -274,7 +306,9 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   info.dims = *dims;
   info.elementType = element;
   std::string cppType = *cppElementType(element);
-  if (auto it = outputOf.find(result); it != outputOf.end()) {
+  // CUDA: outputs are host memory; results live on the device and are copied
+  // back at the end.
+  if (auto it = outputOf.find(result); !cuda && it != outputOf.end()) {
     line(cppType + " *" + info.var + " = static_cast<" + cppType + " *>(outputs[" +
          std::to_string(it->second) + "]);");
     return &info;
@@ -282,8 +316,7 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   // Planned for the largest T; every intermediate keeps its own slot (the
   // grouped phase has a handful, so reuse would save little).
   uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
-  uint64_t offset = workspaceBytes;
-  workspaceBytes = alignUp(offset + elements * (element.getIntOrFloatBitWidth() / 8));
+  uint64_t offset = reserve(elements * (element.getIntOrFloatBitWidth() / 8));
   line(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
        std::to_string(offset) + ");");
   return &info;
@@ -472,10 +505,9 @@ LogicalResult Emitter::emitLinear(moe::LinearOp op) {
   FailureOr<ValueInfo *> y = define(op, op.getResult(), m);
   if (failed(y))
     return failure();
-  line(llvm::formatv("linear(pool, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});", (*x)->var,
-                     dimExpr(m), dimExpr((*x)->dims[1]), (*w)->var, dimExpr((*w)->dims[0]), bias,
-                     epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*y)->var)
-           .str());
+  kernel("linear", {(*x)->var, dimExpr(m), dimExpr((*x)->dims[1]), (*w)->var,
+                   dimExpr((*w)->dims[0]), bias, epilogue(op.getEpilogue(), op.getEpilogueLayout()),
+                   (*y)->var});
   return success();
 }
 
@@ -500,13 +532,13 @@ LogicalResult Emitter::emitRoute(moe::RouteOp op) {
     kind = "TopKSoftmax";
   else if (op.getRouting() == moe::RoutingKind::SigmoidGroupTopK)
     kind = "SigmoidGroupTopK";
-  line(llvm::formatv("route(pool, {0}, {1}, {2}, {3}, Routing{RoutingKind::{4}, {5}, {6}, {7}, "
-                     "{8}, {9}}, {10}, {11});",
-                     (*logits)->var, dimExpr(tokens), dimExpr((*logits)->dims[1]), bias, kind,
-                     op.getTopK(), op.getNormalize() ? "true" : "false", op.getNumGroups(),
-                     op.getTopkGroups(), floatLiteral(op.getRoutedScalingFactor().convertToDouble()),
-                     (*ids)->var, (*weights)->var)
-           .str());
+  kernel("route", {(*logits)->var, dimExpr(tokens), dimExpr((*logits)->dims[1]), bias,
+                  llvm::formatv("Routing{RoutingKind::{0}, {1}, {2}, {3}, {4}, {5}}", kind,
+                                op.getTopK(), op.getNormalize() ? "true" : "false",
+                                op.getNumGroups(), op.getTopkGroups(),
+                                floatLiteral(op.getRoutedScalingFactor().convertToDouble()))
+                      .str(),
+                  (*ids)->var, (*weights)->var});
   return success();
 }
 
@@ -529,21 +561,35 @@ LogicalResult Emitter::emitSort(moe::SortOp op) {
   if ((*ids)->elementType.isInteger(64)) {
     // The kernel sorts i32 ids; an i64 id outside i32's range is no local
     // expert either, so it becomes -1, which sorts into the sentinel tail.
-    needsIdsToI32 = true;
     idsVar = "v" + std::to_string(nextVar++);
-    uint64_t offset = workspaceBytes;
-    workspaceBytes =
-        alignUp(offset + 4 * static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
+    uint64_t offset =
+        reserve(4 * static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
     line("int32_t *" + idsVar + " = reinterpret_cast<int32_t *>(workspace + " +
          std::to_string(offset) + ");");
-    line("idsToI32(" + (*ids)->var + ", " + dimExpr(*slots) + ", " + idsVar + ");");
+    if (cuda) {
+      kernel("narrowIds", {(*ids)->var, dimExpr(*slots), idsVar});
+    } else {
+      needsIdsToI32 = true;
+      line("idsToI32(" + (*ids)->var + ", " + dimExpr(*slots) + ", " + idsVar + ");");
+    }
   } else if (!(*ids)->elementType.isInteger(32)) {
     return unsupported(op, "expert ids must be i32 or i64");
   }
-  line(llvm::formatv("sortByExpert({0}, {1}, {2}, {3}, {4}, {5}, {6});", idsVar, dimExpr(*slots),
-                     op.getNumExperts(), op.getFirstExpert(), (*permutation)->var,
-                     (*offsets)->var, (*numValid)->var)
-           .str());
+  std::vector<std::string> args = {idsVar,
+                                   dimExpr(*slots),
+                                   std::to_string(op.getNumExperts()),
+                                   std::to_string(op.getFirstExpert()),
+                                   (*permutation)->var,
+                                   (*offsets)->var,
+                                   (*numValid)->var};
+  if (cuda) {
+    // CUB's workspace, sized for max tokens when the model is created.
+    size_t index = sortSlots.size();
+    sortSlots.push_back(static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
+    args.push_back("sortWorkspace + state.sortOffset[" + std::to_string(index) + "]");
+    args.push_back("state.sortBytes[" + std::to_string(index) + "]");
+  }
+  kernel("sortByExpert", args, /*pool=*/false);
   return success();
 }
 
@@ -559,17 +605,21 @@ LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
   FailureOr<ValueInfo *> rows = define(op, op.getResult(), (*permutation)->dims[0]);
   if (failed(rows))
     return failure();
-  line(llvm::formatv("permute(pool, {0}, {1}, {2}, *{3}, {4}, {5});", (*hidden)->var,
-                     dimExpr((*hidden)->dims[1]), (*permutation)->var, (*numValid)->var,
-                     op.getTopK(), (*rows)->var)
-           .str());
+  // CUDA reads num_valid on the device and takes the slot count as the bound.
+  if (cuda)
+    kernel("permute", {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var,
+                       (*numValid)->var, dimExpr((*permutation)->dims[0]),
+                       std::to_string(op.getTopK()), (*rows)->var});
+  else
+    kernel("permute", {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var,
+                       "*" + (*numValid)->var, std::to_string(op.getTopK()), (*rows)->var});
   return success();
 }
 
 LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   comment(op);
   if (op.getLhsScales() || op.getWeightScales())
-    return unsupported(op, "FP8 block scales; the CPU target does not support FP8 yet");
+    return unsupported(op, "FP8 block scales; " + targetPhrase() + " does not support FP8 yet");
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
   FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs");
@@ -585,11 +635,14 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   FailureOr<ValueInfo *> out = define(op, op.getResult(), rows);
   if (failed(out))
     return failure();
-  line(llvm::formatv("groupedMatmul(pool, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
-                     (*lhs)->var, dimExpr((*lhs)->dims[1]), (*w)->var, dimExpr((*w)->dims[0]),
-                     dimExpr((*w)->dims[1]), (*offsets)->var, bias,
-                     epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*out)->var)
-           .str());
+  std::vector<std::string> args = {(*lhs)->var, dimExpr((*lhs)->dims[1]), (*w)->var,
+                                   dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]),
+                                   (*offsets)->var, bias,
+                                   epilogue(op.getEpilogue(), op.getEpilogueLayout()),
+                                   (*out)->var};
+  if (cuda) // the row count bounds the launch; offsets[E-1] (on the device) the rows
+    args.insert(args.begin() + 1, dimExpr(rows));
+  kernel("groupedMatmul", args);
   return success();
 }
 
@@ -610,11 +663,28 @@ LogicalResult Emitter::emitCombine(moe::CombineOp op) {
   FailureOr<ValueInfo *> out = define(op, op.getResult(), tokens);
   if (failed(out))
     return failure();
-  line(llvm::formatv("combine(pool, {0}, {1}, {2}, {3}, {4}, {5}, {6}, *{7}, {8}, {9}, {10});",
-                     (*rows)->var, (*permutation)->var, dimExpr((*permutation)->dims[0]),
-                     dimExpr((*rows)->dims[1]), (*weights)->var, dimExpr(tokens),
-                     dimExpr((*weights)->dims[1]), (*numValid)->var, addend, gate, (*out)->var)
-           .str());
+  std::vector<std::string> args = {(*rows)->var,
+                                   (*permutation)->var,
+                                   dimExpr((*permutation)->dims[0]),
+                                   dimExpr((*rows)->dims[1]),
+                                   (*weights)->var,
+                                   dimExpr(tokens),
+                                   dimExpr((*weights)->dims[1]),
+                                   (cuda ? "" : "*") + (*numValid)->var,
+                                   addend,
+                                   gate,
+                                   (*out)->var};
+  if (cuda) {
+    // The inverse permutation: one int32 per slot.
+    Dim slots = (*permutation)->dims[0];
+    std::string rowOfSlot = "v" + std::to_string(nextVar++);
+    uint64_t offset =
+        reserve(4 * static_cast<uint64_t>(slots.size) * (slots.perToken ? maxTokens : 1));
+    line("int32_t *" + rowOfSlot + " = reinterpret_cast<int32_t *>(workspace + " +
+         std::to_string(offset) + ");");
+    args.insert(args.end() - 1, rowOfSlot);
+  }
+  kernel("combine", args);
   return success();
 }
 
@@ -639,6 +709,27 @@ LogicalResult Emitter::emitConcat(tensor::ConcatOp op) {
   int64_t dim = op.getDim(), outer = 1;
   for (int64_t i = 0; i < dim; ++i)
     outer *= resultType.getDimSize(i);
+  if (cuda) {
+    // One strided device-to-device copy per operand.
+    int64_t total = 0, at = 0;
+    SmallVector<int64_t> chunks;
+    for (ValueInfo *part : parts) {
+      int64_t chunk = 1;
+      for (size_t i = dim; i < part->dims.size(); ++i)
+        chunk *= part->dims[i].size;
+      chunks.push_back(chunk);
+      total += chunk;
+    }
+    for (auto [part, chunk] : llvm::zip(parts, chunks)) {
+      line(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpy2DAsync({0} + {1}, sizeof(float) * {2}, {3}, "
+                         "sizeof(float) * {4}, sizeof(float) * {4}, {5}, "
+                         "cudaMemcpyDeviceToDevice, stream));",
+                         (*out)->var, at, total, part->var, chunk, outer)
+               .str());
+      at += chunk;
+    }
+    return success();
+  }
   line("for (int64_t o = 0, at = 0; o < " + std::to_string(outer) + "; ++o) {");
   for (ValueInfo *part : parts) {
     int64_t chunk = 1;
@@ -670,9 +761,16 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
                                  " ('?': a multiple of the token count T), the output is "
                                  "declared " + shapeText(declared) +
                                  "; an output's dynamic dimension must be T itself");
+    std::optional<Dim> count = countOf((*info)->dims);
+    if (cuda) {
+      line(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[{0}], {1}, sizeof(*{1}) * ({2}), "
+                         "cudaMemcpyDeviceToHost, stream));",
+                         i, (*info)->var, dimExpr(*count))
+               .str());
+      continue;
+    }
     if (auto it = outputOf.find(viewRoot(value)); it != outputOf.end() && it->second == i)
       continue; // computed in place
-    std::optional<Dim> count = countOf((*info)->dims);
     line("// result " + std::to_string(i) + " is an input, a weight or another result: copied");
     line(llvm::formatv("std::memcpy(outputs[{0}], {1}, sizeof(*{1}) * ({2}));", i, (*info)->var,
                        dimExpr(*count))
@@ -689,6 +787,72 @@ std::string tensorName(func::FuncOp function, bool input, unsigned index) {
   return (input ? "input" : "output") + std::to_string(index);
 }
 
+/// The CUDA translation unit: the same body, run on the State's stream with
+/// device pointers; inputs are copied in and outputs out within it, and the
+/// host waits once, at the end.
+void Emitter::assembleCuda(llvm::raw_ostream &os) {
+  uint64_t sorts = sortSlots.size();
+  os << "// Generated by `moec compile --target=cuda`: the grouped phase of @"
+     << function.getSymName() << " as calls of moec's CUDA kernels on one stream. Do not edit.\n"
+     << "#include \"moec/runtime/ArtifactABI.h\"\n"
+     << "#include \"moec/runtime/Cuda.h\"\n"
+     << "#include \"moec/runtime/cuda/Artifact.h\"\n"
+     << "#include \"moec/runtime/cuda/MoEKernels.h\"\n\n"
+     << "#include <cstdint>\n#include <limits>\n#include <new>\n\n"
+     << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
+     << "using namespace moec::rt;\nusing namespace moec::rt::cuda;\n"
+     << "using moec::rt::cpu::ActivationKind;\nusing moec::rt::cpu::GateUpLayout;\n"
+     << "using moec::rt::cpu::RoutingKind;\n\n"
+     << "namespace {\n"
+     << "// Planned for " << maxTokens << " tokens: device workspace " << workspaceBytes
+     << " bytes plus CUB's sort workspace, weights " << weightsBytes << " bytes.\n"
+     << "constexpr uint64_t kPlannedBytes = " << workspaceBytes << ";\n"
+     << "constexpr int64_t kSortSlots[] = {";
+  for (uint64_t i = 0; i < sorts; ++i)
+    os << (i ? ", " : "") << sortSlots[i];
+  os << (sorts ? "" : "0") << "};\n\n"
+     << "struct State {\n  DeviceModel model;\n"
+     << "  size_t sortOffset[" << std::max<uint64_t>(sorts, 1) << "] = {}, sortBytes["
+     << std::max<uint64_t>(sorts, 1) << "] = {};\n};\n\n"
+     << "Status create(State &state, const unsigned char *weights, uint64_t weightsBytes) {\n"
+     << "  MOEC_RETURN_IF_ERROR(requireDevice());\n"
+     << "  uint64_t total = kPlannedBytes;\n"
+     << "  for (uint64_t i = 0; i < " << sorts << "; ++i) {\n"
+     << "    MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(kSortSlots[i], state.sortBytes[i]));\n"
+     << "    state.sortOffset[i] = total - kPlannedBytes;\n"
+     << "    total += (state.sortBytes[i] + 255) / 256 * 256;\n  }\n"
+     << "  return state.model.create(weights, weightsBytes, total);\n}\n\n"
+     << "Status run(State &state, const void *const *inputs, void *const *outputs, int64_t T) {\n"
+     << "  cudaStream_t stream = state.model.stream();\n"
+     << "  const unsigned char *weights = state.model.weights();\n"
+     << "  unsigned char *workspace = state.model.workspace();\n"
+     << "  unsigned char *sortWorkspace = workspace + kPlannedBytes;\n"
+     << "  (void)T;\n  (void)weights;\n  (void)sortWorkspace;\n  (void)inputs;\n"
+     << body
+     << "  // The one host synchronisation: the outputs are in host memory after it.\n"
+     << "  MOEC_CUDA_TRY(cudaStreamSynchronize(stream));\n"
+     << "  return Status::ok();\n}\n"
+     << "} // namespace\n\n"
+     << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
+     << "MOEC_EXPORT int moec_artifact_create(unsigned, const unsigned char *weights,\n"
+     << "                                     uint64_t weightsBytes, void **state, char *error,\n"
+     << "                                     size_t errorBytes) {\n"
+     << "  auto *created = new (std::nothrow) State;\n"
+     << "  if (!created)\n"
+     << "    return reportStatus(Status::error(\"out of memory\"), error, errorBytes);\n"
+     << "  Status status = create(*created, weights, weightsBytes);\n"
+     << "  if (!status) {\n    delete created;\n"
+     << "    return reportStatus(status.withContext(\"creating the CUDA model\"), error, errorBytes);\n"
+     << "  }\n  *state = created;\n  return 0;\n}\n\n"
+     << "MOEC_EXPORT void moec_artifact_destroy(void *state) { delete static_cast<State *>(state); }\n\n"
+     << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *,\n"
+     << "                                  const void *const *inputs, void *const *outputs,\n"
+     << "                                  int64_t tokens, unsigned char *, char *error,\n"
+     << "                                  size_t errorBytes) {\n"
+     << "  return reportStatus(run(*static_cast<State *>(state), inputs, outputs, tokens), error,\n"
+     << "                      errorBytes);\n}\n";
+}
+
 LogicalResult Emitter::run() {
   auto declare = [&](Operation *at, Type type, const std::string &name, bool input,
                      std::vector<TensorDecl> &decls) -> FailureOr<SmallVector<Dim>> {
@@ -701,7 +865,7 @@ LogicalResult Emitter::run() {
       return LogicalResult(at->emitError()
                      << "cannot generate code for " << (input ? "input" : "output") << " '"
                      << name << "' of element type " << element
-                     << ": the CPU target takes f32 tensors (and i32/i64 expert ids) only");
+                     << ": " << targetPhrase() << " takes f32 tensors (and i32/i64 expert ids) only");
     if (name.empty() || llvm::any_of(name, [](char c) { return !llvm::isPrint(c) || c == ' '; }))
       return LogicalResult(at->emitError() << "cannot generate code for the tensor named '" << name
                                      << "': names in the manifest must be printable, no spaces");
@@ -733,6 +897,20 @@ LogicalResult Emitter::run() {
     info.dims = *dims;
     info.elementType = cast<RankedTensorType>(arg.getType()).getElementType();
     std::string cppType = *cppElementType(info.elementType);
+    if (cuda) {
+      // Copied host → device into its own workspace slot, on the stream.
+      std::optional<Dim> count = countOf(info.dims);
+      uint64_t offset = reserve(static_cast<uint64_t>(count->size) *
+                                (count->perToken ? maxTokens : 1) *
+                                (info.elementType.getIntOrFloatBitWidth() / 8));
+      line(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
+           std::to_string(offset) + ");");
+      line(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync({0}, inputs[{1}], sizeof(*{0}) * ({2}), "
+                         "cudaMemcpyHostToDevice, stream));",
+                         info.var, i, dimExpr(*count))
+               .str());
+      continue;
+    }
     line("const " + cppType + " *" + info.var + " = static_cast<const " + cppType +
          " *>(inputs[" + std::to_string(i) + "]);");
   }
@@ -764,16 +942,18 @@ LogicalResult Emitter::run() {
             .Case<tensor::ConcatOp>([&](auto op) { return emitConcat(op); })
             .Case<func::ReturnOp>([&](auto op) { return emitReturn(op); })
             .Case<moe::AllReduceOp>([&](Operation *op) -> LogicalResult {
-              return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by "
-                                     "the CPU target; compile without --ep-size");
+              return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by " +
+                                         targetPhrase() + "; compile without --ep-size");
             })
             .Case<moe::QuantizeOp>([&](Operation *op) -> LogicalResult {
-              return unsupported(op, "FP8 quantisation is not supported by the CPU target yet");
+              return unsupported(op, "FP8 quantisation is not supported by " + targetPhrase() +
+                                         " yet");
             })
             .Default([&](Operation *op) -> LogicalResult {
               if (isView(op))
                 return emitView(op);
-              return unsupported(op, "not an op of the grouped phase that the CPU target knows");
+              return unsupported(op, "not an op of the grouped phase that " + targetPhrase() +
+                                         " knows");
             });
     if (failed(result))
       return failure();
@@ -781,6 +961,10 @@ LogicalResult Emitter::run() {
 
   // Assemble the translation unit.
   llvm::raw_string_ostream os(source);
+  if (cuda) {
+    assembleCuda(os);
+    return success();
+  }
   os << "// Generated by `moec compile --target=cpu`: the grouped phase of @"
      << function.getSymName() << " as calls of moec's CPU kernels. Do not edit.\n"
      << "#include \"moec/runtime/ArtifactABI.h\"\n"
@@ -800,14 +984,19 @@ LogicalResult Emitter::run() {
        << "                 ? static_cast<int32_t>(ids[i]) : -1;\n}\n";
   os << "} // namespace\n\n"
      << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
-     << "MOEC_EXPORT void *moec_artifact_create(unsigned threads) {\n"
-     << "  try {\n    return new State(threads);\n  } catch (...) {\n    return nullptr;\n  }\n}\n\n"
+     << "MOEC_EXPORT int moec_artifact_create(unsigned threads, const unsigned char *, uint64_t,\n"
+     << "                                     void **state, char *error, size_t errorBytes) {\n"
+     << "  try {\n    *state = new State(threads);\n    return 0;\n  } catch (...) {\n"
+     << "    if (error && errorBytes)\n"
+     << "      std::strncpy(error, \"cannot create the thread pool\", errorBytes - 1)[errorBytes - 1] = 0;\n"
+     << "    return 1;\n  }\n}\n\n"
      << "MOEC_EXPORT void moec_artifact_destroy(void *state) { delete static_cast<State *>(state); }\n\n"
      << "// Planned for " << maxTokens << " tokens: workspace " << workspaceBytes
      << " bytes, weights " << weightsBytes << " bytes.\n"
      << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *weights,\n"
      << "                                  const void *const *inputs, void *const *outputs,\n"
-     << "                                  int64_t tokens, unsigned char *workspace) {\n"
+     << "                                  int64_t tokens, unsigned char *workspace, char *,\n"
+     << "                                  size_t) {\n"
      << "  ThreadPool &pool = static_cast<State *>(state)->pool;\n"
      << "  const int64_t T = tokens;\n"
      << "  (void)pool;\n  (void)T;\n  (void)weights;\n  (void)workspace;\n"
@@ -850,11 +1039,13 @@ std::string envOr(const char *name, const std::string &fallback) {
 /// Files an artifact directory may hold; only these are removed when an
 /// existing artifact is replaced.
 constexpr const char *kArtifactFiles[] = {"manifest.txt", "weights.bin", "model.so", "model.cpp",
-                                          "compile.log"};
+                                          "model.cu", "compile.log"};
 
 } // namespace
 
-LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options) {
+LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
+  bool cuda = options.target == Target::CUDA;
+  StringRef targetName = cuda ? "cuda" : "cpu";
   MLIRContext *context = module.getContext();
   auto fail = [&](const Twine &message) {
     emitError(module.getLoc()) << message;
@@ -868,15 +1059,44 @@ LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options
       functions.push_back(function);
   if (functions.size() != 1)
     return fail("cannot generate code: the module holds " + Twine(functions.size()) +
-                " functions with a body; the CPU target compiles exactly one");
+                " functions with a body; the " + (cuda ? "CUDA" : "CPU") +
+                " target compiles exactly one");
   func::FuncOp function = functions.front();
   if (!function.getBody().hasOneBlock())
     return fail("cannot generate code for @" + function.getSymName() + ": more than one block");
   (void)context;
 
-  Emitter emitter(function, options.maxTokens);
+  Emitter emitter(function, options.maxTokens, options.target);
   if (failed(emitter.run()))
     return failure();
+
+  // The CUDA target's tools are checked once the code is known to be
+  // generable, before anything is written: without nvcc (or a CUDA runtime in
+  // this build) it cannot work.
+  std::string nvccPath, cudaLibrary;
+  if (cuda) {
+    cudaLibrary = options.runtimeCudaLibrary.empty()
+                      ? envOr("MOEC_RUNTIME_CUDA_LIBRARY", MOEC_RUNTIME_CUDA_LIBRARY)
+                      : options.runtimeCudaLibrary;
+    if (cudaLibrary.empty() || !llvm::sys::fs::exists(cudaLibrary))
+      return fail("--target=cuda needs the runtime's CUDA library" +
+                  (cudaLibrary.empty() ? Twine(", and this moec was built without CUDA")
+                                       : " (not at '" + cudaLibrary + "')") +
+                  " (set MOEC_RUNTIME_CUDA_LIBRARY)");
+    std::string nvccName = options.nvcc;
+    if (nvccName.empty())
+      nvccName = envOr("MOEC_NVCC", std::string(MOEC_NVCC).empty() ? "nvcc" : MOEC_NVCC);
+    llvm::ErrorOr<std::string> found = llvm::sys::path::is_absolute(nvccName)
+                                           ? (llvm::sys::fs::can_execute(nvccName)
+                                                  ? llvm::ErrorOr<std::string>(nvccName)
+                                                  : std::errc::no_such_file_or_directory)
+                                           : llvm::sys::findProgramByName(nvccName);
+    if (!found)
+      return fail("--target=cuda needs CUDA's compiler, but there is no nvcc at '" + nvccName +
+                  "' (install the CUDA toolkit or set MOEC_NVCC)");
+    nvccPath = *found;
+  }
+
 
   // Everything is written into a fresh directory beside the target, which
   // replaces the target only once model.so has compiled: a failed compile
@@ -907,7 +1127,8 @@ LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options
   llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(staging); });
 
   std::string error;
-  if (!writeFile(staging + "/model.cpp", [&](llvm::raw_ostream &os) { os << emitter.source; },
+  std::string sourceName = cuda ? "model.cu" : "model.cpp";
+  if (!writeFile(staging + "/" + sourceName, [&](llvm::raw_ostream &os) { os << emitter.source; },
                  error))
     return fail(error);
 
@@ -938,10 +1159,11 @@ LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options
           staging + "/manifest.txt",
           [&](llvm::raw_ostream &os) {
             os << "moec-artifact 1\n"
-               << "# written by moec compile --target=cpu; docs/artifact.md\n"
-               << "target cpu\n"
+               << "# written by moec compile --target=" << targetName << "; docs/artifact.md\n"
+               << "target " << targetName << "\n"
                << "library model.so\n"
                << "weights weights.bin " << total << "\n"
+               << (cuda ? "# device workspace, without CUB's sort workspace (sized at load)\n" : "")
                << "workspace_bytes " << emitter.workspaceBytes << "\n"
                << "max_tokens " << options.maxTokens << "\n";
             for (const TensorDecl &decl : emitter.inputs)
@@ -971,20 +1193,33 @@ LogicalResult emitCpuArtifact(ModuleOp module, const CpuArtifactOptions &options
                 "' (set MOEC_RUNTIME_INCLUDE_DIR)");
   if (!llvm::sys::fs::exists(library))
     return fail("the runtime library is not at '" + library + "' (set MOEC_RUNTIME_LIBRARY)");
-  std::string cxxName = options.cxx.empty() ? envOr("MOEC_CXX", "c++") : options.cxx;
-  llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(cxxName);
-  if (!cxx)
-    return fail("no C++ compiler '" + cxxName + "' on PATH (set MOEC_CXX)");
-  std::string source = staging + "/model.cpp", output = staging + "/model.so",
+  std::string source = staging + "/" + sourceName, output = staging + "/model.so",
               log = staging + "/compile.log";
-  SmallVector<StringRef> args = {*cxx,        "-O2",       "-std=c++20", "-fPIC",
-                                 "-shared",   "-fvisibility=hidden",     "-I",
-                                 includeDir,  source,      library,      "-o",
-                                 output,      "-pthread",  "-Wl,--exclude-libs,ALL",
-                                 "-Wl,-z,defs"};
+  std::string compiler;
+  SmallVector<StringRef> args;
+  if (cuda) {
+    // CUDA's runtime is linked statically too (-cudart static): model.so
+    // needs the driver, nothing of the toolkit.
+    compiler = nvccPath;
+    args = {compiler, "-O2", "-std=c++20", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-shared",
+            "-gencode=arch=compute_90a,code=sm_90a", "-I", includeDir, source, cudaLibrary,
+            library, "-o", output, "-cudart", "static", "-Xlinker", "--exclude-libs,ALL",
+            "-Xlinker", "-z,defs", "-lpthread", "-ldl", "-lrt"};
+  } else {
+    std::string cxxName = options.cxx.empty() ? envOr("MOEC_CXX", "c++") : options.cxx;
+    llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(cxxName);
+    if (!cxx)
+      return fail("no C++ compiler '" + cxxName + "' on PATH (set MOEC_CXX)");
+    compiler = *cxx;
+    args = {compiler,   "-O2",      "-std=c++20", "-fPIC",
+            "-shared",  "-fvisibility=hidden",    "-I",
+            includeDir, source,     library,      "-o",
+            output,     "-pthread", "-Wl,--exclude-libs,ALL",
+            "-Wl,-z,defs"};
+  }
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
   std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(*cxx, args, std::nullopt, redirects, 0, 0, &execError);
+  int rc = llvm::sys::ExecuteAndWait(compiler, args, std::nullopt, redirects, 0, 0, &execError);
   if (rc != 0) {
     std::string text;
     if (auto buffer = llvm::MemoryBuffer::getFile(log))

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
 
 namespace moec::rt::cuda {
 namespace {
@@ -223,7 +224,8 @@ __global__ void groupedMatmulKernel(const float *lhs, int64_t slots, int64_t k,
                                     const float *weights, int64_t experts, int64_t n,
                                     const int32_t *offsets, const float *bias, Epilogue epilogue,
                                     int64_t width, float *out) {
-  int64_t valid = offsets[experts - 1];
+  // No offsets: one expert, every row valid (moe.linear).
+  int64_t valid = offsets ? offsets[experts - 1] : slots;
   int64_t total = valid * width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -291,6 +293,12 @@ __global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64
   }
 }
 
+__global__ void narrowIdsKernel(const int64_t *ids, int64_t count, int32_t *out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = ids[i] >= INT32_MIN && ids[i] <= INT32_MAX ? static_cast<int32_t>(ids[i]) : -1;
+}
+
 int blocksFor(int64_t work, int threads) {
   int64_t blocks = (work + threads - 1) / threads;
   return static_cast<int>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
@@ -316,6 +324,26 @@ Status sortWorkspaceBytes(int64_t slots, size_t &bytes) {
                                                 static_cast<int>(slots)));
   // keys in, keys out, values in, counts (up to 4096 experts + sentinel), CUB's own.
   bytes = 3 * alignUp(slots * 4) + alignUp(4097 * 4) + alignUp(cubBytes);
+  return Status::ok();
+}
+
+Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
+              const Epilogue &epilogue, float *y, cudaStream_t stream) {
+  if (m == 0)
+    return Status::ok();
+  int64_t width = epilogue.enabled && epilogue.layout != GateUpLayout::None ? n / 2 : n;
+  // One expert and no offsets: the grouped kernel's binary search reads none.
+  groupedMatmulKernel<<<blocksFor(m * width, 256), 256, 0, stream>>>(
+      x, m, k, w, 1, n, nullptr, bias, epilogue, width, y);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status narrowIds(const int64_t *ids, int64_t count, int32_t *out, cudaStream_t stream) {
+  if (count == 0)
+    return Status::ok();
+  narrowIdsKernel<<<blocksFor(count, 256), 256, 0, stream>>>(ids, count, out);
+  MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
 

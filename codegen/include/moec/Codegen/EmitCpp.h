@@ -1,10 +1,13 @@
-//===- EmitCpp.h - grouped phase → C++ artifact for the CPU -----*- C++ -*-===//
+//===- EmitCpp.h - grouped phase → C++ artifact (CPU, CUDA) ----*- C++ -*-===//
 //
 // Turns a module in the grouped phase (docs/pipeline.md) into an artifact
-// directory (docs/artifact.md): model.cpp, a C++ translation unit that calls
-// the runtime's CPU kernels (moec/runtime/cpu/MoEKernels.h) op by op, compiled
-// to model.so with the system C++ compiler and the runtime's static archive;
-// weights.bin, every weight constant 64-byte aligned; and manifest.txt.
+// directory (docs/artifact.md): a C++ translation unit that calls the
+// runtime's kernels op by op, compiled to model.so with the runtime's static
+// archive; weights.bin, every weight constant 64-byte aligned; and
+// manifest.txt. The CPU target writes model.cpp calling
+// moec/runtime/cpu/MoEKernels.h (system C++ compiler); the CUDA target writes
+// model.cu calling moec/runtime/cuda/MoEKernels.h on one stream (nvcc). The
+// two differ only in the kernel calls and where the buffers live.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,22 +21,36 @@
 
 namespace moec::codegen {
 
-struct CpuArtifactOptions {
+enum class Target { CPU, CUDA };
+
+struct ArtifactOptions {
+  Target target = Target::CPU;
   /// The artifact directory to write (replaced as a whole on success).
   std::string outputDir;
   /// Upper bound of the dynamic token count; buffers are planned for it.
   int64_t maxTokens = 8192;
   /// The C++ compiler ("c++" from PATH unless set; $MOEC_CXX overrides).
   std::string cxx;
+  /// CUDA's compiler driver ($MOEC_NVCC, else the one moec was built with,
+  /// else "nvcc" from PATH).
+  std::string nvcc;
   /// The runtime's headers and static library; defaults are the build tree's
   /// (MOEC_RUNTIME_INCLUDE_DIR / MOEC_RUNTIME_LIBRARY), overridable by the
   /// environment variables of the same names.
   std::string runtimeIncludeDir, runtimeLibrary;
+  /// The CUDA runtime archive (MOEC_RUNTIME_CUDA_LIBRARY), CUDA target only.
+  std::string runtimeCudaLibrary;
 };
+using CpuArtifactOptions = ArtifactOptions;
 
 /// Writes the artifact for the module's one function. Problems are reported
 /// as diagnostics at the op at fault ("cannot generate code for ...").
-mlir::LogicalResult emitCpuArtifact(mlir::ModuleOp module, const CpuArtifactOptions &options);
+mlir::LogicalResult emitArtifact(mlir::ModuleOp module, const ArtifactOptions &options);
+
+inline mlir::LogicalResult emitCpuArtifact(mlir::ModuleOp module, ArtifactOptions options) {
+  options.target = Target::CPU;
+  return emitArtifact(module, options);
+}
 
 } // namespace moec::codegen
 

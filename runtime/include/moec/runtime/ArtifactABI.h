@@ -2,7 +2,7 @@
 //
 // The generated code of an artifact (codegen/lib/EmitCpp) exports these C
 // functions; the loader (runtime/src/Model.cpp) dlopens model.so and calls them.
-// Each model.so links its own static copy of the CPU kernels (and hides it), so
+// Each model.so links its own static copy of the CPU (or CUDA) kernels (and hides it), so
 // nothing of moec is needed at run time and the loader passes only plain
 // pointers across the boundary. Bump the version on any change.
 //
@@ -11,24 +11,35 @@
 #ifndef MOEC_RUNTIME_ARTIFACTABI_H
 #define MOEC_RUNTIME_ARTIFACTABI_H
 
+#include <cstddef>
 #include <cstdint>
 
-#define MOEC_ARTIFACT_ABI_VERSION 1
+#define MOEC_ARTIFACT_ABI_VERSION 2
 
+// Errors: create and run return 0 on success; otherwise they write a
+// NUL-terminated message (at most `error_bytes` bytes, truncated) into `error`
+// and return nonzero. A CUDA artifact's message names the CUDA call and its
+// reason (moec/runtime/Cuda.h).
 extern "C" {
 /// MOEC_ARTIFACT_ABI_VERSION of the code generator that wrote the library.
 using moec_artifact_abi_version_fn = int (*)();
-/// Creates the model's state (its thread pool: `threads` workers, 0 for the
-/// hardware's concurrency); null on failure.
-using moec_artifact_create_fn = void *(*)(unsigned threads);
+/// Creates the model's state in `*state`: a CPU artifact's thread pool
+/// (`threads` workers, 0 for the hardware's concurrency); a CUDA artifact's
+/// stream, device workspace and its copy of the weights (`weights`: weights.bin
+/// as mapped, `weights_bytes` long), uploaded here once.
+using moec_artifact_create_fn = int (*)(unsigned threads, const unsigned char *weights,
+                                        uint64_t weights_bytes, void **state, char *error,
+                                        size_t error_bytes);
 using moec_artifact_destroy_fn = void (*)(void *state);
 /// Runs the function once. `weights` is weights.bin as mapped (64-byte
-/// aligned base), `inputs`/`outputs` follow the manifest's order, `tokens` is
-/// the token count (0 when no dimension is dynamic) and `workspace` holds
-/// manifest's workspace_bytes, 64-byte aligned. Returns 0.
+/// aligned base), `inputs`/`outputs` (host memory) follow the manifest's order,
+/// `tokens` is the token count (0 when no dimension is dynamic) and
+/// `workspace` holds manifest's workspace_bytes, 64-byte aligned (CPU target;
+/// null for the CUDA target, whose workspace is on the device).
 using moec_artifact_run_fn = int (*)(void *state, const unsigned char *weights,
                                      const void *const *inputs, void *const *outputs,
-                                     int64_t tokens, unsigned char *workspace);
+                                     int64_t tokens, unsigned char *workspace, char *error,
+                                     size_t error_bytes);
 }
 
 #endif // MOEC_RUNTIME_ARTIFACTABI_H

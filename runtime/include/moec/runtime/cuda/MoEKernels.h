@@ -29,6 +29,15 @@ using cpu::Routing;
 /// Device workspace moe.sort needs for `slots` slots (CUB's radix sort).
 Status sortWorkspaceBytes(int64_t slots, size_t &bytes);
 
+/// moe.linear: y[M, N'] = epilogue(x[M, K] · w[N, K]ᵀ + bias[N]); M is known on
+/// the host (the token count), so no offsets are read.
+Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
+              const Epilogue &epilogue, float *y, cudaStream_t stream);
+
+/// i64 expert ids as i32 for sortByExpert; ids outside i32's range become -1
+/// (a sentinel), as on the CPU.
+Status narrowIds(const int64_t *ids, int64_t count, int32_t *out, cudaStream_t stream);
+
 Status route(const float *logits, int64_t tokens, int64_t experts, const float *correctionBias,
              const Routing &routing, int32_t *ids, float *weights, cudaStream_t stream);
 

@@ -1,0 +1,87 @@
+//===- Artifact.cpp - device state of a CUDA artifact's model.so ----------===//
+
+#include "moec/runtime/cuda/Artifact.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace moec::rt::cuda {
+
+DeviceModel::~DeviceModel() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
+                           uint64_t workspaceBytes) {
+  MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(weightsBytes, weights_).withContext(
+      "allocating " + std::to_string(weightsBytes) + " bytes of device memory for the weights"));
+  MOEC_RETURN_IF_ERROR(uploadThroughPinned(weights, weightsBytes, weights_.data())
+                           .withContext("uploading the weights"));
+  MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(workspaceBytes, workspace_).withContext(
+      "allocating the device workspace of " + std::to_string(workspaceBytes) + " bytes"));
+  return Status::ok();
+}
+
+Status requireDevice() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return Status::error(std::string("no CUDA device answers (") +
+                         (error != cudaSuccess ? cudaGetErrorName(error) : "no devices") + ": " +
+                         (error != cudaSuccess ? cudaGetErrorString(error) : "0 devices") + ")");
+  }
+  return Status::ok();
+}
+
+Status uploadThroughPinned(const void *host, size_t bytes, void *device) {
+  if (bytes == 0)
+    return Status::ok();
+  constexpr size_t kChunk = size_t(64) << 20;
+  size_t chunk = std::min(bytes, kChunk);
+  PinnedBuffer staging[2];
+  MOEC_RETURN_IF_ERROR(PinnedBuffer::allocate(chunk, staging[0]));
+  MOEC_RETURN_IF_ERROR(PinnedBuffer::allocate(chunk, staging[1]));
+  cudaStream_t copy = nullptr;
+  MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  Status status = [&]() -> Status {
+    for (cudaEvent_t &event : done)
+      MOEC_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    bool used[2] = {false, false};
+    for (size_t at = 0, i = 0; at < bytes; at += chunk, i ^= 1) {
+      size_t n = std::min(chunk, bytes - at);
+      if (used[i]) // the copy that last read this staging buffer is done
+        MOEC_CUDA_TRY(cudaEventSynchronize(done[i]));
+      std::memcpy(staging[i].data(), static_cast<const unsigned char *>(host) + at, n);
+      MOEC_CUDA_TRY(cudaMemcpyAsync(static_cast<unsigned char *>(device) + at, staging[i].data(),
+                                    n, cudaMemcpyHostToDevice, copy));
+      MOEC_CUDA_TRY(cudaEventRecord(done[i], copy));
+      used[i] = true;
+    }
+    MOEC_CUDA_TRY(cudaStreamSynchronize(copy));
+    return Status::ok();
+  }();
+  for (cudaEvent_t event : done)
+    if (event)
+      cudaEventDestroy(event);
+  cudaStreamDestroy(copy);
+  return status;
+}
+
+int reportStatus(const Status &status, char *error, size_t errorBytes) {
+  if (status)
+    return 0;
+  if (error && errorBytes) {
+    size_t n = std::min(errorBytes - 1, status.message().size());
+    std::memcpy(error, status.message().data(), n);
+    error[n] = '\0';
+  }
+  return 1;
+}
+
+} // namespace moec::rt::cuda

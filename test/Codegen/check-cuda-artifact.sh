@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Usage: check-cuda-artifact.sh BIN_DIR MODEL INPUTS.npz EXPECTED.npz [moec-run flags...]
+# End to end on a GPU (ctest label `gpu`): `moec compile MODEL --target=cuda`
+# writes an artifact (generated code compiled with nvcc to model.so), then
+# `moec-run` runs it on INPUTS.npz against EXPECTED.npz within the criterion of
+# the CPU tests (check-cpu-artifact.sh). Exits 77 (skipped) where there is no
+# nvcc or where no CUDA device answers.
+#
+# With MOEC_PREBUILT_ARTIFACT=DIR the compile step is skipped and DIR is run
+# (the artifacts compiled on a machine with MLIR, run on one with a GPU).
+set -euo pipefail
+bin=$1 model=$2 inputs=$3 expected=$4
+shift 4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+artifact=${MOEC_PREBUILT_ARTIFACT:-$work/artifact}
+if [[ -z ${MOEC_PREBUILT_ARTIFACT:-} ]]; then
+  if ! "$bin/moec" compile "$model" --target=cuda -o "$artifact" 2>"$work/compile.err"; then
+    cat "$work/compile.err" >&2
+    if grep -q "needs CUDA's compiler\|built without CUDA" "$work/compile.err"; then
+      echo "skipped: no nvcc" >&2
+      exit 77
+    fi
+    exit 1
+  fi
+fi
+set +e
+"$bin/moec-run" "$artifact" --inputs "$inputs" --outputs "$work/out.npz" \
+  --expected-outputs "$expected" --rtol 1e-5 --atol 1e-6 --scale-atol "$@" 2>"$work/run.err"
+rc=$?
+set -e
+cat "$work/run.err" >&2
+if [[ $rc -ne 0 ]] && grep -q "no CUDA device answers" "$work/run.err"; then
+  echo "skipped: no CUDA device" >&2
+  exit 77
+fi
+exit $rc

@@ -1,0 +1,54 @@
+// `moec compile --target=cuda`: the same checks as the CPU target, naming the
+// CUDA target, and a clear error where there is no nvcc. None needs a GPU.
+
+// RUN: rm -rf %t && split-file %s %t
+
+// RUN: not moec compile %t/unknown-op.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=OP
+// OP: unknown-op.mlir:2:8: error: cannot generate code for 'onnx.Add': not an op of the grouped phase that the CUDA target knows
+// RUN: not ls %t/a
+
+// RUN: not moec compile %t/all-reduce.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=ALLREDUCE
+// ALLREDUCE: all-reduce.mlir:2:8: error: cannot generate code for 'moe.all_reduce': expert parallelism (moe.all_reduce) is not supported by the CUDA target; compile without --ep-size
+
+// RUN: not moec compile %t/bf16.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16
+// BF16: error: cannot generate code for input 'x' of element type 'bf16': the CUDA target takes f32 tensors (and i32/i64 expert ids) only
+
+// RUN: not moec compile %t/fp8.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=FP8
+// FP8: fp8.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': FP8 block scales; the CUDA target does not support FP8 yet
+
+// RUN: not moec compile %fixtures/mixtral/model.onnx --fp8 --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=FP8-EXPERTS
+// FP8-EXPERTS: error: cannot generate code for 'moe.quantize' (ONNX node '{{.*}}'): FP8 quantisation is not supported by the CUDA target yet
+
+// RUN: not moec compile %t/unknown-op.mlir --target=cuda 2>&1 | FileCheck %s --check-prefix=NOOUT
+// NOOUT: moec: --target=cuda writes an artifact directory; name it with -o DIR
+// RUN: not ls %t/a
+
+// Without nvcc: a clear message, no artifact and no staging directory left.
+// RUN: env MOEC_NVCC=%t/no-such-nvcc not moec compile %fixtures/mixtral/model.onnx --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=NVCC
+// NVCC: error: --target=cuda needs {{CUDA's compiler, but there is no nvcc at '.*no-such-nvcc' \(install the CUDA toolkit or set MOEC_NVCC\)|the runtime's CUDA library, and this moec was built without CUDA}}
+// RUN: not ls %t/a
+// RUN: not ls -d %t/a.tmp-*
+
+//--- unknown-op.mlir
+func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %0 = "onnx.Add"(%x, %x) : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %0 : tensor<?x64xf32>
+}
+
+//--- all-reduce.mlir
+func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %0 = moe.all_reduce %x {ep_size = 2 : i64} : tensor<?x64xf32>
+  return %0 : tensor<?x64xf32>
+}
+
+//--- bf16.mlir
+func.func @f(%x: tensor<?x64xbf16> {onnx.name = "x"}) -> tensor<?x64xbf16> {
+  return %x : tensor<?x64xbf16>
+}
+
+//--- fp8.mlir
+func.func @f(%x: tensor<?x128xf32>, %s: tensor<2x1x1xf32>, %o: tensor<2xi32>) -> tensor<?x128xf32> {
+  %w = arith.constant dense<1.0> : tensor<2x128x128xf8E4M3FN>
+  %0 = moe.grouped_matmul %x, %w, %o weight_scales(%s : tensor<2x1x1xf32>) : tensor<?x128xf32>, tensor<2x128x128xf8E4M3FN>, tensor<2xi32> -> tensor<?x128xf32>
+  return %0 : tensor<?x128xf32>
+}
