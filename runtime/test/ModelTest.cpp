@@ -106,6 +106,23 @@ TEST_F(ModelTest, WeightsChecked) {
   EXPECT_NE(loadError().find("model.so: cannot load"), std::string::npos);
 }
 
+// A cuda artifact is checked like a cpu one; its model.so brings CUDA along,
+// so this loader (built with or without CUDA) accepts the target.
+TEST_F(ModelTest, CudaTargetAccepted) {
+  std::string manifest = kManifest;
+  manifest.replace(manifest.find("target cpu"), 10, "target cuda");
+  write("manifest.txt", manifest);
+  write("weights.bin", weightsHeader(64));
+  std::string error = loadError();
+  EXPECT_EQ(error.find("cannot run here"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.so: cannot load"), std::string::npos) << error;
+  manifest.replace(manifest.find("target cuda"), 11, "target rocm");
+  write("manifest.txt", manifest);
+  EXPECT_NE(loadError().find("target 'rocm' cannot run here (this runtime runs 'cpu' and 'cuda' "
+                             "artifacts)"),
+            std::string::npos);
+}
+
 TEST_F(ModelTest, NullModel) {
   EXPECT_EQ(moec_run(nullptr, nullptr, 0, nullptr, 0), -1);
   EXPECT_STREQ(moec_last_error(), "moec_run: model is null");

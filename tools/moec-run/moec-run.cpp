@@ -4,7 +4,7 @@
 //            [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
 //            [--bench N]
 //
-// Loads ARTIFACT (what `moec compile --target=cpu -o ARTIFACT` wrote) through
+// Loads ARTIFACT (what `moec compile --target=cpu|cuda -o ARTIFACT` wrote) through
 // the runtime's C API (moec.h), feeds it the arrays of IN.npz keyed by the
 // graph's input names, writes the outputs to OUT.npz (atomically, and not at
 // all when anything fails), compares them with REF.npz like moec-interp does,

@@ -1,6 +1,6 @@
 /*===- moec.h - C API of moec's runtime: load and run compiled artifacts ---===*
  *
- * An artifact is what `moec compile --target=cpu -o DIR` writes: DIR/model.so
+ * An artifact is what `moec compile --target=cpu|cuda -o DIR` writes: DIR/model.so
  * (the generated code), DIR/weights.bin and DIR/manifest.txt (docs/artifact.md).
  *
  *   moec_model *m = moec_load("mixtral.moec");

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Usage: scripts/gpu-prebuilt.sh prepare   (here: MLIR build tree + nvcc, no GPU)
+#        scripts/gpu-prebuilt.sh run       (on a GPU machine without MLIR)
+#
+# `prepare` compiles every fixture and expert-loop case with --target=cuda into
+# .device/art/NAME and builds a moec-run with static libstdc++ and zlib plus the
+# runtime's GPU unit tests into .device/bin; .device/ (ignored through
+# .git/info/exclude) is what travels. `run` runs test/Codegen/check-cuda-artifact.sh
+# on each prebuilt artifact (MOEC_PREBUILT_ARTIFACT), the GPU unit tests, a short
+# benchmark and compute-sanitizer memcheck on three artifacts.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin
+fixtures="mixtral qwen3_moe gpt_oss deepseek_v3 ort-moe ort-moe-silu ort-qmoe"
+forms="loop loop-concat unrolled"
+case ${1:-} in
+prepare)
+  set -e
+  build=${BUILD_DIR:-build}
+  mkdir -p .device/bin .device/art
+  grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
+  for f in $fixtures; do "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda -o .device/art/$f; done
+  for form in $forms; do
+    "$build/bin/moec" compile $L/$form.mlir --target=cuda -o .device/art/loops-$form
+  done
+  g++ -O2 -std=c++20 tools/moec-run/moec-run.cpp -Iruntime/include "$build/runtime/libmoec_runtime.a" \
+    /usr/lib/x86_64-linux-gnu/libz.a -static-libstdc++ -static-libgcc -ldl -pthread -o $B/moec-run
+  cp "$build/runtime/test/moec-runtime-gpu-tests" $B/
+  du -sh .device
+  ;;
+run)
+  nvidia-smi -L
+  pass=0 fail=0 skip=0
+  check() { # name model inputs expected
+    echo "== $1"
+    MOEC_PREBUILT_ARTIFACT=.device/art/$1 timeout 120 test/Codegen/check-cuda-artifact.sh $B "$2" "$3" "$4"
+    local rc=$?
+    echo "rc=$rc"
+    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  }
+  for f in $fixtures; do check $f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz; done
+  for form in $forms; do check loops-$form $L/$form.mlir $L/$form.inputs.npz $L/expected.npz; done
+  echo "SUMMARY pass=$pass fail=$fail skip=$skip"
+  echo "== runtime gpu unit tests"
+  timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
+  echo "== bench mixtral"
+  $B/moec-run .device/art/mixtral --inputs $fx/mixtral/inputs.npz --bench 50
+  echo "== compute-sanitizer memcheck"
+  for a in mixtral deepseek_v3; do
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/moec-run .device/art/$a \
+      --inputs $fx/$a/inputs.npz --expected-outputs $fx/$a/expected.npz --rtol 1e-5 --atol 1e-6 \
+      --scale-atol 2>&1 | tail -6
+    echo "sanitizer $a rc=${PIPESTATUS[0]}"
+  done
+  timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/moec-run .device/art/loops-loop \
+    --inputs $L/loop.inputs.npz --expected-outputs $L/expected.npz --rtol 1e-5 --atol 1e-6 \
+    --scale-atol 2>&1 | tail -4
+  echo "sanitizer loops-loop rc=${PIPESTATUS[0]}"
+  [[ $fail -eq 0 ]]
+  ;;
+*)
+  sed -n 2,10p "$0"
+  exit 2
+  ;;
+esac
