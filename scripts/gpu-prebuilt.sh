@@ -7,7 +7,7 @@
 # runtime's GPU unit tests into .device/bin; .device/ (ignored through
 # .git/info/exclude) is what travels. `run` runs test/Codegen/check-cuda-artifact.sh
 # on each prebuilt artifact (MOEC_PREBUILT_ARTIFACT), the GPU unit tests, a short
-# benchmark and compute-sanitizer memcheck on three artifacts.
+# benchmark with and without CUDA graphs and compute-sanitizer memcheck on three artifacts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin
@@ -43,8 +43,14 @@ run)
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
   echo "== runtime gpu unit tests"
   timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
-  echo "== bench mixtral"
-  $B/moec-run .device/art/mixtral --inputs $fx/mixtral/inputs.npz --bench 50
+  echo "== bench (CUDA graphs, then eager with MOEC_CUDA_GRAPHS=0)"
+  for a in mixtral deepseek_v3; do
+    $B/moec-run .device/art/$a --inputs $fx/$a/inputs.npz --bench 200
+    MOEC_CUDA_GRAPHS=0 $B/moec-run .device/art/$a --inputs $fx/$a/inputs.npz --bench 200
+  done
+  echo "== eager runs checked too"
+  MOEC_CUDA_GRAPHS=0 $B/moec-run .device/art/gpt_oss --inputs $fx/gpt_oss/inputs.npz \
+    --expected-outputs $fx/gpt_oss/expected.npz --rtol 1e-5 --atol 1e-6 --scale-atol
   echo "== compute-sanitizer memcheck"
   for a in mixtral deepseek_v3; do
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/moec-run .device/art/$a \

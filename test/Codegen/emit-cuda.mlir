@@ -1,7 +1,8 @@
 // REQUIRES: cuda-build
 // `moec compile --target=cuda` (needs nvcc, not a GPU): the artifact layout of
-// the CPU target with `target cuda`, kernels on one stream, num_valid and the
-// offsets kept on the device, and one host synchronisation at the end.
+// the CPU target with `target cuda`, kernels on one stream (run eagerly or as a
+// CUDA graph captured per token count), num_valid and the offsets kept on the
+// device, and one host synchronisation at the end.
 
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/mixtral
@@ -15,6 +16,7 @@
 // RUN: ls %t/mixtral/model.so %t/mixtral/weights.bin %t/mixtral/model.cu
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cu
 // CODE: MOEC_CUDA_TRY(cudaMemcpyAsync(in0, inputs[0], sizeof(*in0) * (64 * T), cudaMemcpyHostToDevice, stream));
+// CODE: auto compute = [&]() -> Status {
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8, nullptr, Epilogue{}, v0, stream));
 // CODE: MOEC_RETURN_IF_ERROR(route(v0, T, 8, nullptr, Routing{RoutingKind::SoftmaxTopK, 2, true, 1, 1, 0x1p+0f}, v1, v2, stream));
 // CODE: MOEC_RETURN_IF_ERROR(sortByExpert(v1, 2 * T, 8, 0, v3, v4, v5, sortWorkspace + state.sortOffset[0], state.sortBytes[0], stream));
@@ -22,6 +24,7 @@
 // CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
 // CODE-NOT: cudaStreamSynchronize
 // CODE: MOEC_RETURN_IF_ERROR(combine(v8, v3, 2 * T, 64, v2, T, 2, v5, nullptr, nullptr, v10, v9, stream));
+// CODE: MOEC_RETURN_IF_ERROR(state.graphs.run(T, stream, compute));
 // CODE-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[0], v9, sizeof(*v9) * (64 * T), cudaMemcpyDeviceToHost, stream));
 // CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(stream));
 // CODE-NOT: cudaStreamSynchronize

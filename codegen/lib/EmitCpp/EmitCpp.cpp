@@ -224,6 +224,14 @@ private:
   void assembleCuda(llvm::raw_ostream &os);
 
   void line(const Twine &text) { body += "  " + text.str() + "\n"; }
+  // CUDA keeps the pointer declarations, the input and the output copies apart
+  // from the kernel calls, which run eagerly or as a captured CUDA graph; on
+  // the CPU all are lines of the body in order.
+  void decl(const Twine &text) {
+    (cuda ? decls : body) += "  " + text.str() + "\n";
+  }
+  void copyInLine(const Twine &text) { copyIn += "  " + text.str() + "\n"; }
+  void copyOutLine(const Twine &text) { copyOut += "  " + text.str() + "\n"; }
   void comment(Operation *op) {
     std::string loc;
     llvm::raw_string_ostream os(loc);
@@ -234,7 +242,7 @@ private:
   func::FuncOp function;
   int64_t maxTokens;
   bool cuda;
-  std::string body;
+  std::string body, decls, copyIn, copyOut;
   llvm::DenseMap<Value, ValueInfo> values;
   llvm::DenseMap<Value, unsigned> outputOf; // results written straight into an output
   unsigned nextVar = 0;
@@ -317,7 +325,7 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   // grouped phase has a handful, so reuse would save little).
   uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
   uint64_t offset = reserve(elements * (element.getIntOrFloatBitWidth() / 8));
-  line(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
+  decl(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
        std::to_string(offset) + ");");
   return &info;
 }
@@ -392,7 +400,7 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
     info.dims.push_back({size, false});
   info.elementType = entry.elementType;
   std::string cppType = *cppElementType(entry.elementType);
-  line("const " + cppType + " *" + info.var + " = reinterpret_cast<const " + cppType +
+  decl("const " + cppType + " *" + info.var + " = reinterpret_cast<const " + cppType +
        " *>(weights + " + std::to_string(entry.offset) + "); // " + entry.name);
   weights.push_back(std::move(entry));
   return &info;
@@ -564,7 +572,7 @@ LogicalResult Emitter::emitSort(moe::SortOp op) {
     idsVar = "v" + std::to_string(nextVar++);
     uint64_t offset =
         reserve(4 * static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
-    line("int32_t *" + idsVar + " = reinterpret_cast<int32_t *>(workspace + " +
+    decl("int32_t *" + idsVar + " = reinterpret_cast<int32_t *>(workspace + " +
          std::to_string(offset) + ");");
     if (cuda) {
       kernel("narrowIds", {(*ids)->var, dimExpr(*slots), idsVar});
@@ -680,7 +688,7 @@ LogicalResult Emitter::emitCombine(moe::CombineOp op) {
     std::string rowOfSlot = "v" + std::to_string(nextVar++);
     uint64_t offset =
         reserve(4 * static_cast<uint64_t>(slots.size) * (slots.perToken ? maxTokens : 1));
-    line("int32_t *" + rowOfSlot + " = reinterpret_cast<int32_t *>(workspace + " +
+    decl("int32_t *" + rowOfSlot + " = reinterpret_cast<int32_t *>(workspace + " +
          std::to_string(offset) + ");");
     args.insert(args.end() - 1, rowOfSlot);
   }
@@ -763,7 +771,7 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
                                  "; an output's dynamic dimension must be T itself");
     std::optional<Dim> count = countOf((*info)->dims);
     if (cuda) {
-      line(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[{0}], {1}, sizeof(*{1}) * ({2}), "
+      copyOutLine(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[{0}], {1}, sizeof(*{1}) * ({2}), "
                          "cudaMemcpyDeviceToHost, stream));",
                          i, (*info)->var, dimExpr(*count))
                .str());
@@ -811,7 +819,7 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
   for (uint64_t i = 0; i < sorts; ++i)
     os << (i ? ", " : "") << sortSlots[i];
   os << (sorts ? "" : "0") << "};\n\n"
-     << "struct State {\n  DeviceModel model;\n"
+     << "struct State {\n  DeviceModel model;\n  GraphCache graphs;\n"
      << "  size_t sortOffset[" << std::max<uint64_t>(sorts, 1) << "] = {}, sortBytes["
      << std::max<uint64_t>(sorts, 1) << "] = {};\n};\n\n"
      << "Status create(State &state, const unsigned char *weights, uint64_t weightsBytes) {\n"
@@ -828,7 +836,15 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
      << "  unsigned char *workspace = state.model.workspace();\n"
      << "  unsigned char *sortWorkspace = workspace + kPlannedBytes;\n"
      << "  (void)T;\n  (void)weights;\n  (void)sortWorkspace;\n  (void)inputs;\n"
-     << body
+     << decls << copyIn
+     << "  // The kernels: eagerly, or replayed as the CUDA graph captured for T.\n"
+     << "  auto compute = [&]() -> Status {\n"
+     << llvm::join(llvm::map_range(llvm::split(StringRef(body).rtrim('\n'), '\n'),
+                                   [](StringRef l) { return "  " + l.str(); }),
+                   "\n")
+     << "\n    return Status::ok();\n  };\n"
+     << "  MOEC_RETURN_IF_ERROR(state.graphs.run(T, stream, compute));\n"
+     << copyOut
      << "  // The one host synchronisation: the outputs are in host memory after it.\n"
      << "  MOEC_CUDA_TRY(cudaStreamSynchronize(stream));\n"
      << "  return Status::ok();\n}\n"
@@ -903,9 +919,9 @@ LogicalResult Emitter::run() {
       uint64_t offset = reserve(static_cast<uint64_t>(count->size) *
                                 (count->perToken ? maxTokens : 1) *
                                 (info.elementType.getIntOrFloatBitWidth() / 8));
-      line(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
+      decl(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
            std::to_string(offset) + ");");
-      line(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync({0}, inputs[{1}], sizeof(*{0}) * ({2}), "
+      copyInLine(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync({0}, inputs[{1}], sizeof(*{0}) * ({2}), "
                          "cudaMemcpyHostToDevice, stream));",
                          info.var, i, dimExpr(*count))
                .str());

@@ -3,6 +3,7 @@
 #include "moec/runtime/cuda/Artifact.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace moec::rt::cuda {
@@ -23,6 +24,47 @@ Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
                            .withContext("uploading the weights"));
   MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(workspaceBytes, workspace_).withContext(
       "allocating the device workspace of " + std::to_string(workspaceBytes) + " bytes"));
+  return Status::ok();
+}
+
+GraphCache::GraphCache() {
+  const char *text = std::getenv("MOEC_CUDA_GRAPHS");
+  enabled_ = !(text && std::strcmp(text, "0") == 0);
+}
+
+GraphCache::~GraphCache() {
+  for (auto &[tokens, exec] : graphs_)
+    cudaGraphExecDestroy(exec);
+}
+
+Status GraphCache::run(int64_t tokens, cudaStream_t stream,
+                       const std::function<Status()> &compute) {
+  auto it = graphs_.find(tokens);
+  if (it == graphs_.end()) {
+    if (!enabled_ || graphs_.size() >= kMaxGraphs)
+      return compute();
+    // Relaxed: the kernels' wrappers ask CUB and the device for sizes while
+    // they enqueue, which the stricter capture modes refuse.
+    MOEC_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    Status status = compute();
+    cudaGraph_t graph = nullptr;
+    cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t instantiated = cudaErrorUnknown;
+    if (status && ended == cudaSuccess && graph)
+      instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph)
+      cudaGraphDestroy(graph);
+    if (!status || instantiated != cudaSuccess) {
+      // Nothing ran: run eagerly from now on (a kernel's own error, say a bad
+      // argument, is reported by the eager run).
+      cudaGetLastError();
+      enabled_ = false;
+      return compute();
+    }
+    it = graphs_.emplace(tokens, exec).first;
+  }
+  MOEC_CUDA_TRY(cudaGraphLaunch(it->second, stream));
   return Status::ok();
 }
 

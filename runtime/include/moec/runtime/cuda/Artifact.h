@@ -17,6 +17,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 
 namespace moec::rt::cuda {
@@ -40,6 +42,27 @@ public:
 private:
   cudaStream_t stream_ = nullptr;
   DeviceBuffer weights_, workspace_;
+};
+
+/// The kernel chain of a run (route to combine has no host synchronisation and
+/// no allocation) captured as a CUDA graph on the first run with a token count
+/// and replayed on later ones: one launch instead of one per kernel. Up to
+/// kMaxGraphs token counts are kept; others run eagerly, as does everything
+/// when $MOEC_CUDA_GRAPHS is 0 or a capture fails.
+class GraphCache {
+public:
+  static constexpr size_t kMaxGraphs = 64;
+  GraphCache();
+  GraphCache(const GraphCache &) = delete;
+  GraphCache &operator=(const GraphCache &) = delete;
+  ~GraphCache();
+
+  /// Runs `compute` (which enqueues work on `stream` only) for `tokens`.
+  Status run(int64_t tokens, cudaStream_t stream, const std::function<Status()> &compute);
+
+private:
+  bool enabled_ = true;
+  std::map<int64_t, cudaGraphExec_t> graphs_;
 };
 
 /// OK where a CUDA device answers; else "no CUDA device answers (REASON)".
