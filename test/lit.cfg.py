@@ -17,6 +17,8 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["moec", "moec-opt", "moec-translate", "moec-interp", "moec-run"], [config.moec_tools_dir])
 # The end-to-end fixtures (model.onnx, inputs.npz, expected.npz per model).
+# The source tree (bench/ scripts).
+config.substitutions.append(("%moec_src", config.moec_src_root))
 config.substitutions.append(("%fixtures", os.path.join(config.moec_src_root, "test", "fixtures")))
 config.excludes += ["Inputs", "Regressions"]
 

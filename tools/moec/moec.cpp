@@ -55,6 +55,12 @@ static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("largest token count the artifact accepts (--target)"),
                                   cl::init(8192));
 
+static cl::opt<std::string> weightsMode(
+    "weights",
+    cl::desc("with --target: 'embedded' writes weights.bin (default); 'external' writes only its "
+             "layout (the manifest's weight lines), to be filled elsewhere"),
+    cl::init("embedded"));
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "moec: " << message << "\n";
   return 1;
@@ -85,6 +91,10 @@ static int compile() {
       return fail("--target=" + target.getValue() + " writes an artifact directory; name it with -o DIR");
     if (maxTokens < 1)
       return fail("--max-tokens must be at least 1");
+    if (weightsMode != "embedded" && weightsMode != "external")
+      return fail("unknown --weights='" + weightsMode + "' (embedded, external)");
+  } else if (weightsMode.getNumOccurrences()) {
+    return fail("--weights needs --target");
   }
 
   DialectRegistry registry;
@@ -125,6 +135,7 @@ static int compile() {
     options.target = target == "cuda" ? moec::codegen::Target::CUDA : moec::codegen::Target::CPU;
     options.outputDir = outputPath;
     options.maxTokens = maxTokens;
+    options.externalWeights = weightsMode == "external";
     return failed(moec::codegen::emitArtifact(*module, options)) ? 1 : 0;
   }
 
@@ -142,7 +153,7 @@ int main(int argc, char **argv) {
     llvm::errs() << "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8] "
                     "[--ep-size=N --ep-rank=R] [-o OUT]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
-                    "[--max-tokens=N]\n";
+                    "[--max-tokens=N] [--weights=embedded|external]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||
                          llvm::StringRef(argv[1]) == "-h")
                ? 0

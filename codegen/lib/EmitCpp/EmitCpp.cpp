@@ -145,6 +145,8 @@ struct WeightEntry {
   /// gigabytes), or `expanded` for a splat.
   ArrayRef<char> bytes;
   std::shared_ptr<std::vector<char>> expanded;
+  /// The size in weights.bin; `bytes` is empty for external weights.
+  uint64_t size = 0;
 };
 
 struct TensorDecl {
@@ -155,8 +157,9 @@ struct TensorDecl {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp function, int64_t maxTokens, Target target)
-      : function(function), maxTokens(maxTokens), cuda(target == Target::CUDA) {}
+  Emitter(func::FuncOp function, int64_t maxTokens, Target target, bool externalWeights = false)
+      : function(function), maxTokens(maxTokens), cuda(target == Target::CUDA),
+        externalWeights(externalWeights) {}
 
   LogicalResult run();
 
@@ -242,6 +245,9 @@ private:
   func::FuncOp function;
   int64_t maxTokens;
   bool cuda;
+  /// --weights=external: weights.bin is laid out but not written, so a
+  /// splat's bytes are never expanded (bench/write_weights.py fills it).
+  bool externalWeights;
   std::string body, decls, copyIn, copyOut;
   llvm::DenseMap<Value, ValueInfo> values;
   llvm::DenseMap<Value, unsigned> outputOf; // results written straight into an output
@@ -380,12 +386,20 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
     return LogicalResult(unsupported(op, role + " is defined by '" +
                                    (def ? def->getName().getStringRef() : StringRef("?")) +
                                    "', which has no code"));
-  // A weight: copied into weights.bin at the next 64-byte boundary.
+  // A weight: copied into weights.bin at the next 64-byte boundary (external
+  // weights: only its place is planned).
+  auto type = cast<RankedTensorType>(value.getType());
   std::shared_ptr<std::vector<char>> expanded;
-  std::optional<ArrayRef<char>> bytes = constantBytes(value, expanded);
+  std::optional<ArrayRef<char>> bytes;
+  if (externalWeights) {
+    if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+      return LogicalResult(unsupported(op, role + " is a constant of no static size"));
+    bytes = ArrayRef<char>();
+  } else {
+    bytes = constantBytes(value, expanded);
+  }
   if (!bytes)
     return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
-  auto type = cast<RankedTensorType>(value.getType());
   WeightEntry entry;
   entry.name = constantName(value, weights.size());
   entry.elementType = type.getElementType();
@@ -393,7 +407,10 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   entry.offset = alignUp(weightsBytes);
   entry.bytes = *bytes;
   entry.expanded = std::move(expanded);
-  weightsBytes = entry.offset + entry.bytes.size();
+  entry.size = externalWeights ? static_cast<uint64_t>(type.getNumElements()) *
+                                     (type.getElementTypeBitWidth() / 8)
+                               : entry.bytes.size();
+  weightsBytes = entry.offset + entry.size;
   ValueInfo &info = values[value];
   info.var = "w" + std::to_string(weights.size());
   for (int64_t size : type.getShape())
@@ -1082,7 +1099,7 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
     return fail("cannot generate code for @" + function.getSymName() + ": more than one block");
   (void)context;
 
-  Emitter emitter(function, options.maxTokens, options.target);
+  Emitter emitter(function, options.maxTokens, options.target, options.externalWeights);
   if (failed(emitter.run()))
     return failure();
 
@@ -1149,7 +1166,8 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
     return fail(error);
 
   uint64_t total = emitter.weightsBytes;
-  if (!writeFile(
+  if (!options.externalWeights &&
+      !writeFile(
           staging + "/weights.bin",
           [&](llvm::raw_ostream &os) {
             // Header: magic, version, reserved, tensor count, file size; zero
@@ -1165,7 +1183,7 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
             for (const WeightEntry &weight : emitter.weights) {
               os.write_zeros(weight.offset - at);
               os.write(weight.bytes.data(), weight.bytes.size());
-              at = weight.offset + weight.bytes.size();
+              at = weight.offset + weight.size;
             }
           },
           error))
@@ -1178,6 +1196,10 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
                << "# written by moec compile --target=" << targetName << "; docs/artifact.md\n"
                << "target " << targetName << "\n"
                << "library model.so\n"
+               << (options.externalWeights
+                       ? "# --weights=external: weights.bin is not written; fill it in the layout\n"
+                         "# of the weight lines below (bench/write_weights.py)\n"
+                       : "")
                << "weights weights.bin " << total << "\n"
                << (cuda ? "# device workspace, without CUB's sort workspace (sized at load)\n" : "")
                << "workspace_bytes " << emitter.workspaceBytes << "\n"
@@ -1191,7 +1213,7 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
             for (const WeightEntry &weight : emitter.weights)
               os << "weight " << weight.name << " " << manifestDType(weight.elementType) << " "
                  << joinShape(weight.shape) << " " << weight.offset << " "
-                 << weight.bytes.size() << "\n";
+                 << weight.size << "\n";
           },
           error))
     return fail(error);

@@ -29,6 +29,9 @@ struct ArtifactOptions {
   std::string outputDir;
   /// Upper bound of the dynamic token count; buffers are planned for it.
   int64_t maxTokens = 8192;
+  /// Lay weights.bin out in the manifest but do not write it (splats are not
+  /// expanded): the weights are filled in elsewhere (bench/write_weights.py).
+  bool externalWeights = false;
   /// The C++ compiler ("c++" from PATH unless set; $MOEC_CXX overrides).
   std::string cxx;
   /// CUDA's compiler driver ($MOEC_NVCC, else the one moec was built with,

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Fill an artifact's weights.bin in the layout its manifest gives (numpy or torch tensors).
+
+`moec compile X --target=cpu|cuda --weights=external -o DIR` writes manifest.txt
+and model.so but no weights.bin: the manifest's `weights weights.bin BYTES` and
+`weight NAME DTYPE SHAPE OFFSET BYTES` lines are the layout (docs/artifact.md).
+This writes the file: the 64-byte header (magic "MOECWTS\\0", version 1, tensor
+count, file size), each tensor at its offset, zeros between.
+
+    python3 bench/write_weights.py DIR --splat 0.01     # every weight a constant (tests)
+    from write_weights import write_weights; write_weights(DIR, [router, gate_up, down])
+
+Tensors are given in manifest order, each of the manifest's shape, in moe's
+orientation ([out, in]; gate/up concatenated [E, 2I, H], rows [0, I) gate), and
+converted to the manifest's dtype. torch tensors are accepted (moved to the host).
+"""
+import argparse
+import os
+import struct
+import sys
+
+STRUCT = {"f32": "<f", "i32": "<i", "i64": "<q"}
+
+
+def read_layout(artifact):
+    """(total bytes, [(name, dtype, shape, offset, bytes)]) from DIR/manifest.txt."""
+    total, weights = None, []
+    with open(os.path.join(artifact, "manifest.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if not parts or parts[0].startswith("#"):
+                continue
+            if parts[0] == "weights":
+                total = int(parts[2])
+            elif parts[0] == "weight":
+                name, dtype, shape, offset, size = parts[1:6]
+                shape = tuple(int(s) for s in shape.strip("[]").split(",") if s)
+                weights.append((name, dtype, shape, int(offset), int(size)))
+    if total is None:
+        raise ValueError(f"{artifact}/manifest.txt has no 'weights' line")
+    return total, weights
+
+
+class Splat:
+    """Every element `value` (no array is built: the --splat path needs no numpy)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _write(f, t, name, dtype, shape, size):
+    if isinstance(t, Splat):
+        one = struct.pack(STRUCT[dtype], t.value)
+        chunk = one * (1 << 20)
+        left = size
+        while left:
+            n = min(left, len(chunk))
+            f.write(chunk[:n])
+            left -= n
+        return
+    import numpy as np
+    npdtype = {"f32": np.float32, "i32": np.int32, "i64": np.int64}[dtype]
+    if hasattr(t, "detach"):  # torch
+        import torch
+        t = t.detach().to(device="cpu", dtype={"f32": torch.float32, "i32": torch.int32,
+                                               "i64": torch.int64}[dtype]).contiguous().numpy()
+    a = np.ascontiguousarray(np.asarray(t, dtype=npdtype))
+    if a.shape != shape or a.nbytes != size:
+        raise ValueError(f"weight {name}: manifest {dtype} {list(shape)}, given "
+                         f"{a.dtype} {list(a.shape)}")
+    a.tofile(f)
+
+
+def write_weights(artifact, tensors):
+    """Write DIR/weights.bin from `tensors` (manifest order); returns its path."""
+    total, layout = read_layout(artifact)
+    if len(tensors) != len(layout):
+        raise ValueError(f"the manifest lays out {len(layout)} weights, {len(tensors)} given")
+    path = os.path.join(artifact, "weights.bin")
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(b"MOECWTS\0" + struct.pack("<IIQQ", 1, 0, len(layout), total) + bytes(32))
+        at = 64
+        for (name, dtype, shape, offset, size), t in zip(layout, tensors):
+            f.write(bytes(offset - at))
+            _write(f, t, name, dtype, shape, size)
+            at = offset + size
+        f.write(bytes(total - at))
+    os.replace(tmp, path)
+    return path
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("artifact")
+    p.add_argument("--splat", type=float, required=True, help="every element of every weight")
+    a = p.parse_args()
+    _, layout = read_layout(a.artifact)
+    write_weights(a.artifact, [Splat(a.splat)] * len(layout))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
