@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""moec against transformers' experts backends on one GPU, side by side, with the same weights.
+
+Runs on the GPU machine (torch, transformers 5.x; no MLIR). For each model shape it
+builds the transformers block with random bf16 weights (as
+shared/reference/bench_transformers_moe.py does: every parameter N(0, 0.02)), fills
+the moec artifact's weights.bin from the block's own parameters
+(bench/write_weights.py; the artifact comes from `moec compile --weights=external`,
+see bench/prepare.sh), loads it through the C API (moec.h, via ctypes on a
+libmoec.so) and, per token count T:
+
+* checks moec's output against transformers' eager block run in f32 on the same
+  weights and input (moec computes in f32): relative L2 error <= --rtol (default
+  1e-4) passes; max abs error and transformers' own bf16 error are reported too;
+* times transformers' `eager`, `batched_mm`, `grouped_mm` (bf16) and moec (f32),
+  each run preceded by a 256 MiB write that flushes the L2 and timed on the host
+  around one synchronised call (moec's time includes its host-to-device copy of
+  the input and the copy back of the output, from/to pinned memory, which
+  transformers does not pay); transformers' CUDA-event median (the reference's
+  number) is reported beside it.
+
+Bandwidth: touched experts (distinct experts routed by transformers' bf16 router)
+x 3·H·I bf16 bytes / time, against 4.25 TB/s copy: the same yardstick for every
+column (moec reads f32 weights today, twice those bytes).
+
+    python3 bench/bench_moe.py --artifacts .device/bench/art --lib .device/bench/libmoec.so \
+        --models qwen3moe-30b-a3b,mixtral-8x7b --tokens 1,16,128,1024
+Writes bench_moe.md and bench_moe.json under $OUT (default ./out).
+"""
+import argparse
+import copy
+import ctypes
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from write_weights import write_weights  # noqa: E402
+
+COPY_BPS = 4.25e12
+DEV = "cuda"
+# name: (E, H, I, k, transformers block class name, config class name, config kwargs)
+SPECS = {
+    "qwen3moe-30b-a3b": (128, 2048, 768, 8, "qwen3_moe", "Qwen3MoeSparseMoeBlock", "Qwen3MoeConfig",
+                         dict(hidden_size=2048, moe_intermediate_size=768, num_experts=128,
+                              num_experts_per_tok=8, norm_topk_prob=True)),
+    "mixtral-8x7b": (8, 4096, 14336, 2, "mixtral", "MixtralSparseMoeBlock", "MixtralConfig",
+                     dict(hidden_size=4096, intermediate_size=14336, num_local_experts=8,
+                          num_experts_per_tok=2)),
+}
+IMPLS = ["eager", "batched_mm", "grouped_mm"]
+
+
+def log(*a):
+    print(" ".join(str(x) for x in a), flush=True)
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p)]
+
+
+class Moec:
+    """One artifact loaded through moec.h."""
+
+    def __init__(self, lib, artifact):
+        L = self.L = ctypes.CDLL(lib)
+        L.moec_load.restype = ctypes.c_void_p
+        L.moec_load.argtypes = [ctypes.c_char_p]
+        L.moec_last_error.restype = ctypes.c_char_p
+        L.moec_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
+                               ctypes.POINTER(Tensor), ctypes.c_size_t]
+        L.moec_run.restype = ctypes.c_int
+        L.moec_free.argtypes = [ctypes.c_void_p]
+        self.model = L.moec_load(artifact.encode())
+        if not self.model:
+            raise RuntimeError("moec_load: " + L.moec_last_error().decode())
+
+    def bind(self, x, y):
+        """x, y: contiguous f32 host tensors [T, H] (pinned)."""
+        self.shape = (ctypes.c_int64 * 2)(*x.shape)
+        self.inp = Tensor(b"hidden_states", 0, 2, self.shape, x.data_ptr())
+        self.out = Tensor(b"output", 0, 2, self.shape, y.data_ptr())
+
+    def run(self):
+        if self.L.moec_run(self.model, ctypes.byref(self.inp), 1, ctypes.byref(self.out), 1):
+            raise RuntimeError("moec_run: " + self.L.moec_last_error().decode())
+
+    def free(self):
+        self.L.moec_free(self.model)
+
+
+FLUSH = None
+
+
+def time_wall(fn, target_s, n_min=5, n_max=100):
+    """Median/min host ms of synchronised single calls, L2 flushed before each."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    est = time.perf_counter() - t0
+    n = max(n_min, min(n_max, int(target_s / max(est, 1e-5))))
+    ts = []
+    for _ in range(n):
+        FLUSH.zero_()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    ts.sort()
+    return ts[n // 2], ts[0], n
+
+
+def time_events(fn, n):
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in ev:
+        FLUSH.zero_()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    ts = sorted(s.elapsed_time(e) for s, e in ev)
+    return ts[n // 2]
+
+
+def build(spec):
+    import importlib
+    _, _, _, _, mod, cls_name, cfg_name, kw = spec
+    m_ = importlib.import_module(f"transformers.models.{mod}.modeling_{mod}")
+    import transformers
+    cfg = getattr(transformers, cfg_name)(**kw)
+    cfg._experts_implementation = "eager"
+    torch.manual_seed(0)
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(DEV):
+            m = getattr(m_, cls_name)(cfg)
+    finally:
+        torch.set_default_dtype(prev)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0.0, 0.02)
+    return m.eval(), cfg
+
+
+def oriented(t, shape, what):
+    """moe's orientation: [out, in]. transformers 5 stores gate_up [E, 2I, H], down [E, H, I]."""
+    if tuple(t.shape) == tuple(shape):
+        return t
+    if t.dim() == 3 and tuple(t.transpose(-2, -1).shape) == tuple(shape):
+        log(f"  {what}: transposed {list(t.shape)} -> {list(shape)}")
+        return t.transpose(-2, -1)
+    raise ValueError(f"{what}: {list(t.shape)}, moec wants {list(shape)}")
+
+
+def out0(o):
+    return o[0] if isinstance(o, tuple) else o
+
+
+def run_model(name, args, rows):
+    E, H, I, K = SPECS[name][:4]
+    art = os.path.join(args.artifacts, name)
+    pe_bytes = 3 * H * I * 2
+    t0 = time.perf_counter()
+    m, cfg = build(SPECS[name])
+    router = m.gate if hasattr(m, "gate") else m.router
+    write_weights(art, [oriented(router.weight, (E, H), "router"),
+                        oriented(m.experts.gate_up_proj, (E, 2 * I, H), "gate_up"),
+                        oriented(m.experts.down_proj, (E, H, I), "down")])
+    t1 = time.perf_counter()
+    moec = Moec(args.lib, art)
+    t2 = time.perf_counter()
+    mf = copy.deepcopy(m).float()  # the f32 reference: same weights, eager
+    mod_bytes = sum(p.numel() * p.element_size() for p in m.parameters())
+    log(f"## {name}: weights.bin written in {t1 - t0:.1f} s (build included), moec_load {t2 - t1:.1f} s")
+    for T in args.tokens:
+        torch.manual_seed(T)
+        x = torch.randn(1, T, H, device=DEV, dtype=torch.bfloat16)
+        with torch.inference_mode():
+            cfg._experts_implementation = "eager"
+            ref = out0(mf(x.float())).reshape(T, H)
+            idx = router(x.view(-1, H))[2]
+            distinct = int(torch.unique(idx).numel())
+        bytes_ = distinct * pe_bytes
+        xh = x.float().reshape(T, H).cpu().pin_memory()
+        yh = torch.empty(T, H, dtype=torch.float32).pin_memory()
+        moec.bind(xh, yh)
+        moec.run()
+        y = yh.to(DEV)
+        err = ((y - ref).norm() / ref.norm()).item()
+        maxabs = (y - ref).abs().max().item()
+        row = dict(model=name, T=T, distinct=distinct, bytes_GB=bytes_ / 1e9,
+                   moec_rel_err=err, moec_max_abs=maxabs, check="ok" if err <= args.rtol else "FAIL")
+        for impl in IMPLS:
+            if impl == "batched_mm" and T * K * pe_bytes + mod_bytes > args.batched_mm_limit:
+                row[impl] = f"skipped (~{T * K * pe_bytes / 1e9:.0f} GB gathered)"
+                continue
+            cfg._experts_implementation = impl
+            torch.cuda.empty_cache()
+            try:
+                with torch.inference_mode():
+                    fn = lambda: m(x)
+                    o = out0(fn()).float().reshape(T, H)
+                    row[impl + "_rel_err"] = ((o - ref).norm() / ref.norm()).item()
+                    ms, mn, n = time_wall(fn, args.target_s)
+                    row[impl] = ms
+                    row[impl + "_min"] = mn
+                    row[impl + "_events"] = time_events(fn, n)
+            except Exception as e:  # OOM and friends: record, go on
+                row[impl] = "error: " + repr(e)[:160]
+                torch.cuda.empty_cache()
+        ms, mn, n = time_wall(moec.run, args.target_s)
+        row.update(moec=ms, moec_min=mn, moec_n=n)
+        best = [(row[i], i) for i in IMPLS if isinstance(row.get(i), float)]
+        if best:
+            row["best"], row["best_impl"] = min(best)
+            row["ratio"] = ms / row["best"]
+        log(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in row.items()}))
+        rows.append(row)
+        del xh, yh, y, ref
+    moec.free()
+    del m, mf
+    torch.cuda.empty_cache()
+
+
+def fmt(v):
+    return f"{v:.3f}" if isinstance(v, float) else (v or "")
+
+
+def pct(bytes_, ms):
+    return 100 * bytes_ * 1e9 / (ms * 1e-3) / COPY_BPS if isinstance(ms, float) else None
+
+
+def write(rows, out, meta):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "bench_moe.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    L = [f"moec vs transformers {meta['transformers']} (torch {meta['torch']}) on {meta['gpu']}.",
+         "ms: median host time of one synchronised call, L2 flushed before each; transformers bf16, moec f32 "
+         "(its time includes the input/output copies host<->device). % copy: touched experts' bf16 bytes / "
+         "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
+         "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec / best | moec % copy | best % copy "
+         "| check (rel err, max abs) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pb = pct(r["bytes_GB"], r.get("best"))
+        pm = pct(r["bytes_GB"], r.get("moec"))
+        L.append(f"| {r['model']} | {r['T']} | {r['distinct']} | {fmt(r.get('eager'))} | "
+                 f"{fmt(r.get('batched_mm'))} | {fmt(r.get('grouped_mm'))} | {fmt(r.get('moec'))} | "
+                 f"{r.get('ratio', float('nan')):.2f}x ({r.get('best_impl', '')}) | "
+                 f"{pm:.1f} % | {pb:.1f} % | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}) |")
+    L += ["", "transformers' CUDA-event medians (the reference script's timing), ms, and bf16 error vs f32:", "",
+          "| model | T | eager | batched_mm | grouped_mm | bf16 rel err (grouped_mm) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('eager_events'))} | {fmt(r.get('batched_mm_events'))} | "
+                 f"{fmt(r.get('grouped_mm_events'))} | {r.get('grouped_mm_rel_err', float('nan')):.1e} |")
+    text = "\n".join(L) + "\n"
+    with open(os.path.join(out, "bench_moe.md"), "w") as f:
+        f.write(text)
+    print(text, flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--artifacts", default=".device/bench/art", help="one artifact directory per model")
+    p.add_argument("--lib", default=".device/bench/libmoec.so", help="moec's C API as a shared library")
+    p.add_argument("--models", default="qwen3moe-30b-a3b,mixtral-8x7b")
+    p.add_argument("--tokens", default="1,16,128,1024,8192")
+    p.add_argument("--rtol", type=float, default=1e-4, help="max relative L2 error of moec vs f32 eager")
+    p.add_argument("--target-s", type=float, default=0.5, help="timed seconds per cell (5..100 runs)")
+    p.add_argument("--batched-mm-limit", type=float, default=60e9,
+                   help="skip batched_mm when gathered weights + module exceed this many bytes")
+    args = p.parse_args()
+    args.tokens = [int(t) for t in args.tokens.split(",")]
+    global FLUSH
+    FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=DEV)
+    import transformers
+    meta = dict(transformers=transformers.__version__, torch=torch.__version__,
+                gpu=torch.cuda.get_device_name(), tokens=args.tokens)
+    rows = []
+    out = os.environ.get("OUT", "out")
+    for name in args.models.split(","):
+        try:
+            run_model(name, args, rows)
+        except Exception as e:
+            import traceback
+            traceback.print_exc()
+            log(f"## {name}: failed: {e!r}")
+        write(rows, out, meta)
+    return 0 if all(r["check"] == "ok" for r in rows) and rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

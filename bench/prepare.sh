@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Usage: bench/prepare.sh [MODELS] [MAX_TOKENS]   (here: MLIR build tree + nvcc, no GPU)
+#
+# Compiles each model SHAPE (bench/make_block_mlir.py, splat weights) with
+# `moec compile --target=cuda --weights=external` into .device/bench/art/MODEL
+# (manifest + model.so, no weights.bin: bench/bench_moe.py fills it on the GPU
+# machine from the transformers block's parameters) and links the runtime's C API
+# (moec.h) into .device/bench/libmoec.so for ctypes (static libstdc++, exports
+# moec_* only). .device/ is ignored (.git/info/exclude) and carried to the GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+models=${1:-qwen3moe-30b-a3b,mixtral-8x7b}
+max_tokens=${2:-8192}
+build=${BUILD_DIR:-build}
+out=.device/bench
+grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
+mkdir -p $out/art
+for m in ${models//,/ }; do
+  python3 bench/make_block_mlir.py --model "$m" -o $out/$m.mlir
+  "$build/bin/moec" compile $out/$m.mlir --target=cuda --weights=external --max-tokens="$max_tokens" -o $out/art/$m
+done
+syms=$(grep -o 'moec_[a-z_]*(' runtime/include/moec/moec.h | tr -d '(' | sort -u | sed 's/^/-Wl,-u,/')
+echo '{ global: moec_*; local: *; };' >$out/libmoec.map
+# shellcheck disable=SC2086
+g++ -shared -o $out/libmoec.so $syms "$build/runtime/libmoec_runtime.a" -static-libstdc++ -static-libgcc \
+  -ldl -pthread -Wl,-z,defs -Wl,--version-script=$out/libmoec.map
+du -sh $out
