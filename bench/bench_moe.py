@@ -104,7 +104,7 @@ def time_wall(fn, target_s, n_min=5, n_max=100):
     fn()
     torch.cuda.synchronize()
     est = time.perf_counter() - t0
-    n = max(n_min, min(n_max, int(target_s / max(est, 1e-5))))
+    n = max(n_min if est < 1 else 3, min(n_max, int(target_s / max(est, 1e-5))))  # slow cells: 3 runs
     ts = []
     for _ in range(n):
         FLUSH.zero_()
