@@ -224,6 +224,7 @@ def run_model(name, args, rows):
             row["ratio"] = ms / row["best"]
         log(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in row.items()}))
         rows.append(row)
+        write(rows, args.out, args.meta, quiet=True)  # a killed run keeps its rows
         del xh, yh, y, ref
     moec.free()
     del m, mf
@@ -238,7 +239,7 @@ def pct(bytes_, ms):
     return 100 * bytes_ * 1e9 / (ms * 1e-3) / COPY_BPS if isinstance(ms, float) else None
 
 
-def write(rows, out, meta):
+def write(rows, out, meta, quiet=False):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "bench_moe.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
@@ -264,7 +265,8 @@ def write(rows, out, meta):
     text = "\n".join(L) + "\n"
     with open(os.path.join(out, "bench_moe.md"), "w") as f:
         f.write(text)
-    print(text, flush=True)
+    if not quiet:
+        print(text, flush=True)
 
 
 def main():
@@ -285,7 +287,8 @@ def main():
     meta = dict(transformers=transformers.__version__, torch=torch.__version__,
                 gpu=torch.cuda.get_device_name(), tokens=args.tokens)
     rows = []
-    out = os.environ.get("OUT", "out")
+    out = args.out = os.environ.get("OUT", "out")
+    args.meta = meta
     for name in args.models.split(","):
         try:
             run_model(name, args, rows)
