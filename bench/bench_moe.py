@@ -19,12 +19,12 @@ libmoec.so) and, per token count T:
   transformers does not pay); transformers' CUDA-event median (the reference's
   number) is reported beside it.
 
-Bandwidth: touched experts (distinct experts routed by transformers' bf16 router)
-x 3·H·I bf16 bytes / time, against 4.25 TB/s copy: the same yardstick for every
+Bandwidth: touched experts (distinct experts routed by transformers' bf16 router, plus
+the shared expert) x 3·H·I bf16 bytes (gpt-oss: plus its biases) / time, against 4.25 TB/s copy: the same yardstick for every
 column (moec reads f32 weights today, twice those bytes).
 
     python3 bench/bench_moe.py --artifacts .device/bench/art --lib .device/bench/libmoec.so \
-        --models qwen3moe-30b-a3b,mixtral-8x7b --tokens 1,16,128,1024
+        --models qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3 --tokens 1,16,128,1024
 Writes bench_moe.md and bench_moe.json under $OUT (default ./out).
 """
 import argparse
@@ -42,15 +42,49 @@ from write_weights import write_weights  # noqa: E402
 
 COPY_BPS = 4.25e12
 DEV = "cuda"
-# name: (E, H, I, k, transformers block class name, config class name, config kwargs)
+# name: (E, H, I, k, transformers module, block class, config class, config kwargs, shared experts, biases)
 SPECS = {
     "qwen3moe-30b-a3b": (128, 2048, 768, 8, "qwen3_moe", "Qwen3MoeSparseMoeBlock", "Qwen3MoeConfig",
                          dict(hidden_size=2048, moe_intermediate_size=768, num_experts=128,
-                              num_experts_per_tok=8, norm_topk_prob=True)),
+                              num_experts_per_tok=8, norm_topk_prob=True), 0, False),
     "mixtral-8x7b": (8, 4096, 14336, 2, "mixtral", "MixtralSparseMoeBlock", "MixtralConfig",
                      dict(hidden_size=4096, intermediate_size=14336, num_local_experts=8,
-                          num_experts_per_tok=2)),
+                          num_experts_per_tok=2), 0, False),
+    "gpt-oss-120b": (128, 2880, 2880, 4, "gpt_oss", "GptOssMLP", "GptOssConfig",
+                     dict(hidden_size=2880, intermediate_size=2880, num_local_experts=128,
+                          num_experts_per_tok=4), 0, True),
+    "deepseek-v3": (256, 7168, 2048, 8, "deepseek_v3", "DeepseekV3MoE", "DeepseekV3Config",
+                    dict(hidden_size=7168, moe_intermediate_size=2048, n_routed_experts=256,
+                         num_experts_per_tok=8, n_group=8, topk_group=4, n_shared_experts=1), 1, False),
 }
+
+
+def moe_weights(name, m, cfg):
+    """The block's parameters by the names of bench/make_block_mlir.py, in moe's [out, in]
+    orientation (write_weights checks every shape against the manifest)."""
+    ex = m.experts
+    if name in ("qwen3moe-30b-a3b", "mixtral-8x7b"):
+        # transformers 5: gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]
+        return dict(router=m.gate.weight, gate_up=ex.gate_up_proj, down=ex.down_proj)
+    if name == "gpt-oss-120b":
+        # gate_up_proj [E, H, 2I] interleaved (x @ W), down_proj [E, I, H]: transposed storage
+        tr = getattr(ex, "is_transposed", True)
+        f = (lambda w: w.transpose(-2, -1)) if tr else (lambda w: w)
+        return dict(router=m.router.weight, router_bias=m.router.bias, gate_up=f(ex.gate_up_proj),
+                    gate_up_bias=ex.gate_up_proj_bias, down=f(ex.down_proj), down_bias=ex.down_proj_bias)
+    if name == "deepseek-v3":
+        for key, want in (("routed_scaling_factor", 2.5), ("norm_topk_prob", True), ("n_group", 8),
+                          ("topk_group", 4)):
+            if getattr(cfg, key) != want:
+                log(f"  WARNING: config {key} = {getattr(cfg, key)}, the compiled block assumes {want}")
+        se = m.shared_experts
+        return dict(router=m.gate.weight, correction_bias=m.gate.e_score_correction_bias,
+                    gate_up=ex.gate_up_proj, down=ex.down_proj,
+                    shared_gate_up=torch.cat([se.gate_proj.weight, se.up_proj.weight], 0),
+                    shared_down=se.down_proj.weight)
+    raise ValueError(name)
+
+
 IMPLS = ["eager", "batched_mm", "grouped_mm"]
 
 
@@ -131,7 +165,7 @@ def time_events(fn, n):
 
 def build(spec):
     import importlib
-    _, _, _, _, mod, cls_name, cfg_name, kw = spec
+    mod, cls_name, cfg_name, kw = spec[4:8]
     m_ = importlib.import_module(f"transformers.models.{mod}.modeling_{mod}")
     import transformers
     cfg = getattr(transformers, cfg_name)(**kw)
@@ -150,45 +184,46 @@ def build(spec):
     return m.eval(), cfg
 
 
-def oriented(t, shape, what):
-    """moe's orientation: [out, in]. transformers 5 stores gate_up [E, 2I, H], down [E, H, I]."""
-    if tuple(t.shape) == tuple(shape):
-        return t
-    if t.dim() == 3 and tuple(t.transpose(-2, -1).shape) == tuple(shape):
-        log(f"  {what}: transposed {list(t.shape)} -> {list(shape)}")
-        return t.transpose(-2, -1)
-    raise ValueError(f"{what}: {list(t.shape)}, moec wants {list(shape)}")
-
-
 def out0(o):
     return o[0] if isinstance(o, tuple) else o
 
 
 def run_model(name, args, rows):
     E, H, I, K = SPECS[name][:4]
+    shared, bias = SPECS[name][8:10]
     art = os.path.join(args.artifacts, name)
-    pe_bytes = 3 * H * I * 2
+    pe_bytes = 3 * H * I * 2 + ((2 * I + H) * 2 if bias else 0)
     t0 = time.perf_counter()
     m, cfg = build(SPECS[name])
     router = m.gate if hasattr(m, "gate") else m.router
-    write_weights(art, [oriented(router.weight, (E, H), "router"),
-                        oriented(m.experts.gate_up_proj, (E, 2 * I, H), "gate_up"),
-                        oriented(m.experts.down_proj, (E, H, I), "down")])
+    with torch.no_grad():
+        write_weights(art, moe_weights(name, m, cfg))
     t1 = time.perf_counter()
     moec = Moec(args.lib, art)
     t2 = time.perf_counter()
-    mf = copy.deepcopy(m).float()  # the f32 reference: same weights, eager
     mod_bytes = sum(p.numel() * p.element_size() for p in m.parameters())
-    log(f"## {name}: weights.bin written in {t1 - t0:.1f} s (build included), moec_load {t2 - t1:.1f} s")
+    log(f"## {name}: module {mod_bytes / 1e9:.1f} GB bf16; weights.bin written in {t1 - t0:.1f} s "
+        f"(build included), moec_load {t2 - t1:.1f} s")
+    # The f32 reference (same weights, eager), for every T first; then it is freed.
+    mf = copy.deepcopy(m).float()
+    cfg._experts_implementation = "eager"
+    inputs, refs = {}, {}
+    with torch.inference_mode():
+        for T in args.tokens:
+            torch.manual_seed(T)
+            inputs[T] = torch.randn(1, T, H, device=DEV, dtype=torch.bfloat16)
+            refs[T] = out0(mf(inputs[T].float())).reshape(T, H).clone()
+    del mf
+    torch.cuda.empty_cache()
     for T in args.tokens:
-        torch.manual_seed(T)
-        x = torch.randn(1, T, H, device=DEV, dtype=torch.bfloat16)
-        with torch.inference_mode():
-            cfg._experts_implementation = "eager"
-            ref = out0(mf(x.float())).reshape(T, H)
-            idx = router(x.view(-1, H))[2]
-            distinct = int(torch.unique(idx).numel())
-        bytes_ = distinct * pe_bytes
+        x, ref = inputs[T], refs[T]
+        try:
+            with torch.inference_mode():
+                distinct = int(torch.unique(router(x.view(-1, H))[2]).numel())
+        except Exception as e:
+            log(f"  distinct experts: {e!r}")
+            distinct = -1
+        bytes_ = (distinct + shared) * pe_bytes
         xh = x.float().reshape(T, H).cpu().pin_memory()
         yh = torch.empty(T, H, dtype=torch.float32).pin_memory()
         moec.bind(xh, yh)
@@ -199,16 +234,19 @@ def run_model(name, args, rows):
         row = dict(model=name, T=T, distinct=distinct, bytes_GB=bytes_ / 1e9,
                    moec_rel_err=err, moec_max_abs=maxabs, check="ok" if err <= args.rtol else "FAIL")
         for impl in IMPLS:
-            if impl == "batched_mm" and T * K * pe_bytes + mod_bytes > args.batched_mm_limit:
-                row[impl] = f"skipped (~{T * K * pe_bytes / 1e9:.0f} GB gathered)"
+            torch.cuda.empty_cache()
+            gathered = T * K * pe_bytes
+            if impl == "batched_mm" and (gathered + mod_bytes > args.batched_mm_limit
+                                         or gathered > 0.7 * torch.cuda.mem_get_info()[0]):
+                row[impl] = f"skipped (~{gathered / 1e9:.0f} GB gathered)"
                 continue
             cfg._experts_implementation = impl
-            torch.cuda.empty_cache()
             try:
                 with torch.inference_mode():
                     fn = lambda: m(x)
                     o = out0(fn()).float().reshape(T, H)
                     row[impl + "_rel_err"] = ((o - ref).norm() / ref.norm()).item()
+                    del o
                     ms, mn, n = time_wall(fn, args.target_s)
                     row[impl] = ms
                     row[impl + "_min"] = mn
@@ -222,13 +260,15 @@ def run_model(name, args, rows):
         if best:
             row["best"], row["best_impl"] = min(best)
             row["ratio"] = ms / row["best"]
-        log(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in row.items()}))
+        log(json.dumps({k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in row.items()}))
         rows.append(row)
         write(rows, args.out, args.meta, quiet=True)  # a killed run keeps its rows
-        del xh, yh, y, ref
+        del xh, yh, y
     moec.free()
-    del m, mf
+    del m, inputs, refs
     torch.cuda.empty_cache()
+    if args.remove_weights:
+        os.remove(os.path.join(art, "weights.bin"))  # the disk holds one model's f32 weights at a time
 
 
 def fmt(v):
@@ -273,10 +313,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--artifacts", default=".device/bench/art", help="one artifact directory per model")
     p.add_argument("--lib", default=".device/bench/libmoec.so", help="moec's C API as a shared library")
-    p.add_argument("--models", default="qwen3moe-30b-a3b,mixtral-8x7b")
+    p.add_argument("--models", default=",".join(SPECS))
     p.add_argument("--tokens", default="1,16,128,1024,8192")
     p.add_argument("--rtol", type=float, default=1e-4, help="max relative L2 error of moec vs f32 eager")
     p.add_argument("--target-s", type=float, default=0.5, help="timed seconds per cell (5..100 runs)")
+    p.add_argument("--keep-weights", dest="remove_weights", action="store_false",
+                   help="keep each weights.bin (default: removed once its model is done)")
     p.add_argument("--batched-mm-limit", type=float, default=60e9,
                    help="skip batched_mm when gathered weights + module exceed this many bytes")
     args = p.parse_args()

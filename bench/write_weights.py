@@ -7,10 +7,11 @@ and model.so but no weights.bin: the manifest's `weights weights.bin BYTES` and
 This writes the file: the 64-byte header (magic "MOECWTS\\0", version 1, tensor
 count, file size), each tensor at its offset, zeros between.
 
-    python3 bench/write_weights.py DIR --splat 0.01     # every weight a constant (tests)
-    from write_weights import write_weights; write_weights(DIR, [router, gate_up, down])
+    python3 bench/write_weights.py DIR --splat router=0.01 --splat 0.02   # constants (tests)
+    from write_weights import write_weights
+    write_weights(DIR, {"router": r, "gate_up": gu, "down": d})         # or a list, manifest order
 
-Tensors are given in manifest order, each of the manifest's shape, in moe's
+Tensors are given by name or in manifest order, each of the manifest's shape, in moe's
 orientation ([out, in]; gate/up concatenated [E, 2I, H], rows [0, I) gate), and
 converted to the manifest's dtype. torch tensors are accepted (moved to the host).
 """
@@ -62,8 +63,9 @@ def _write(f, t, name, dtype, shape, size):
     npdtype = {"f32": np.float32, "i32": np.int32, "i64": np.int64}[dtype]
     if hasattr(t, "detach"):  # torch
         import torch
-        t = t.detach().to(device="cpu", dtype={"f32": torch.float32, "i32": torch.int32,
-                                               "i64": torch.int64}[dtype]).contiguous().numpy()
+        # converted (and made contiguous) where it lives, then copied to the host
+        t = t.detach().to({"f32": torch.float32, "i32": torch.int32,
+                           "i64": torch.int64}[dtype]).contiguous().cpu().numpy()
     a = np.ascontiguousarray(np.asarray(t, dtype=npdtype))
     if a.shape != shape or a.nbytes != size:
         raise ValueError(f"weight {name}: manifest {dtype} {list(shape)}, given "
@@ -72,8 +74,14 @@ def _write(f, t, name, dtype, shape, size):
 
 
 def write_weights(artifact, tensors):
-    """Write DIR/weights.bin from `tensors` (manifest order); returns its path."""
+    """Write DIR/weights.bin from `tensors`: a list in manifest order or a dict keyed
+    by the manifest's weight names; returns its path."""
     total, layout = read_layout(artifact)
+    if isinstance(tensors, dict):
+        names = [w[0] for w in layout]
+        if sorted(tensors) != sorted(names):
+            raise ValueError(f"the manifest lays out {names}, given {sorted(tensors)}")
+        tensors = [tensors[n] for n in names]
     if len(tensors) != len(layout):
         raise ValueError(f"the manifest lays out {len(layout)} weights, {len(tensors)} given")
     path = os.path.join(artifact, "weights.bin")
@@ -93,10 +101,21 @@ def write_weights(artifact, tensors):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("artifact")
-    p.add_argument("--splat", type=float, required=True, help="every element of every weight")
+    p.add_argument("--splat", action="append", required=True, metavar="[NAME=]V",
+                   help="every element of weight NAME (of every other weight without NAME=) is V")
     a = p.parse_args()
     _, layout = read_layout(a.artifact)
-    write_weights(a.artifact, [Splat(a.splat)] * len(layout))
+    every, named = None, {}
+    for item in a.splat:
+        if "=" in item:
+            name, value = item.split("=", 1)
+            named[name] = float(value)
+        else:
+            every = float(item)
+    values = [named.get(w[0], every) for w in layout]
+    if None in values:
+        p.error("no value for " + ", ".join(w[0] for w, v in zip(layout, values) if v is None))
+    write_weights(a.artifact, [Splat(v) for v in values])
 
 
 if __name__ == "__main__":

@@ -367,6 +367,11 @@ std::string constantName(Value value, size_t index) {
   std::string name;
   if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr))
     name = resource.getRawHandle().getKey().str();
+  // A name given by hand (bench/make_block_mlir.py names its splat weights so
+  // that bench/write_weights.py can fill them by name).
+  if (Operation *def = value.getDefiningOp())
+    if (auto given = def->getAttrOfType<StringAttr>("moec.name"))
+      name = given.str();
   if (name.empty())
     name = "constant" + std::to_string(index);
   for (char &c : name)
