@@ -170,6 +170,16 @@ SmallVector<int64_t> topK(ArrayRef<double> scores, int64_t k) {
   return order;
 }
 
+/// values := softmax(values), with the maximum subtracted first.
+template <typename Range> void softmaxInPlace(Range &values) {
+  double max = *std::max_element(values.begin(), values.end());
+  double sum = 0.0;
+  for (double &v : values)
+    sum += v = std::exp(v - max);
+  for (double &v : values)
+    v /= sum;
+}
+
 /// Routes one token: its logits [E] and the optional correction bias [E] to
 /// ids [K] and weights [K] (docs/dialect.md, "Routing").
 void routeToken(const Routing &routing, ArrayRef<double> logits, const double *bias,
@@ -177,12 +187,7 @@ void routeToken(const Routing &routing, ArrayRef<double> logits, const double *b
   int64_t e = static_cast<int64_t>(logits.size());
   std::vector<double> scores(logits.begin(), logits.end());
   if (routing.kind == RoutingKind::SoftmaxTopK) {
-    double max = *std::max_element(scores.begin(), scores.end());
-    double sum = 0.0;
-    for (double &s : scores)
-      sum += s = std::exp(s - max);
-    for (double &s : scores)
-      s /= sum;
+    softmaxInPlace(scores);
   } else if (routing.kind == RoutingKind::SigmoidGroupTopK) {
     for (double &s : scores)
       s = sigmoid(s);
@@ -213,14 +218,8 @@ void routeToken(const Routing &routing, ArrayRef<double> logits, const double *b
   weights.clear();
   for (int64_t id : ids)
     weights.push_back(routing.kind == RoutingKind::TopKSoftmax ? logits[id] : scores[id]);
-  if (routing.kind == RoutingKind::TopKSoftmax) {
-    double max = *std::max_element(weights.begin(), weights.end());
-    double sum = 0.0;
-    for (double &w : weights)
-      sum += w = std::exp(w - max);
-    for (double &w : weights)
-      w /= sum;
-  }
+  if (routing.kind == RoutingKind::TopKSoftmax)
+    softmaxInPlace(weights);
   if (routing.normalize) {
     double sum = std::accumulate(weights.begin(), weights.end(), 0.0) + 1e-20;
     for (double &w : weights)
