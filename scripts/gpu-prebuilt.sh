@@ -6,7 +6,7 @@
 # .device/art/NAME and builds a moec-run with static libstdc++ and zlib plus the
 # runtime's GPU unit tests into .device/bin; .device/ (ignored through
 # .git/info/exclude) is what travels. `run` runs test/Codegen/check-cuda-artifact.sh
-# on each prebuilt artifact (MOEC_PREBUILT_ARTIFACT), the GPU unit tests, a short
+# on each prebuilt artifact (f32 and --expert-weights=bf16), the GPU unit tests, a short
 # benchmark with and without CUDA graphs and compute-sanitizer memcheck on three artifacts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,10 @@ prepare)
   build=${BUILD_DIR:-build}
   mkdir -p .device/bin .device/art
   grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
-  for f in $fixtures; do "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda -o .device/art/$f; done
+  for f in $fixtures; do
+    "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda -o .device/art/$f
+    "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda --expert-weights=bf16 -o .device/art/bf16-$f
+  done
   for form in $forms; do
     "$build/bin/moec" compile $L/$form.mlir --target=cuda -o .device/art/loops-$form
   done
@@ -33,18 +36,24 @@ run)
   pass=0 fail=0 skip=0
   check() { # name model inputs expected
     echo "== $1"
-    MOEC_PREBUILT_ARTIFACT=.device/art/$1 timeout 120 test/Codegen/check-cuda-artifact.sh $B "$2" "$3" "$4"
+    local name=$1
+    shift
+    MOEC_PREBUILT_ARTIFACT=.device/art/$name timeout 120 test/Codegen/check-cuda-artifact.sh $B "$@"
     local rc=$?
     echo "rc=$rc"
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
   }
   for f in $fixtures; do check $f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz; done
+  for f in $fixtures; do # the tolerance of e2e.cuda.bf16.* (test/Codegen/CMakeLists.txt)
+    check bf16-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
+  done
   for form in $forms; do check loops-$form $L/$form.mlir $L/$form.inputs.npz $L/expected.npz; done
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
   echo "== runtime gpu unit tests"
   timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
   echo "== bench (CUDA graphs, then eager with MOEC_CUDA_GRAPHS=0)"
   for a in mixtral deepseek_v3; do
+    $B/moec-run .device/art/bf16-$a --inputs $fx/$a/inputs.npz --bench 200
     $B/moec-run .device/art/$a --inputs $fx/$a/inputs.npz --bench 200
     MOEC_CUDA_GRAPHS=0 $B/moec-run .device/art/$a --inputs $fx/$a/inputs.npz --bench 200
   done
@@ -58,6 +67,10 @@ run)
       --scale-atol 2>&1 | tail -6
     echo "sanitizer $a rc=${PIPESTATUS[0]}"
   done
+  timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/moec-run .device/art/bf16-deepseek_v3 \
+    --inputs $fx/deepseek_v3/inputs.npz --expected-outputs $fx/deepseek_v3/expected.npz --rtol 1e-2 \
+    --atol 1e-2 --scale-atol 2>&1 | tail -4
+  echo "sanitizer bf16-deepseek_v3 rc=${PIPESTATUS[0]}"
   timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/moec-run .device/art/loops-loop \
     --inputs $L/loop.inputs.npz --expected-outputs $L/expected.npz --rtol 1e-5 --atol 1e-6 \
     --scale-atol 2>&1 | tail -4

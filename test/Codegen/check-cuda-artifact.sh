@@ -6,6 +6,8 @@
 # the CPU tests (check-cpu-artifact.sh). Exits 77 (skipped) where there is no
 # nvcc or where no CUDA device answers.
 #
+# MOEC_COMPILE_FLAGS adds flags to `moec compile` (e.g. --expert-weights=bf16).
+#
 # With MOEC_PREBUILT_ARTIFACT=DIR the compile step is skipped and DIR is run
 # (the artifacts compiled on a machine with MLIR, run on one with a GPU).
 set -euo pipefail
@@ -15,7 +17,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 artifact=${MOEC_PREBUILT_ARTIFACT:-$work/artifact}
 if [[ -z ${MOEC_PREBUILT_ARTIFACT:-} ]]; then
-  if ! "$bin/moec" compile "$model" --target=cuda -o "$artifact" 2>"$work/compile.err"; then
+  # shellcheck disable=SC2086 # the flags are words
+  if ! "$bin/moec" compile "$model" --target=cuda ${MOEC_COMPILE_FLAGS:-} -o "$artifact" \
+    2>"$work/compile.err"; then
     cat "$work/compile.err" >&2
     if grep -q "needs CUDA's compiler\|built without CUDA" "$work/compile.err"; then
       echo "skipped: no nvcc" >&2

@@ -23,6 +23,19 @@
 // NOOUT: moec: --target=cuda writes an artifact directory; name it with -o DIR
 // RUN: not ls %t/a
 
+// --expert-weights=bf16: the CUDA target only, K a multiple of 8, constant weights.
+// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --expert-weights=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-CPU
+// BF16-CPU: moec: --expert-weights=bf16 needs --target=cuda (the CPU target keeps f32)
+// RUN: not moec compile %fixtures/mixtral/model.onnx --expert-weights=bf16 2>&1 | FileCheck %s --check-prefix=BF16-NOTARGET
+// BF16-NOTARGET: moec: --expert-weights needs --target=cuda
+// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-UNKNOWN
+// BF16-UNKNOWN: moec: unknown --expert-weights='f16' (f32, bf16)
+// RUN: not moec compile %t/bf16-k12.mlir --target=cuda --expert-weights=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-K
+// BF16-K: bf16-k12.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': K = 12 is not a multiple of 8, which bf16 expert weights need
+// RUN: not moec compile %t/bf16-argument.mlir --target=cuda --expert-weights=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-ARG
+// BF16-ARG: bf16-argument.mlir:2:8: error: cannot generate code for 'moe.grouped_matmul': the weights must be an f32 constant of static shape to be stored as bf16 (--expert-weights=bf16)
+// RUN: not ls %t/a
+
 // Without nvcc: a clear message, no artifact and no staging directory left.
 // RUN: env MOEC_NVCC=%t/no-such-nvcc not moec compile %fixtures/mixtral/model.onnx --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=NVCC
 // NVCC: error: --target=cuda needs {{CUDA's compiler, but there is no nvcc at '.*no-such-nvcc' \(install the CUDA toolkit or set MOEC_NVCC\)|the runtime's CUDA library, and this moec was built without CUDA}}
@@ -51,4 +64,17 @@ func.func @f(%x: tensor<?x128xf32>, %s: tensor<2x1x1xf32>, %o: tensor<2xi32>) ->
   %w = arith.constant dense<1.0> : tensor<2x128x128xf8E4M3FN>
   %0 = moe.grouped_matmul %x, %w, %o weight_scales(%s : tensor<2x1x1xf32>) : tensor<?x128xf32>, tensor<2x128x128xf8E4M3FN>, tensor<2xi32> -> tensor<?x128xf32>
   return %0 : tensor<?x128xf32>
+}
+
+//--- bf16-k12.mlir
+func.func @f(%x: tensor<?x12xf32>, %o: tensor<2xi32>) -> tensor<?x16xf32> {
+  %w = arith.constant dense<0.5> : tensor<2x16x12xf32>
+  %0 = moe.grouped_matmul %x, %w, %o : tensor<?x12xf32>, tensor<2x16x12xf32>, tensor<2xi32> -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+//--- bf16-argument.mlir
+func.func @f(%x: tensor<?x16xf32>, %w: tensor<2x16x16xf32>, %o: tensor<2xi32>) -> tensor<?x16xf32> {
+  %0 = moe.grouped_matmul %x, %w, %o : tensor<?x16xf32>, tensor<2x16x16xf32>, tensor<2xi32> -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
 }

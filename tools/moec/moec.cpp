@@ -60,6 +60,11 @@ static cl::opt<std::string> weightsMode(
     cl::desc("with --target: 'embedded' writes weights.bin (default); 'external' writes only its "
              "layout (the manifest's weight lines), to be filled elsewhere"),
     cl::init("embedded"));
+static cl::opt<std::string> expertWeights(
+    "expert-weights",
+    cl::desc("with --target=cuda: 'f32' (default) or 'bf16' (grouped matmul weights stored as "
+             "bf16, f32 accumulation: half the bytes to stream)"),
+    cl::init("f32"));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "moec: " << message << "\n";
@@ -93,8 +98,14 @@ static int compile() {
       return fail("--max-tokens must be at least 1");
     if (weightsMode != "embedded" && weightsMode != "external")
       return fail("unknown --weights='" + weightsMode + "' (embedded, external)");
+    if (expertWeights != "f32" && expertWeights != "bf16")
+      return fail("unknown --expert-weights='" + expertWeights + "' (f32, bf16)");
+    if (expertWeights == "bf16" && target != "cuda")
+      return fail("--expert-weights=bf16 needs --target=cuda (the CPU target keeps f32)");
   } else if (weightsMode.getNumOccurrences()) {
     return fail("--weights needs --target");
+  } else if (expertWeights.getNumOccurrences()) {
+    return fail("--expert-weights needs --target=cuda");
   }
 
   DialectRegistry registry;
@@ -136,6 +147,7 @@ static int compile() {
     options.outputDir = outputPath;
     options.maxTokens = maxTokens;
     options.externalWeights = weightsMode == "external";
+    options.bf16ExpertWeights = expertWeights == "bf16";
     return failed(moec::codegen::emitArtifact(*module, options)) ? 1 : 0;
   }
 
@@ -153,7 +165,7 @@ int main(int argc, char **argv) {
     llvm::errs() << "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8] "
                     "[--ep-size=N --ep-rank=R] [-o OUT]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
-                    "[--max-tokens=N] [--weights=embedded|external]\n";
+                    "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||
                          llvm::StringRef(argv[1]) == "-h")
                ? 0

@@ -43,6 +43,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <unistd.h>
 
@@ -129,6 +130,15 @@ std::string manifestDType(Type type) {
   return type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
 }
 
+/// f32 to bf16 bits, rounded to nearest even (NaN stays a quiet NaN).
+uint16_t toBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (std::isnan(value))
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
 /// What a value lives in and what the generated code calls it.
 struct ValueInfo {
   std::string var;       // the C++ pointer variable
@@ -147,6 +157,8 @@ struct WeightEntry {
   std::shared_ptr<std::vector<char>> expanded;
   /// The size in weights.bin; `bytes` is empty for external weights.
   uint64_t size = 0;
+  /// Stored as bf16 (converted from the f32 constant): --expert-weights=bf16.
+  bool bf16 = false;
 };
 
 struct TensorDecl {
@@ -157,9 +169,10 @@ struct TensorDecl {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp function, int64_t maxTokens, Target target, bool externalWeights = false)
+  Emitter(func::FuncOp function, int64_t maxTokens, Target target, bool externalWeights = false,
+          bool bf16ExpertWeights = false)
       : function(function), maxTokens(maxTokens), cuda(target == Target::CUDA),
-        externalWeights(externalWeights) {}
+        externalWeights(externalWeights), bf16ExpertWeights(bf16ExpertWeights) {}
 
   LogicalResult run();
 
@@ -209,6 +222,8 @@ private:
   LogicalResult checkTensor(Operation *op, Value value, StringRef role, bool floatOnly);
   FailureOr<SmallVector<Dim>> resultDims(Operation *op, Value result, std::optional<Dim> rows);
   FailureOr<ValueInfo *> operand(Operation *op, Value value, StringRef role, bool floatOnly = true);
+  /// An f32 constant stored in weights.bin as bf16 (--expert-weights=bf16).
+  FailureOr<ValueInfo *> bf16Weight(Operation *op, Value value, StringRef role);
   std::string optionalOperand(Operation *op, Value value, StringRef role, bool &failed);
   FailureOr<ValueInfo *> define(Operation *op, Value result, std::optional<Dim> rows);
   std::string epilogue(std::optional<moe::ActivationAttr> activation,
@@ -248,8 +263,12 @@ private:
   /// --weights=external: weights.bin is laid out but not written, so a
   /// splat's bytes are never expanded (bench/write_weights.py fills it).
   bool externalWeights;
+  /// --expert-weights=bf16 (CUDA): grouped matmul weights stored as bf16 and
+  /// multiplied by the bf16-weight kernel.
+  bool bf16ExpertWeights;
   std::string body, decls, copyIn, copyOut;
   llvm::DenseMap<Value, ValueInfo> values;
+  llvm::DenseMap<Value, ValueInfo> bf16Values; // constants stored as bf16
   llvm::DenseMap<Value, unsigned> outputOf; // results written straight into an output
   unsigned nextVar = 0;
   bool usesTokens = false;
@@ -424,6 +443,52 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   std::string cppType = *cppElementType(entry.elementType);
   decl("const " + cppType + " *" + info.var + " = reinterpret_cast<const " + cppType +
        " *>(weights + " + std::to_string(entry.offset) + "); // " + entry.name);
+  weights.push_back(std::move(entry));
+  return &info;
+}
+
+FailureOr<ValueInfo *> Emitter::bf16Weight(Operation *op, Value value, StringRef role) {
+  if (failed(checkTensor(op, value, role, true)))
+    return failure();
+  if (auto it = bf16Values.find(value); it != bf16Values.end())
+    return &it->second;
+  auto type = cast<RankedTensorType>(value.getType());
+  Operation *def = value.getDefiningOp();
+  if (!def || !isa<arith::ConstantOp, onnx::ConstantOp>(def) || !type.getElementType().isF32() ||
+      !type.hasStaticShape())
+    return LogicalResult(unsupported(
+        op, role + " must be an f32 constant of static shape to be stored as bf16 "
+                   "(--expert-weights=bf16)"));
+  WeightEntry entry;
+  entry.name = constantName(value, weights.size());
+  entry.elementType = type.getElementType();
+  entry.bf16 = true;
+  entry.shape.assign(type.getShape().begin(), type.getShape().end());
+  entry.offset = alignUp(weightsBytes);
+  entry.size = static_cast<uint64_t>(type.getNumElements()) * 2;
+  if (!externalWeights) {
+    std::shared_ptr<std::vector<char>> expanded;
+    std::optional<ArrayRef<char>> bytes = constantBytes(value, expanded);
+    if (!bytes || bytes->size() != static_cast<size_t>(type.getNumElements()) * 4)
+      return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
+    auto converted = std::make_shared<std::vector<char>>(entry.size);
+    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+      float f;
+      std::memcpy(&f, bytes->data() + 4 * i, 4);
+      uint16_t half = toBF16(f);
+      std::memcpy(converted->data() + 2 * i, &half, 2);
+    }
+    entry.expanded = std::move(converted);
+    entry.bytes = ArrayRef<char>(*entry.expanded);
+  }
+  weightsBytes = entry.offset + entry.size;
+  ValueInfo &info = bf16Values[value];
+  info.var = "w" + std::to_string(weights.size());
+  for (int64_t size : type.getShape())
+    info.dims.push_back({size, false});
+  info.elementType = entry.elementType;
+  decl("const uint16_t *" + info.var + " = reinterpret_cast<const uint16_t *>(weights + " +
+       std::to_string(entry.offset) + "); // " + entry.name + " (bf16)");
   weights.push_back(std::move(entry));
   return &info;
 }
@@ -652,8 +717,10 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     return unsupported(op, "FP8 block scales; " + targetPhrase() + " does not support FP8 yet");
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
+  bool bf16 = cuda && bf16ExpertWeights;
   FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs");
-  FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights");
+  FailureOr<ValueInfo *> w = bf16 ? bf16Weight(op, op.getWeights(), "the weights")
+                                  : operand(op, op.getWeights(), "the weights");
   FailureOr<ValueInfo *> offsets = operand(op, op.getOffsets(), "the offsets", false);
   bool bad = false;
   std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
@@ -672,6 +739,15 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
                                    (*out)->var};
   if (cuda) // the row count bounds the launch; offsets[E-1] (on the device) the rows
     args.insert(args.begin() + 1, dimExpr(rows));
+  if (bf16) {
+    // The kernel loads 8 bf16 weights (16 bytes) at a time.
+    int64_t k = (*w)->dims[2].size;
+    if (k % 8 != 0)
+      return unsupported(op, "K = " + std::to_string(k) +
+                                 " is not a multiple of 8, which bf16 expert weights need");
+    kernel("groupedMatmulDecodeBF16", args);
+    return success();
+  }
   kernel("groupedMatmul", args);
   return success();
 }
@@ -1104,7 +1180,8 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
     return fail("cannot generate code for @" + function.getSymName() + ": more than one block");
   (void)context;
 
-  Emitter emitter(function, options.maxTokens, options.target, options.externalWeights);
+  Emitter emitter(function, options.maxTokens, options.target, options.externalWeights,
+                  options.bf16ExpertWeights);
   if (failed(emitter.run()))
     return failure();
 
@@ -1216,7 +1293,8 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
               os << "output " << decl.name << " " << manifestDType(decl.elementType) << " "
                  << shapeText(decl.dims) << "\n";
             for (const WeightEntry &weight : emitter.weights)
-              os << "weight " << weight.name << " " << manifestDType(weight.elementType) << " "
+              os << "weight " << weight.name << " "
+                 << (weight.bf16 ? "bf16" : manifestDType(weight.elementType)) << " "
                  << joinShape(weight.shape) << " " << weight.offset << " "
                  << weight.size << "\n";
           },

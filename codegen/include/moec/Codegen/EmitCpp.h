@@ -32,6 +32,10 @@ struct ArtifactOptions {
   /// Lay weights.bin out in the manifest but do not write it (splats are not
   /// expanded): the weights are filled in elsewhere (bench/write_weights.py).
   bool externalWeights = false;
+  /// CUDA: store moe.grouped_matmul's f32 weights as bf16 (rounded to nearest
+  /// even) and multiply them with the bf16-weight kernel: half the bytes to
+  /// stream, f32 rows and accumulation.
+  bool bf16ExpertWeights = false;
   /// The C++ compiler ("c++" from PATH unless set; $MOEC_CXX overrides).
   std::string cxx;
   /// CUDA's compiler driver ($MOEC_NVCC, else the one moec was built with,

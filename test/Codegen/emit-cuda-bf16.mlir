@@ -1,0 +1,36 @@
+// REQUIRES: cuda-build
+// `moec compile --target=cuda --expert-weights=bf16`: moe.grouped_matmul's
+// weights are stored in weights.bin as bf16 (half the bytes; the manifest says
+// `bf16`) and multiplied by groupedMatmulDecodeBF16; everything else (the
+// router, biases, rows, accumulation) stays f32.
+
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/mixtral
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/mixtral/manifest.txt
+// MANIFEST: weight gate.weight f32 [8,64] 64 2048
+// MANIFEST-NEXT: weight experts.gate_up_proj bf16 [8,80,64] 2112 81920
+// MANIFEST-NEXT: weight experts.down_proj bf16 [8,64,40] 84032 40960
+// RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cu
+// CODE: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2112); // experts.gate_up_proj (bf16)
+// CODE: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84032); // experts.down_proj (bf16)
+// CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulDecodeBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulDecodeBF16(v7, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v8, stream));
+// CODE-NOT: groupedMatmul(
+
+// weights.bin holds the f32 router and the expert weights' bf16 bits; f32
+// would be 2048 + 2 * (81920 + 40960) bytes of tensors.
+// RUN: %python -c "import os,sys; print(os.path.getsize(sys.argv[1]))" %t/mixtral/weights.bin | FileCheck %s --check-prefix=SIZE
+// SIZE: 124992
+
+// Without the flag the same model keeps f32 weights and the f32 kernel.
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/f32
+// RUN: FileCheck %s --check-prefix=F32 < %t/f32/model.cu
+// F32-NOT: groupedMatmulDecodeBF16
+// F32: groupedMatmul(
+
+// The bf16 bits are those of the f32 weights rounded to nearest even; the
+// router is byte-identical.
+// RUN: %python %S/check-bf16-weights.py %t/f32 %t/mixtral | FileCheck %s --check-prefix=BITS
+// BITS-DAG: experts.gate_up_proj: 40960 bf16 values match
+// BITS-DAG: experts.down_proj: 20480 bf16 values match
