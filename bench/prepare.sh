@@ -6,18 +6,23 @@
 # (manifest + model.so, no weights.bin: bench/bench_moe.py fills it on the GPU
 # machine from the transformers block's parameters) and links the runtime's C API
 # (moec.h) into .device/bench/libmoec.so for ctypes (static libstdc++, exports
-# moec_* only). .device/ is ignored (.git/info/exclude) and carried to the GPU.
+# moec_* only). EXPERT_WEIGHTS=bf16 compiles with --expert-weights=bf16 into
+# .device/bench/art-bf16 instead. .device/ is ignored (.git/info/exclude) and carried to the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-qwen3moe-30b-a3b,mixtral-8x7b}
 max_tokens=${2:-8192}
 build=${BUILD_DIR:-build}
 out=.device/bench
+expert_weights=${EXPERT_WEIGHTS:-f32}
+art=$out/art
+[[ $expert_weights == f32 ]] || art=$out/art-$expert_weights
 grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
-mkdir -p $out/art
+mkdir -p "$art"
 for m in ${models//,/ }; do
   python3 bench/make_block_mlir.py --model "$m" -o $out/$m.mlir
-  "$build/bin/moec" compile $out/$m.mlir --target=cuda --weights=external --max-tokens="$max_tokens" -o $out/art/$m
+  "$build/bin/moec" compile $out/$m.mlir --target=cuda --weights=external \
+    --expert-weights="$expert_weights" --max-tokens="$max_tokens" -o "$art/$m"
 done
 syms=$(grep -o 'moec_[a-z_]*(' runtime/include/moec/moec.h | tr -d '(' | sort -u | sed 's/^/-Wl,-u,/')
 echo '{ global: moec_*; local: *; };' >$out/libmoec.map

@@ -13,7 +13,7 @@ count, file size), each tensor at its offset, zeros between.
 
 Tensors are given by name or in manifest order, each of the manifest's shape, in moe's
 orientation ([out, in]; gate/up concatenated [E, 2I, H], rows [0, I) gate), and
-converted to the manifest's dtype. torch tensors are accepted (moved to the host).
+converted to the manifest's dtype (bf16: rounded to nearest even). torch tensors are accepted (moved to the host).
 """
 import argparse
 import os
@@ -49,9 +49,18 @@ class Splat:
         self.value = value
 
 
+def _bf16_bits(value):
+    """An f32's bf16 bits, rounded to nearest even (moec's --expert-weights=bf16)."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", value))
+    if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF):
+        return (bits >> 16) | 0x40
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
 def _write(f, t, name, dtype, shape, size):
     if isinstance(t, Splat):
-        one = struct.pack(STRUCT[dtype], t.value)
+        one = (struct.pack("<H", _bf16_bits(t.value)) if dtype == "bf16"
+               else struct.pack(STRUCT[dtype], t.value))
         chunk = one * (1 << 20)
         left = size
         while left:
@@ -60,6 +69,22 @@ def _write(f, t, name, dtype, shape, size):
             left -= n
         return
     import numpy as np
+    if dtype == "bf16":  # bf16 bits as uint16, rounded to nearest even
+        if hasattr(t, "detach"):
+            import torch
+            t = t.detach().to(torch.bfloat16).contiguous().view(torch.int16).cpu().numpy()
+            a = t.view(np.uint16)
+        else:
+            bits = np.ascontiguousarray(np.asarray(t, dtype=np.float32)).view(np.uint32)
+            nan = (bits & 0x7F800000) == 0x7F800000
+            nan &= (bits & 0x7FFFFF) != 0
+            rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+            a = np.where(nan, (bits >> 16) | 0x40, rounded).astype(np.uint16)
+        if a.shape != shape or a.nbytes != size:
+            raise ValueError(f"weight {name}: manifest {dtype} {list(shape)}, given "
+                             f"{list(a.shape)}")
+        a.tofile(f)
+        return
     npdtype = {"f32": np.float32, "i32": np.int32, "i64": np.int64}[dtype]
     if hasattr(t, "detach"):  # torch
         import torch

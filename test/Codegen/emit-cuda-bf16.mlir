@@ -34,3 +34,13 @@
 // RUN: %python %S/check-bf16-weights.py %t/f32 %t/mixtral | FileCheck %s --check-prefix=BITS
 // BITS-DAG: experts.gate_up_proj: 40960 bf16 values match
 // BITS-DAG: experts.down_proj: 20480 bf16 values match
+
+// --weights=external: bench/write_weights.py fills the bf16 weights byte for
+// byte as moec would.
+// RUN: %python %moec_src/bench/make_block_mlir.py --experts 8 --hidden 64 --inter 40 --top-k 2 -o %t/block.mlir
+// RUN: moec compile %t/block.mlir --target=cuda --expert-weights=bf16 -o %t/embedded
+// RUN: moec compile %t/block.mlir --target=cuda --expert-weights=bf16 --weights=external -o %t/external
+// RUN: FileCheck %s --check-prefix=EXTERNAL < %t/external/manifest.txt
+// EXTERNAL: weight gate_up bf16 [8,80,64] 2112 81920
+// RUN: %python %moec_src/bench/write_weights.py %t/external --splat router=0.01 --splat gate_up=0.02 --splat down=0.03
+// RUN: cmp %t/embedded/weights.bin %t/external/weights.bin
