@@ -10,8 +10,8 @@ see bench/prepare.sh), loads it through the C API (moec.h, via ctypes on a
 libmoec.so) and, per token count T:
 
 * checks moec's output against transformers' eager block run in f32 on the same
-  weights and input (moec computes in f32): relative L2 error <= --rtol (default
-  1e-4) passes; max abs error and transformers' own bf16 error are reported too;
+  weights and input (moec computes in f32, with f32 or bf16 expert weights as the
+  artifact was compiled): relative L2 error <= --rtol (default 1e-4) passes; max abs error and transformers' own bf16 error are reported too;
 * times transformers' `eager`, `batched_mm`, `grouped_mm` (bf16) and moec (f32),
   each run preceded by a 256 MiB write that flushes the L2 and timed on the host
   around one synchronised call (moec's time includes its host-to-device copy of
@@ -38,7 +38,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from write_weights import write_weights  # noqa: E402
+from write_weights import read_layout, write_weights  # noqa: E402
 
 COPY_BPS = 4.25e12
 DEV = "cuda"
@@ -285,6 +285,7 @@ def write(rows, out, meta, quiet=False):
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     L = [f"moec vs transformers {meta['transformers']} (torch {meta['torch']}) on {meta['gpu']}.",
          "ms: median host time of one synchronised call, L2 flushed before each; transformers bf16, moec f32 "
+         f"with {meta.get('moec_expert_weights', 'f32')} expert weights "
          "(its time includes the input/output copies host<->device). % copy: touched experts' bf16 bytes / "
          "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
          "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec / best | moec % copy | best % copy "
@@ -326,8 +327,13 @@ def main():
     global FLUSH
     FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=DEV)
     import transformers
+    # The expert weights' dtype in the artifacts (f32, or bf16 with --expert-weights=bf16).
+    dtypes = {w[1] for m in args.models.split(",")
+              if os.path.exists(os.path.join(args.artifacts, m, "manifest.txt"))
+              for w in read_layout(os.path.join(args.artifacts, m))[1] if len(w[2]) == 3}
     meta = dict(transformers=transformers.__version__, torch=torch.__version__,
-                gpu=torch.cuda.get_device_name(), tokens=args.tokens)
+                gpu=torch.cuda.get_device_name(), tokens=args.tokens,
+                moec_expert_weights="/".join(sorted(dtypes)) or "f32")
     rows = []
     out = args.out = os.environ.get("OUT", "out")
     args.meta = meta
