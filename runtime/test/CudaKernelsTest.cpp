@@ -217,4 +217,38 @@ TEST(CudaKernels, DecodeGroupedMatmulMatchesCpu) {
   }
 }
 
+/// Few slots (decode at T = 1): the block stages at most `slots` rows, so an
+/// expert that owns every slot still gets all its rows in one pass; checked for
+/// 1, 2 and 3 slots with the rows spread and all in one expert.
+TEST(CudaKernels, DecodeGroupedMatmulFewSlots) {
+  std::mt19937 rng(5);
+  const int64_t E = 4, K = 72, N = 24;
+  const std::vector<std::pair<int64_t, std::vector<int32_t>>> cases = {
+      {1, {0, 1, 1, 1}}, {2, {1, 1, 2, 2}}, {2, {0, 0, 2, 2}}, {3, {0, 0, 0, 3}}};
+  for (const auto &[S, offsets] : cases) {
+    auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+    auto weights = randomVector(E * N * K, rng, 0.2f);
+    std::vector<uint16_t> weightsBF16(weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      weightsBF16[i] = toBF16(weights[i]);
+      weights[i] = fromBF16(weightsBF16[i]);
+    }
+    cpu::ThreadPool pool(1);
+    cpu::Epilogue epilogue{true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated};
+    int64_t width = N / 2;
+    std::vector<float> want(S * width);
+    cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(), bias.data(),
+                       epilogue, want.data());
+    DeviceBuffer dLhs = upload(lhs), dWeights = upload(weightsBF16), dOffsets = upload(offsets),
+                 dBias = upload(bias);
+    DeviceBuffer dOut = poisoned(S * width * 4);
+    ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(),
+                                            E, N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
+                                            epilogue, dOut.dataAs<float>(), nullptr));
+    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+    std::vector<float> got = download<float>(dOut, S * width);
+    expectNear(want, got, 1e-4, 1e-4, "decode grouped matmul, few slots", S * width);
+  }
+}
+
 } // namespace

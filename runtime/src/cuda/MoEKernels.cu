@@ -609,9 +609,12 @@ Status groupedMatmulDecodeBF16(const float *lhs, int64_t slots, int64_t k,
   if (reinterpret_cast<uintptr_t>(weightsBF16) % 16 != 0)
     return Status::error("groupedMatmulDecodeBF16: weights are not 16-byte aligned");
   int64_t width = epilogue.enabled && epilogue.layout != GateUpLayout::None ? n / 2 : n;
-  // Long rows (large K) stage fewer rows per pass so that they fit.
-  int rowsPerPass = static_cast<int>(
-      std::min<int64_t>(kDecodeRowsPerPass, kDecodeSharedBytes / (k * sizeof(float))));
+  // Long rows (large K) stage fewer rows per pass so that they fit; and no
+  // expert has more rows than there are slots, so at T = 1 (top-k slots) the
+  // block reserves only that much shared memory and more blocks fit on an SM.
+  int rowsPerPass = static_cast<int>(std::min<int64_t>(
+      {kDecodeRowsPerPass, std::max<int64_t>(slots, 1),
+       static_cast<int64_t>(kDecodeSharedBytes / (k * sizeof(float)))}));
   if (rowsPerPass < 1)
     return Status::error("groupedMatmulDecodeBF16: K = " + std::to_string(k) +
                          " is too long to stage one row in shared memory");
