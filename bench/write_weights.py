@@ -49,7 +49,7 @@ class Splat:
         self.value = value
 
 
-def _bf16_bits(value):
+def bf16_bits(value):
     """An f32's bf16 bits, rounded to nearest even (moec's --expert-weights=bf16)."""
     (bits,) = struct.unpack("<I", struct.pack("<f", value))
     if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF):
@@ -59,7 +59,7 @@ def _bf16_bits(value):
 
 def _write(f, t, name, dtype, shape, size):
     if isinstance(t, Splat):
-        one = (struct.pack("<H", _bf16_bits(t.value)) if dtype == "bf16"
+        one = (struct.pack("<H", bf16_bits(t.value)) if dtype == "bf16"
                else struct.pack(STRUCT[dtype], t.value))
         chunk = one * (1 << 20)
         left = size

@@ -176,6 +176,39 @@ float fromBF16(uint16_t bits) {
   return value;
 }
 
+/// `values` rounded to bf16 in place; returns their bf16 bits (the kernel's
+/// weights), so the CPU reference runs on exactly the values the kernel reads.
+std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    bits[i] = toBF16(values[i]);
+    values[i] = fromBF16(bits[i]);
+  }
+  return bits;
+}
+
+/// groupedMatmulDecodeBF16 on the GPU (into NaN-poisoned output, read back
+/// into `got`) and cpu::groupedMatmul on the same bf16-rounded weights (`want`).
+void runDecodeAndCpu(const std::vector<float> &lhs, int64_t S, int64_t K,
+                     const std::vector<float> &weights, const std::vector<uint16_t> &weightsBF16,
+                     int64_t E, int64_t N, const std::vector<int32_t> &offsets,
+                     const std::vector<float> &bias, const cpu::Epilogue &epilogue,
+                     std::vector<float> &want, std::vector<float> &got) {
+  int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+  cpu::ThreadPool pool(2);
+  want.assign(S * width, 0.0f);
+  cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(), bias.data(),
+                     epilogue, want.data());
+  DeviceBuffer dLhs = upload(lhs), dWeights = upload(weightsBF16), dOffsets = upload(offsets),
+               dBias = upload(bias);
+  DeviceBuffer dOut = poisoned(S * width * 4);
+  ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(),
+                                          E, N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
+                                          epilogue, dOut.dataAs<float>(), nullptr));
+  ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+  got = download<float>(dOut, S * width);
+}
+
 /// The decode grouped matmul (bf16 weights streamed once) against the CPU
 /// kernel on the same bf16-rounded weights, for every epilogue, with experts
 /// that have no rows, an expert with more rows than one pass, and a sentinel tail.
@@ -186,31 +219,18 @@ TEST(CudaKernels, DecodeGroupedMatmulMatchesCpu) {
   const int64_t S = 21; // 4 sentinel rows past offsets[E-1] = 17
   auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
   auto weights = randomVector(E * N * K, rng, 0.2f);
-  std::vector<uint16_t> weightsBF16(weights.size());
-  for (size_t i = 0; i < weights.size(); ++i) {
-    weightsBF16[i] = toBF16(weights[i]);
-    weights[i] = fromBF16(weightsBF16[i]);
-  }
-  cpu::ThreadPool pool(2);
+  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   std::vector<cpu::Epilogue> epilogues = {
       {},
       {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated},
       {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Interleaved, 1.702f, 1.0f, 1.0f},
       {true, cpu::ActivationKind::GELU, cpu::GateUpLayout::None},
   };
-  DeviceBuffer dLhs = upload(lhs), dWeights = upload(weightsBF16), dOffsets = upload(offsets),
-               dBias = upload(bias);
   for (const cpu::Epilogue &epilogue : epilogues) {
     int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
-    std::vector<float> want(S * width);
-    cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(), bias.data(),
-                       epilogue, want.data());
-    DeviceBuffer dOut = poisoned(S * width * 4);
-    ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(),
-                                            E, N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
-                                            epilogue, dOut.dataAs<float>(), nullptr));
-    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-    std::vector<float> got = download<float>(dOut, S * width);
+    std::vector<float> want, got;
+    ASSERT_NO_FATAL_FAILURE(runDecodeAndCpu(lhs, S, K, weights, weightsBF16, E, N, offsets, bias,
+                                            epilogue, want, got));
     expectNear(want, got, 1e-4, 1e-4, "decode grouped matmul", 17 * width);
     for (int64_t i = 17 * width; i < S * width; ++i)
       ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
@@ -228,25 +248,12 @@ TEST(CudaKernels, DecodeGroupedMatmulFewSlots) {
   for (const auto &[S, offsets] : cases) {
     auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
     auto weights = randomVector(E * N * K, rng, 0.2f);
-    std::vector<uint16_t> weightsBF16(weights.size());
-    for (size_t i = 0; i < weights.size(); ++i) {
-      weightsBF16[i] = toBF16(weights[i]);
-      weights[i] = fromBF16(weightsBF16[i]);
-    }
-    cpu::ThreadPool pool(1);
+    std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
     cpu::Epilogue epilogue{true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated};
     int64_t width = N / 2;
-    std::vector<float> want(S * width);
-    cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(), bias.data(),
-                       epilogue, want.data());
-    DeviceBuffer dLhs = upload(lhs), dWeights = upload(weightsBF16), dOffsets = upload(offsets),
-                 dBias = upload(bias);
-    DeviceBuffer dOut = poisoned(S * width * 4);
-    ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(),
-                                            E, N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
-                                            epilogue, dOut.dataAs<float>(), nullptr));
-    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-    std::vector<float> got = download<float>(dOut, S * width);
+    std::vector<float> want, got;
+    ASSERT_NO_FATAL_FAILURE(runDecodeAndCpu(lhs, S, K, weights, weightsBF16, E, N, offsets, bias,
+                                            epilogue, want, got));
     expectNear(want, got, 1e-4, 1e-4, "decode grouped matmul, few slots", S * width);
   }
 }

@@ -8,7 +8,12 @@ byte-identical. Pure Python (no numpy): the artifacts are small test ones.
 """
 import array
 import os
+import struct
 import sys
+
+# The rounding rule bench/write_weights.py also fills external bf16 weights with.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from write_weights import bf16_bits  # noqa: E402
 
 
 def layout(artifact):
@@ -25,12 +30,6 @@ def layout(artifact):
             for name, (dtype, offset, size) in weights.items()}
 
 
-def to_bf16(bits):
-    if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF):
-        return (bits >> 16) | 0x40  # NaN stays a quiet NaN
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-
-
 def main():
     f32, bf16 = layout(sys.argv[1]), layout(sys.argv[2])
     if set(f32) != set(bf16):
@@ -43,14 +42,13 @@ def main():
                 print(f"{name}: {dtype} bytes differ from the f32 artifact's")
                 failed = True
             continue
-        words = array.array("I", ref)
+        values = struct.unpack(f"<{len(ref) // 4}f", ref)
         halves = array.array("H", data)
         if sys.byteorder != "little":
-            words.byteswap()
             halves.byteswap()
-        bad = sum(1 for w, h in zip(words, halves) if to_bf16(w) != h)
-        if len(words) != len(halves) or bad:
-            print(f"{name}: {bad} of {len(halves)} bf16 values differ ({len(words)} f32 values)")
+        bad = sum(1 for v, h in zip(values, halves) if bf16_bits(v) != h)
+        if len(values) != len(halves) or bad:
+            print(f"{name}: {bad} of {len(halves)} bf16 values differ ({len(values)} f32 values)")
             failed = True
         else:
             print(f"{name}: {len(halves)} bf16 values match")

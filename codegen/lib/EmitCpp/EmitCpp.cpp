@@ -224,6 +224,9 @@ private:
   FailureOr<ValueInfo *> operand(Operation *op, Value value, StringRef role, bool floatOnly = true);
   /// An f32 constant stored in weights.bin as bf16 (--expert-weights=bf16).
   FailureOr<ValueInfo *> bf16Weight(Operation *op, Value value, StringRef role);
+  /// Places `entry` (its bytes and size filled in) at weights.bin's next
+  /// 64-byte boundary and declares the constant `value`'s pointer into `info`.
+  ValueInfo &placeWeight(Value value, WeightEntry entry, ValueInfo &info);
   std::string optionalOperand(Operation *op, Value value, StringRef role, bool &failed);
   FailureOr<ValueInfo *> define(Operation *op, Value result, std::optional<Dim> rows);
   std::string epilogue(std::optional<moe::ActivationAttr> activation,
@@ -425,26 +428,31 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   if (!bytes)
     return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
   WeightEntry entry;
-  entry.name = constantName(value, weights.size());
-  entry.elementType = type.getElementType();
-  entry.shape.assign(type.getShape().begin(), type.getShape().end());
-  entry.offset = alignUp(weightsBytes);
   entry.bytes = *bytes;
   entry.expanded = std::move(expanded);
   entry.size = externalWeights ? static_cast<uint64_t>(type.getNumElements()) *
                                      (type.getElementTypeBitWidth() / 8)
                                : entry.bytes.size();
+  return &placeWeight(value, std::move(entry), values[value]);
+}
+
+ValueInfo &Emitter::placeWeight(Value value, WeightEntry entry, ValueInfo &info) {
+  auto type = cast<RankedTensorType>(value.getType());
+  entry.name = constantName(value, weights.size());
+  entry.elementType = type.getElementType();
+  entry.shape.assign(type.getShape().begin(), type.getShape().end());
+  entry.offset = alignUp(weightsBytes);
   weightsBytes = entry.offset + entry.size;
-  ValueInfo &info = values[value];
   info.var = "w" + std::to_string(weights.size());
   for (int64_t size : type.getShape())
     info.dims.push_back({size, false});
   info.elementType = entry.elementType;
-  std::string cppType = *cppElementType(entry.elementType);
+  std::string cppType = entry.bf16 ? "uint16_t" : *cppElementType(entry.elementType);
   decl("const " + cppType + " *" + info.var + " = reinterpret_cast<const " + cppType +
-       " *>(weights + " + std::to_string(entry.offset) + "); // " + entry.name);
+       " *>(weights + " + std::to_string(entry.offset) + "); // " + entry.name +
+       (entry.bf16 ? " (bf16)" : ""));
   weights.push_back(std::move(entry));
-  return &info;
+  return info;
 }
 
 FailureOr<ValueInfo *> Emitter::bf16Weight(Operation *op, Value value, StringRef role) {
@@ -460,11 +468,7 @@ FailureOr<ValueInfo *> Emitter::bf16Weight(Operation *op, Value value, StringRef
         op, role + " must be an f32 constant of static shape to be stored as bf16 "
                    "(--expert-weights=bf16)"));
   WeightEntry entry;
-  entry.name = constantName(value, weights.size());
-  entry.elementType = type.getElementType();
   entry.bf16 = true;
-  entry.shape.assign(type.getShape().begin(), type.getShape().end());
-  entry.offset = alignUp(weightsBytes);
   entry.size = static_cast<uint64_t>(type.getNumElements()) * 2;
   if (!externalWeights) {
     std::shared_ptr<std::vector<char>> expanded;
@@ -481,16 +485,7 @@ FailureOr<ValueInfo *> Emitter::bf16Weight(Operation *op, Value value, StringRef
     entry.expanded = std::move(converted);
     entry.bytes = ArrayRef<char>(*entry.expanded);
   }
-  weightsBytes = entry.offset + entry.size;
-  ValueInfo &info = bf16Values[value];
-  info.var = "w" + std::to_string(weights.size());
-  for (int64_t size : type.getShape())
-    info.dims.push_back({size, false});
-  info.elementType = entry.elementType;
-  decl("const uint16_t *" + info.var + " = reinterpret_cast<const uint16_t *>(weights + " +
-       std::to_string(entry.offset) + "); // " + entry.name + " (bf16)");
-  weights.push_back(std::move(entry));
-  return &info;
+  return &placeWeight(value, std::move(entry), bf16Values[value]);
 }
 
 std::string Emitter::optionalOperand(Operation *op, Value value, StringRef role, bool &failedFlag) {

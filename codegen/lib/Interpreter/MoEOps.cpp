@@ -144,6 +144,17 @@ LogicalResult checkGatedWidth(Operation *op, GateUpLayout layout, int64_t n) {
                            << stringifyGateUpLayout(layout) << "' needs an even number";
 }
 
+/// The columns a matmul writes: n, or n / 2 when its activation epilogue
+/// pairs gate and up columns (a gated layout; n must then be even).
+FailureOr<int64_t> epilogueWidth(Operation *op, bool hasEpilogue, GateUpLayout layout,
+                                 int64_t n) {
+  if (!hasEpilogue || layout == GateUpLayout::None)
+    return n;
+  if (failed(checkGatedWidth(op, layout, n)))
+    return failure();
+  return n / 2;
+}
+
 //===----------------------------------------------------------------------===//
 // Routing
 //===----------------------------------------------------------------------===//
@@ -498,9 +509,10 @@ LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
     return failure();
   std::optional<ActivationAttr> epilogue = op.getEpilogue();
   GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
-  if (epilogue && failed(checkGatedWidth(op, layout, n)))
+  FailureOr<int64_t> columns = epilogueWidth(op, epilogue.has_value(), layout, n);
+  if (failed(columns))
     return failure();
-  int64_t width = epilogue && layout != GateUpLayout::None ? n / 2 : n;
+  int64_t width = *columns;
   // Rows past offsets[E-1] are never computed.
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{rows, width}, kNaN);
   std::vector<double> acc(n);
@@ -540,9 +552,10 @@ LogicalResult evalActivation(ActivationOp op, Operands in, Results &out) {
   const Tensor &input = *in[0];
   int64_t m = input.dim(0), n = input.dim(1);
   GateUpLayout layout = op.getLayout();
-  if (failed(checkGatedWidth(op, layout, n)))
+  FailureOr<int64_t> columns = epilogueWidth(op, /*hasEpilogue=*/true, layout, n);
+  if (failed(columns))
     return failure();
-  int64_t width = layout == GateUpLayout::None ? n : n / 2;
+  int64_t width = *columns;
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
   Activation activation(op.getActivation());
   for (int64_t r = 0; r < m; ++r)
@@ -602,9 +615,10 @@ LogicalResult evalLinear(LinearOp op, Operands in, Results &out) {
     return failure();
   std::optional<ActivationAttr> epilogue = op.getEpilogue();
   GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
-  if (epilogue && failed(checkGatedWidth(op, layout, n)))
+  FailureOr<int64_t> columns = epilogueWidth(op, epilogue.has_value(), layout, n);
+  if (failed(columns))
     return failure();
-  int64_t width = epilogue && layout != GateUpLayout::None ? n / 2 : n;
+  int64_t width = *columns;
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
   std::vector<double> acc(n);
   for (int64_t r = 0; r < m; ++r) {

@@ -34,6 +34,22 @@ std::optional<int64_t> indexInto(Operation *op, double value, int64_t dim, int64
   return index < 0 ? index + dim : index;
 }
 
+/// GatherElements/ScatterElements: the flat position in `data` (row-major
+/// `strides`) of element `i` of `indices`, whose value replaces its coordinate
+/// on `axis`; nullopt with an error at `op` when that value is out of range.
+std::optional<int64_t> elementAlongAxis(Operation *op, const Tensor &indices, int64_t i,
+                                        const Tensor &data, int64_t axis, const Shape &strides) {
+  Shape coords = unravel(i, indices.shape);
+  std::optional<int64_t> index = indexInto(op, indices.values[i], data.dim(axis), axis);
+  if (!index)
+    return std::nullopt;
+  coords[axis] = *index;
+  int64_t position = 0;
+  for (int64_t d = 0; d < data.rank(); ++d)
+    position += coords[d] * strides[d];
+  return position;
+}
+
 LogicalResult evalGather(GatherOp op, Operands in, Results &out) {
   const Tensor &data = *in[0], &indices = *in[1];
   std::optional<int64_t> axis = normalizeAxis(attrOr(op.getAxisAttr(), 0), data.rank());
@@ -71,15 +87,10 @@ LogicalResult evalGatherElements(GatherElementsOp op, Operands in, Results &out)
   Tensor &result = out.emplace_back(resultElementType(op), indices.shape);
   Shape strides = stridesOf(data.shape);
   for (int64_t i = 0, e = indices.numElements(); i < e; ++i) {
-    Shape coords = unravel(i, indices.shape);
-    std::optional<int64_t> index = indexInto(op, indices.values[i], data.dim(*axis), *axis);
-    if (!index)
+    std::optional<int64_t> source = elementAlongAxis(op, indices, i, data, *axis, strides);
+    if (!source)
       return failure();
-    coords[*axis] = *index;
-    int64_t source = 0;
-    for (int64_t d = 0; d < data.rank(); ++d)
-      source += coords[d] * strides[d];
-    result.values[i] = data.values[source];
+    result.values[i] = data.values[*source];
   }
   return success();
 }
@@ -184,15 +195,10 @@ LogicalResult evalScatterElements(ScatterElementsOp op, Operands in, Results &ou
   result.elementType = resultElementType(op);
   Shape strides = stridesOf(data.shape);
   for (int64_t i = 0, e = indices.numElements(); i < e; ++i) {
-    Shape coords = unravel(i, indices.shape);
-    std::optional<int64_t> index = indexInto(op, indices.values[i], data.dim(*axis), *axis);
-    if (!index)
+    std::optional<int64_t> target = elementAlongAxis(op, indices, i, data, *axis, strides);
+    if (!target)
       return failure();
-    coords[*axis] = *index;
-    int64_t target = 0;
-    for (int64_t d = 0; d < data.rank(); ++d)
-      target += coords[d] * strides[d];
-    result.values[target] = (*apply)(result.values[target], updates.values[i]);
+    result.values[*target] = (*apply)(result.values[*target], updates.values[i]);
   }
   return success();
 }
