@@ -188,6 +188,53 @@ def out0(o):
     return o[0] if isinstance(o, tuple) else o
 
 
+MODE_SHORT = {"reduce-overhead": "CG", "max-autotune-no-cudagraphs": "MA", "default": "def"}
+
+
+def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
+    """transformers' block under torch.compile(mode): checked against the f32 reference
+    and timed like the eager columns (host time, L2 flushed; CUDA-event median beside it).
+    Returns the host median in ms, or a string saying why not."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    try:
+        from torch._inductor import cudagraph_trees
+        cudagraph_trees.reset_cudagraph_trees()
+    except Exception:  # noqa: BLE001
+        pass
+    torch.cuda.empty_cache()
+    cfg._experts_implementation = impl
+    graphs = mode == "reduce-overhead"
+    try:
+        cm = torch.compile(m, mode=mode, fullgraph=False, dynamic=False)
+
+        def fn():
+            if graphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            return cm(x)
+
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            row[key + "_compile_s"] = time.perf_counter() - t0
+            for _ in range(3):  # CUDA graph trees: warm-up, record, replay
+                fn()
+            o = out0(fn()).float().reshape(T, H)
+            row[key + "_rel_err"] = ((o - ref).norm() / ref.norm()).item()
+            del o
+            ms, mn, n = time_wall(fn, args.target_s)
+            row[key + "_events"] = time_events(fn, n)
+        log(f"  {key} T={T}: {ms:.3f} ms, compile {row[key + '_compile_s']:.1f} s, "
+            f"rel err {row[key + '_rel_err']:.1e}")
+        return ms
+    except Exception as e:  # noqa: BLE001
+        return "error: " + repr(e)[:160]
+    finally:
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+
+
 def run_model(name, args, rows):
     E, H, I, K = SPECS[name][:4]
     shared, bias = SPECS[name][8:10]
@@ -254,12 +301,22 @@ def run_model(name, args, rows):
             except Exception as e:  # OOM and friends: record, go on
                 row[impl] = "error: " + repr(e)[:160]
                 torch.cuda.empty_cache()
+        for impl, mode in args.compiled:
+            if mode == "reduce-overhead" and T > args.cuda_graphs_max_tokens:
+                continue
+            key = f"{impl}+{MODE_SHORT[mode]}"
+            row[key] = compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args)
         ms, mn, n = time_wall(moec.run, args.target_s)
         row.update(moec=ms, moec_min=mn, moec_n=n)
         best = [(row[i], i) for i in IMPLS if isinstance(row.get(i), float)]
         if best:
             row["best"], row["best_impl"] = min(best)
             row["ratio"] = ms / row["best"]
+        every = best + [(row[k], k) for k in row if "+" in k and "_" not in k.split("+")[1]
+                        and isinstance(row[k], float)]
+        if every:
+            row["best_all"], row["best_all_impl"] = min(every)
+            row["ratio_all"] = ms / row["best_all"]
         log(json.dumps({k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in row.items()}))
         rows.append(row)
         write(rows, args.out, args.meta, quiet=True)  # a killed run keeps its rows
@@ -303,6 +360,17 @@ def write(rows, out, meta, quiet=False):
     for r in rows:
         L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('eager_events'))} | {fmt(r.get('batched_mm_events'))} | "
                  f"{fmt(r.get('grouped_mm_events'))} | {r.get('grouped_mm_rel_err', float('nan')):.1e} |")
+    ckeys = sorted({k for r in rows for k in r if "+" in k and "_" not in k.split("+")[1]})
+    if ckeys:
+        L += ["", "transformers under torch.compile (CG: mode reduce-overhead, CUDA graphs; MA: "
+              "max-autotune-no-cudagraphs; def: mode default), host ms as above; moec / best of all "
+              "configurations, eager and compiled:", "",
+              "| model | T | " + " | ".join(ckeys) + " | moec | moec / best of all |",
+              "|---|---|" + "---|" * len(ckeys) + "---|---|"]
+        for r in rows:
+            L.append(f"| {r['model']} | {r['T']} | " + " | ".join(fmt(r.get(k)) for k in ckeys) +
+                     f" | {fmt(r.get('moec'))} | {r.get('ratio_all', float('nan')):.2f}x "
+                     f"({r.get('best_all_impl', '')}) |")
     text = "\n".join(L) + "\n"
     with open(os.path.join(out, "bench_moe.md"), "w") as f:
         f.write(text)
@@ -322,8 +390,17 @@ def main():
                    help="keep each weights.bin (default: removed once its model is done)")
     p.add_argument("--batched-mm-limit", type=float, default=60e9,
                    help="skip batched_mm when gathered weights + module exceed this many bytes")
+    p.add_argument("--compiled", default="grouped_mm:reduce-overhead,grouped_mm:default",
+                   help="transformers configurations under torch.compile, IMPL:MODE,... (MODE: "
+                        "reduce-overhead, max-autotune-no-cudagraphs or default); '' for none")
+    p.add_argument("--cuda-graphs-max-tokens", type=int, default=128,
+                   help="run reduce-overhead (CUDA graphs) only up to this many tokens")
     args = p.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",")]
+    args.compiled = [tuple(c.split(":")) for c in args.compiled.split(",") if c]
+    for impl, mode in args.compiled:
+        if impl not in IMPLS or mode not in MODE_SHORT:
+            p.error(f"--compiled: unknown configuration {impl}:{mode}")
     global FLUSH
     FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=DEV)
     import transformers

@@ -7,7 +7,8 @@
 # runtime's GPU unit tests into .device/bin; .device/ (ignored through
 # .git/info/exclude) is what travels. `run` runs test/Codegen/check-cuda-artifact.sh
 # on each prebuilt artifact (f32 and --expert-weights=bf16), the GPU unit tests, a short
-# benchmark with and without CUDA graphs and compute-sanitizer memcheck on three artifacts.
+# benchmark with and without CUDA graphs and compute-sanitizer memcheck on the unit
+# tests and four artifacts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin
@@ -28,7 +29,7 @@ prepare)
   done
   g++ -O2 -std=c++20 tools/moec-run/moec-run.cpp -Iruntime/include "$build/runtime/libmoec_runtime.a" \
     /usr/lib/x86_64-linux-gnu/libz.a -static-libstdc++ -static-libgcc -ldl -pthread -o $B/moec-run
-  cp "$build/runtime/test/moec-runtime-gpu-tests" $B/
+  cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" $B/
   du -sh .device
   ;;
 run)
@@ -51,6 +52,13 @@ run)
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
   echo "== runtime gpu unit tests"
   timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
+  echo "gpu unit tests rc=${PIPESTATUS[0]}"
+  echo "== runtime gpu unit tests under compute-sanitizer memcheck"
+  # Cuda.FailedCallsNameTheCallAndTheLine makes a failing CUDA call on purpose,
+  # which memcheck would count as an error.
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/moec-runtime-gpu-tests \
+    --gtest_brief=1 --gtest_filter=-Cuda.FailedCallsNameTheCallAndTheLine 2>&1 | tail -15
+  echo "sanitizer gpu unit tests rc=${PIPESTATUS[0]}"
   echo "== bench (CUDA graphs, then eager with MOEC_CUDA_GRAPHS=0)"
   for a in mixtral deepseek_v3; do
     $B/moec-run .device/art/bf16-$a --inputs $fx/$a/inputs.npz --bench 200

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace moec::rt;
@@ -187,13 +188,14 @@ std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
   return bits;
 }
 
-/// groupedMatmulDecodeBF16 on the GPU (into NaN-poisoned output, read back
+/// groupedMatmulBF16 with `tile` on the GPU (into NaN-poisoned output, read back
 /// into `got`) and cpu::groupedMatmul on the same bf16-rounded weights (`want`).
-void runDecodeAndCpu(const std::vector<float> &lhs, int64_t S, int64_t K,
-                     const std::vector<float> &weights, const std::vector<uint16_t> &weightsBF16,
-                     int64_t E, int64_t N, const std::vector<int32_t> &offsets,
-                     const std::vector<float> &bias, const cpu::Epilogue &epilogue,
-                     std::vector<float> &want, std::vector<float> &got) {
+void runOnGpuAndCpu(cuda::BF16Tile tile, const std::vector<float> &lhs, int64_t S,
+                    int64_t K, const std::vector<float> &weights,
+                    const std::vector<uint16_t> &weightsBF16, int64_t E, int64_t N,
+                    const std::vector<int32_t> &offsets, const std::vector<float> &bias,
+                    const cpu::Epilogue &epilogue, std::vector<float> &want,
+                    std::vector<float> &got) {
   int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
   cpu::ThreadPool pool(2);
   want.assign(S * width, 0.0f);
@@ -202,59 +204,128 @@ void runDecodeAndCpu(const std::vector<float> &lhs, int64_t S, int64_t K,
   DeviceBuffer dLhs = upload(lhs), dWeights = upload(weightsBF16), dOffsets = upload(offsets),
                dBias = upload(bias);
   DeviceBuffer dOut = poisoned(S * width * 4);
-  ASSERT_OK(cuda::groupedMatmulDecodeBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(),
-                                          E, N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
-                                          epilogue, dOut.dataAs<float>(), nullptr));
+  ASSERT_OK(cuda::groupedMatmulBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(), E,
+                                    N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(), epilogue,
+                                    dOut.dataAs<float>(), nullptr, tile));
   ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
   got = download<float>(dOut, S * width);
 }
 
-/// The decode grouped matmul (bf16 weights streamed once) against the CPU
-/// kernel on the same bf16-rounded weights, for every epilogue, with experts
-/// that have no rows, an expert with more rows than one pass, and a sentinel tail.
-TEST(CudaKernels, DecodeGroupedMatmulMatchesCpu) {
-  std::mt19937 rng(3);
-  const int64_t E = 16, K = 264, N = 96;
-  const std::vector<int32_t> offsets = {0, 3, 3, 3, 4, 4, 15, 15, 15, 15, 16, 16, 16, 17, 17, 17};
-  const int64_t S = 21; // 4 sentinel rows past offsets[E-1] = 17
-  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
-  auto weights = randomVector(E * N * K, rng, 0.2f);
-  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
-  std::vector<cpu::Epilogue> epilogues = {
+/// Every epilogue the grouped matmul fuses: none, SwiGLU concatenated, the
+/// gpt-oss clamped interleaved form, an ungated activation.
+std::vector<cpu::Epilogue> allEpilogues() {
+  return {
       {},
       {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated},
       {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Interleaved, 1.702f, 1.0f, 1.0f},
       {true, cpu::ActivationKind::GELU, cpu::GateUpLayout::None},
   };
-  for (const cpu::Epilogue &epilogue : epilogues) {
-    int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
-    std::vector<float> want, got;
-    ASSERT_NO_FATAL_FAILURE(runDecodeAndCpu(lhs, S, K, weights, weightsBF16, E, N, offsets, bias,
-                                            epilogue, want, got));
-    expectNear(want, got, 1e-4, 1e-4, "decode grouped matmul", 17 * width);
-    for (int64_t i = 17 * width; i < S * width; ++i)
-      ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+}
+
+/// The tensor-core grouped matmul, every tile and epilogue, against the CPU on
+/// the same bf16-rounded rows and weights: K not a multiple of the 64-wide
+/// stage, N not a multiple of the 128-row tile, idle experts first, in the
+/// middle and last, an expert with more rows than one 64-row tile (and than
+/// eight 8-row ones), and a NaN-poisoned sentinel tail that must stay unwritten.
+TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
+  std::mt19937 rng(11);
+  const int64_t E = 12, K = 264, N = 200;
+  const std::vector<int32_t> offsets = {0, 0, 3, 3, 73, 74, 74, 90, 107, 107, 108, 108};
+  const int64_t valid = 108, S = valid + 5;
+  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  auto weights = randomVector(E * N * K, rng, 0.2f);
+  roundToBF16(lhs); // the kernel multiplies bf16 rows: give it exactly those
+  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8,
+                              cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64}) {
+    for (const cpu::Epilogue &epilogue : allEpilogues()) {
+      SCOPED_TRACE(std::string("tile ") + cuda::bf16TileName(tile) + ", layout " +
+                   std::to_string(int(epilogue.layout)) + ", enabled " +
+                   std::to_string(epilogue.enabled));
+      int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+      std::vector<float> want, got;
+      ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(tile, lhs, S, K, weights,
+                                             weightsBF16, E, N, offsets, bias, epilogue, want,
+                                             got));
+      expectNear(want, got, 1e-4, 1e-4, "tensor-core grouped matmul", valid * width);
+      for (int64_t i = valid * width; i < S * width; ++i)
+        ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+    }
   }
 }
 
-/// Few slots (decode at T = 1): the block stages at most `slots` rows, so an
-/// expert that owns every slot still gets all its rows in one pass; checked for
-/// 1, 2 and 3 slots with the rows spread and all in one expert.
-TEST(CudaKernels, DecodeGroupedMatmulFewSlots) {
-  std::mt19937 rng(5);
+/// Decode shapes for the tensor-core kernel: 1-3 slots, spread and all in one
+/// expert, with the tile the dispatcher picks.
+TEST(CudaKernels, TensorCoreGroupedMatmulFewSlots) {
+  std::mt19937 rng(13);
   const int64_t E = 4, K = 72, N = 24;
   const std::vector<std::pair<int64_t, std::vector<int32_t>>> cases = {
       {1, {0, 1, 1, 1}}, {2, {1, 1, 2, 2}}, {2, {0, 0, 2, 2}}, {3, {0, 0, 0, 3}}};
   for (const auto &[S, offsets] : cases) {
     auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
     auto weights = randomVector(E * N * K, rng, 0.2f);
+    roundToBF16(lhs);
     std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
     cpu::Epilogue epilogue{true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated};
-    int64_t width = N / 2;
     std::vector<float> want, got;
-    ASSERT_NO_FATAL_FAILURE(runDecodeAndCpu(lhs, S, K, weights, weightsBF16, E, N, offsets, bias,
-                                            epilogue, want, got));
-    expectNear(want, got, 1e-4, 1e-4, "decode grouped matmul, few slots", S * width);
+    ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(cuda::BF16Tile::Auto, lhs, S, K,
+                                           weights, weightsBF16, E, N, offsets, bias, epilogue,
+                                           want, got));
+    expectNear(want, got, 1e-4, 1e-4, "tensor-core grouped matmul, few slots", S * (N / 2));
+  }
+}
+
+/// Bad calls are refused with a message, before any launch.
+TEST(CudaKernels, TensorCoreGroupedMatmulRefusesBadShapes) {
+  DeviceBuffer rows = poisoned(4096), weights = poisoned(4096), offsets = poisoned(64),
+               out = poisoned(4096);
+  cpu::Epilogue gated{true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated};
+  Status notMultipleOf8 = cuda::groupedMatmulBF16(
+      rows.dataAs<float>(), 2, 12, weights.dataAs<uint16_t>(), 2, 8, offsets.dataAs<int32_t>(),
+      nullptr, {}, out.dataAs<float>(), nullptr);
+  ASSERT_FALSE(notMultipleOf8.isOk());
+  EXPECT_NE(notMultipleOf8.message().find("K = 12"), std::string::npos) << notMultipleOf8.message();
+  Status oddGated = cuda::groupedMatmulBF16(rows.dataAs<float>(), 2, 16, weights.dataAs<uint16_t>(),
+                                            2, 7, offsets.dataAs<int32_t>(), nullptr, gated,
+                                            out.dataAs<float>(), nullptr);
+  ASSERT_FALSE(oddGated.isOk());
+  EXPECT_NE(oddGated.message().find("odd"), std::string::npos) << oddGated.message();
+  Status misaligned = cuda::groupedMatmulBF16(
+      rows.dataAs<float>() + 1, 2, 16, weights.dataAs<uint16_t>(), 2, 8,
+      offsets.dataAs<int32_t>(), nullptr, {}, out.dataAs<float>(), nullptr);
+  ASSERT_FALSE(misaligned.isOk());
+  EXPECT_NE(misaligned.message().find("aligned"), std::string::npos) << misaligned.message();
+}
+
+/// moe.linear on the device, f32 (the router) and bf16 weights (shared experts),
+/// against the CPU for every epilogue: rows not a multiple of the 16-row block,
+/// K not a multiple of the staged chunk, gated and not, with a bias.
+TEST(CudaKernels, LinearMatchesCpu) {
+  std::mt19937 rng(17);
+  const int64_t M = 37, K = 296, N = 140;
+  auto x = randomVector(M * K, rng), w = randomVector(N * K, rng, 0.2f), bias = randomVector(N, rng);
+  roundToBF16(x); // the bf16 kernel multiplies bf16 rows: give both exactly those
+  std::vector<uint16_t> wBF16 = roundToBF16(w);
+  cpu::ThreadPool pool(2);
+  DeviceBuffer dX = upload(x), dW = upload(w), dWBF16 = upload(wBF16), dBias = upload(bias);
+  for (const cpu::Epilogue &epilogue : allEpilogues()) {
+    SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
+                 std::to_string(epilogue.enabled));
+    int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+    std::vector<float> want(M * width);
+    cpu::linear(pool, x.data(), M, K, w.data(), N, bias.data(), epilogue, want.data());
+    for (bool bf16 : {false, true}) {
+      DeviceBuffer dY = poisoned(M * width * 4);
+      if (bf16)
+        ASSERT_OK(cuda::linearBF16(dX.dataAs<float>(), M, K, dWBF16.dataAs<uint16_t>(), N,
+                                   dBias.dataAs<float>(), epilogue, dY.dataAs<float>(), nullptr));
+      else
+        ASSERT_OK(cuda::linear(dX.dataAs<float>(), M, K, dW.dataAs<float>(), N,
+                               dBias.dataAs<float>(), epilogue, dY.dataAs<float>(), nullptr));
+      ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+      expectNear(want, download<float>(dY, M * width), 1e-4, 1e-4,
+                 bf16 ? "linearBF16" : "linear");
+    }
   }
 }
 

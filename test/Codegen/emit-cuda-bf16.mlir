@@ -1,7 +1,7 @@
 // REQUIRES: cuda-build
 // `moec compile --target=cuda --expert-weights=bf16`: moe.grouped_matmul's
 // weights are stored in weights.bin as bf16 (half the bytes; the manifest says
-// `bf16`) and multiplied by groupedMatmulDecodeBF16; everything else (the
+// `bf16`) and multiplied on the tensor cores by groupedMatmulBF16; everything else (the
 // router, biases, rows, accumulation) stays f32.
 
 // RUN: rm -rf %t && mkdir -p %t
@@ -14,8 +14,8 @@
 // CODE: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2112); // experts.gate_up_proj (bf16)
 // CODE: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84032); // experts.down_proj (bf16)
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
-// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulDecodeBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
-// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulDecodeBF16(v7, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v8, stream));
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v7, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v8, stream));
 // CODE-NOT: groupedMatmul(
 
 // weights.bin holds the f32 router and the expert weights' bf16 bits; f32
@@ -26,7 +26,7 @@
 // Without the flag the same model keeps f32 weights and the f32 kernel.
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/f32
 // RUN: FileCheck %s --check-prefix=F32 < %t/f32/model.cu
-// F32-NOT: groupedMatmulDecodeBF16
+// F32-NOT: groupedMatmulBF16
 // F32: groupedMatmul(
 
 // The bf16 bits are those of the f32 weights rounded to nearest even; the
@@ -44,3 +44,18 @@
 // EXTERNAL: weight gate_up bf16 [8,80,64] 2112 81920
 // RUN: %python %moec_src/bench/write_weights.py %t/external --splat router=0.01 --splat gate_up=0.02 --splat down=0.03
 // RUN: cmp %t/embedded/weights.bin %t/external/weights.bin
+
+// A shared expert (DeepSeek-V3) is an expert too: its moe.linear weights go bf16
+// onto the tensor cores (linearBF16); the router's linear stays f32, since its
+// logits choose the experts.
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/deepseek
+// RUN: FileCheck %s --check-prefix=SHARED-MANIFEST < %t/deepseek/manifest.txt
+// SHARED-MANIFEST: weight gate.weight f32 [16,64]
+// SHARED-MANIFEST: weight shared_gate_up_weight bf16 [48,64]
+// SHARED-MANIFEST: weight shared_down_weight bf16 [64,24]
+// RUN: FileCheck %s --check-prefix=SHARED < %t/deepseek/model.cu
+// SHARED: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 16, nullptr, Epilogue{}, v0, stream));
+// SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
+// SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
+// SHARED: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 64, w4, 48, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
+// SHARED: MOEC_RETURN_IF_ERROR(linearBF16(v9, T, 24, w5, 64, nullptr, Epilogue{}, v10, stream));

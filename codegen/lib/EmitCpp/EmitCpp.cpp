@@ -583,8 +583,21 @@ LogicalResult Emitter::emitLinear(moe::LinearOp op) {
   comment(op);
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
+  // Shared experts' weights follow --expert-weights=bf16 onto the tensor cores;
+  // the router's stay f32, since its logits choose the experts and bf16 would
+  // flip near ties. Weights that are not constants, or whose K the bf16 kernel
+  // cannot load (K % 8), stay f32 too.
+  bool router = llvm::any_of(op.getResult().getUsers(),
+                             [](Operation *user) { return isa<moe::RouteOp>(user); });
+  auto weightType = dyn_cast<RankedTensorType>(op.getWeight().getType());
+  Operation *weightDef = op.getWeight().getDefiningOp();
+  bool bf16 = cuda && bf16ExpertWeights && !router && weightType &&
+              weightType.hasStaticShape() && weightType.getRank() == 2 &&
+              weightType.getDimSize(1) % 8 == 0 && weightDef &&
+              isa<arith::ConstantOp, onnx::ConstantOp>(weightDef);
   FailureOr<ValueInfo *> x = operand(op, op.getInput(), "the input");
-  FailureOr<ValueInfo *> w = operand(op, op.getWeight(), "the weight");
+  FailureOr<ValueInfo *> w = bf16 ? bf16Weight(op, op.getWeight(), "the weight")
+                                  : operand(op, op.getWeight(), "the weight");
   bool bad = false;
   std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
   if (failed(x) || failed(w) || bad)
@@ -595,9 +608,9 @@ LogicalResult Emitter::emitLinear(moe::LinearOp op) {
   FailureOr<ValueInfo *> y = define(op, op.getResult(), m);
   if (failed(y))
     return failure();
-  kernel("linear", {(*x)->var, dimExpr(m), dimExpr((*x)->dims[1]), (*w)->var,
-                   dimExpr((*w)->dims[0]), bias, epilogue(op.getEpilogue(), op.getEpilogueLayout()),
-                   (*y)->var});
+  kernel(bf16 ? "linearBF16" : "linear",
+         {(*x)->var, dimExpr(m), dimExpr((*x)->dims[1]), (*w)->var, dimExpr((*w)->dims[0]), bias,
+          epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*y)->var});
   return success();
 }
 
@@ -740,7 +753,7 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     if (k % 8 != 0)
       return unsupported(op, "K = " + std::to_string(k) +
                                  " is not a multiple of 8, which bf16 expert weights need");
-    kernel("groupedMatmulDecodeBF16", args);
+    kernel("groupedMatmulBF16", args);
     return success();
   }
   kernel("groupedMatmul", args);

@@ -1,11 +1,13 @@
 //===- MoEKernels.cu - CUDA kernels for the lowered moe ops -----------------===//
 //
-// Correctness first: one block per token for routing, CUB's stable radix sort
-// for the sort, one thread per output for the grouped matmul. Every count that
-// depends on the routing is read on the device.
+// Routing (one block per token), CUB's stable radix sort, permute, combine, and
+// the f32-weight grouped matmul (one thread per output: the reference path; bf16
+// weights take GroupedMatmulBF16.cu, moe.linear takes Linear.cu). Every count
+// that depends on the routing is read on the device.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Epilogue.cuh"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -24,17 +26,8 @@ using cpu::RoutingKind;
 
 constexpr int kRouteThreads = 128;
 
-__device__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-__device__ float activate(ActivationKind kind, float alpha, float x) {
-  switch (kind) {
-  case ActivationKind::SiLU: return x * sigmoidf(alpha * x);
-  case ActivationKind::GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  case ActivationKind::ReLU: return x > 0.0f ? x : 0.0f;
-  case ActivationKind::Identity: return x;
-  }
-  return x;
-}
+using device::activate;
+using device::sigmoidf;
 
 /// The better of two (value, index) candidates: larger value, ties to the lower index.
 __device__ bool better(float a, int ia, float b, int ib) {
@@ -254,12 +247,8 @@ __global__ void groupedMatmulKernel(const float *lhs, int64_t slots, int64_t k,
       result = activate(epilogue.kind, epilogue.alpha, project(j));
     } else {
       bool interleaved = epilogue.layout == GateUpLayout::Interleaved;
-      float g = project(interleaved ? 2 * j : j), u = project(interleaved ? 2 * j + 1 : width + j);
-      if (isfinite(epilogue.limit)) {
-        g = fminf(g, epilogue.limit);
-        u = fminf(fmaxf(u, -epilogue.limit), epilogue.limit);
-      }
-      result = activate(epilogue.kind, epilogue.alpha, g) * (u + epilogue.beta);
+      result = device::gatedEpilogue(epilogue, project(interleaved ? 2 * j : j),
+                                     project(interleaved ? 2 * j + 1 : width + j));
     }
     out[r * width + j] = result;
   }
@@ -324,18 +313,6 @@ Status sortWorkspaceBytes(int64_t slots, size_t &bytes) {
                                                 static_cast<int>(slots)));
   // keys in, keys out, values in, counts (up to 4096 experts + sentinel), CUB's own.
   bytes = 3 * alignUp(slots * 4) + alignUp(4097 * 4) + alignUp(cubBytes);
-  return Status::ok();
-}
-
-Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
-              const Epilogue &epilogue, float *y, cudaStream_t stream) {
-  if (m == 0)
-    return Status::ok();
-  int64_t width = epilogue.enabled && epilogue.layout != GateUpLayout::None ? n / 2 : n;
-  // One expert and no offsets: the grouped kernel's binary search reads none.
-  groupedMatmulKernel<<<blocksFor(m * width, 256), 256, 0, stream>>>(
-      x, m, k, w, 1, n, nullptr, bias, epilogue, width, y);
-  MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
 
@@ -424,212 +401,6 @@ Status combine(const float *rows, const int32_t *permutation, int64_t slots, int
   MOEC_CUDA_TRY(cudaGetLastError());
   combineKernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
       rows, rowOfSlot, hiddenSize, weights, topK, addend, addendGate, out);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
-}
-
-} // namespace moec::rt::cuda
-
-//===----------------------------------------------------------------------===//
-// Decode grouped matmul: weights streamed once, bf16
-//===----------------------------------------------------------------------===//
-
-namespace moec::rt::cuda {
-namespace {
-
-constexpr int kDecodeThreads = 256;           // 8 warps
-constexpr int kDecodeRowsPerPass = 8;         // at most this many rows share one weight read
-constexpr size_t kDecodeSharedBytes = 160 * 1024; // staged rows (f32) per block
-
-__device__ float bf16ToFloat(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
-
-__device__ float warpSum(float value) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
-/// Weight rows a warp keeps in flight: enough loads outstanding to cover HBM
-/// latency (one 4 KB row at a time left the v0 kernel latency-bound).
-constexpr int kDecodeWeightRowsPerWarp = 4;
-
-/// For one warp: acc[c][r] += dot(rows[r], W[c]) for the kDecodeWeightRowsPerWarp
-/// weight rows `w`, all loaded together with 16-byte read-only loads; rows are f32
-/// in shared memory.
-__device__ void dotRowsMulti(const float *rows, int rowCount, int64_t k,
-                             const uint16_t *const *w,
-                             float (*acc)[kDecodeRowsPerPass]) {
-  int lane = threadIdx.x % 32;
-  for (int64_t base = lane * 8; base < k; base += 32 * 8) {
-    uint4 packed[kDecodeWeightRowsPerWarp];
-#pragma unroll
-    for (int c = 0; c < kDecodeWeightRowsPerWarp; ++c)
-      packed[c] = w[c] ? __ldg(reinterpret_cast<const uint4 *>(w[c] + base)) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int r = 0; r < kDecodeRowsPerPass; ++r) {
-      if (r >= rowCount)
-        break;
-      float4 x0 = *reinterpret_cast<const float4 *>(rows + r * k + base);
-      float4 x1 = *reinterpret_cast<const float4 *>(rows + r * k + base + 4);
-      float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int c = 0; c < kDecodeWeightRowsPerWarp; ++c) {
-        const uint16_t *bits = reinterpret_cast<const uint16_t *>(&packed[c]);
-        float sum = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          sum += x[i] * bf16ToFloat(bits[i]);
-        acc[c][r] += sum;
-      }
-    }
-  }
-}
-
-/// One block per (expert, column tile). Each warp takes kDecodeWeightRowsPerWarp
-/// weight rows at a time: 2 output columns when gated (gate and up rows of each),
-/// 4 otherwise.
-__global__ void groupedMatmulDecodeKernel(const float *lhs, int64_t k, const uint16_t *weights,
-                                          int64_t experts, int64_t n, const int32_t *offsets,
-                                          const float *bias, Epilogue epilogue, int64_t width,
-                                          int rowsPerPass, int columnsPerBlock, float *out) {
-  extern __shared__ float rows[]; // rowsPerPass x k
-  // Block x serves the x-th expert that has rows, so the grid needs only
-  // min(E, rows) columns of blocks, not E: at decode most experts are idle, and
-  // their weights are never read.
-  // The block's threads test 256 experts at a time; ballots give each
-  // non-empty expert its rank without a serial walk over the offsets.
-  __shared__ int64_t chosen;
-  __shared__ int warpCounts[kDecodeThreads / 32];
-  if (threadIdx.x == 0)
-    chosen = -1;
-  int64_t ranked = 0; // non-empty experts in earlier chunks
-  for (int64_t chunk = 0; chunk < experts; chunk += blockDim.x) {
-    int64_t candidate = chunk + threadIdx.x;
-    bool nonEmpty = candidate < experts &&
-                    (candidate == 0 ? 0 : offsets[candidate - 1]) < offsets[candidate];
-    unsigned ballot = __ballot_sync(0xffffffffu, nonEmpty);
-    int laneRank = __popc(ballot & ((1u << (threadIdx.x % 32)) - 1));
-    if (threadIdx.x % 32 == 0)
-      warpCounts[threadIdx.x / 32] = __popc(ballot);
-    __syncthreads();
-    int64_t before = ranked;
-    for (int w = 0; w < int(threadIdx.x / 32); ++w)
-      before += warpCounts[w];
-    if (nonEmpty && before + laneRank == blockIdx.x)
-      chosen = candidate;
-    for (int w = 0; w < kDecodeThreads / 32; ++w)
-      ranked += warpCounts[w];
-    __syncthreads();
-    if (chosen >= 0)
-      break;
-  }
-  int64_t e = chosen;
-  int64_t begin = e > 0 ? offsets[e - 1] : 0, end = e >= 0 ? offsets[e] : 0;
-  if (e < 0)
-    return;
-  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
-  bool interleaved = epilogue.layout == GateUpLayout::Interleaved;
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  int outputsPerWarp = gated ? kDecodeWeightRowsPerWarp / 2 : kDecodeWeightRowsPerWarp;
-  const uint16_t *expertWeights = weights + e * n * k;
-  const float *expertBias = bias ? bias + e * n : nullptr;
-  int64_t firstColumn = blockIdx.y * int64_t(columnsPerBlock);
-
-  for (int64_t first = begin; first < end; first += rowsPerPass) {
-    int rowCount = static_cast<int>(end - first < rowsPerPass ? end - first : rowsPerPass);
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < rowCount * k; i += blockDim.x)
-      rows[i] = lhs[first * k + i];
-    __syncthreads();
-    for (int c0 = warp * outputsPerWarp; c0 < columnsPerBlock; c0 += warps * outputsPerWarp) {
-      // The weight rows of this warp's outputs: [gate, up] per output, or one each.
-      const uint16_t *w[kDecodeWeightRowsPerWarp] = {};
-      int64_t weightColumn[kDecodeWeightRowsPerWarp];
-      for (int o = 0; o < outputsPerWarp; ++o) {
-        int64_t j = firstColumn + c0 + o;
-        if (j >= width)
-          continue;
-        if (gated) {
-          weightColumn[2 * o] = interleaved ? 2 * j : j;
-          weightColumn[2 * o + 1] = interleaved ? 2 * j + 1 : width + j;
-          w[2 * o] = expertWeights + weightColumn[2 * o] * k;
-          w[2 * o + 1] = expertWeights + weightColumn[2 * o + 1] * k;
-        } else {
-          weightColumn[o] = j;
-          w[o] = expertWeights + j * k;
-        }
-      }
-      float acc[kDecodeWeightRowsPerWarp][kDecodeRowsPerPass] = {};
-      dotRowsMulti(rows, rowCount, k, w, acc);
-      for (int o = 0; o < outputsPerWarp; ++o) {
-        int64_t j = firstColumn + c0 + o;
-        if (j >= width)
-          break;
-#pragma unroll
-        for (int r = 0; r < kDecodeRowsPerPass; ++r) {
-          if (r >= rowCount)
-            break;
-          int gi = gated ? 2 * o : o;
-          float g = warpSum(acc[gi][r]) + (expertBias ? expertBias[weightColumn[gi]] : 0.0f);
-          float u = gated ? warpSum(acc[gi + 1][r]) +
-                                (expertBias ? expertBias[weightColumn[gi + 1]] : 0.0f)
-                          : 0.0f;
-          if (lane == 0) {
-            float result = g;
-            if (epilogue.enabled) {
-              if (gated) {
-                if (isfinite(epilogue.limit)) {
-                  g = fminf(g, epilogue.limit);
-                  u = fminf(fmaxf(u, -epilogue.limit), epilogue.limit);
-                }
-                result = activate(epilogue.kind, epilogue.alpha, g) * (u + epilogue.beta);
-              } else {
-                result = activate(epilogue.kind, epilogue.alpha, g);
-              }
-            }
-            out[(first + r) * width + j] = result;
-          }
-        }
-      }
-    }
-  }
-}
-
-} // namespace
-
-Status groupedMatmulDecodeBF16(const float *lhs, int64_t slots, int64_t k,
-                               const uint16_t *weightsBF16,
-                               int64_t experts, int64_t n, const int32_t *offsets,
-                               const float *bias, const Epilogue &epilogue, float *out,
-                               cudaStream_t stream) {
-  if (k % 8 != 0)
-    return Status::error("groupedMatmulDecodeBF16: K = " + std::to_string(k) +
-                         " is not a multiple of 8 (16-byte weight loads)");
-  if (reinterpret_cast<uintptr_t>(weightsBF16) % 16 != 0)
-    return Status::error("groupedMatmulDecodeBF16: weights are not 16-byte aligned");
-  int64_t width = epilogue.enabled && epilogue.layout != GateUpLayout::None ? n / 2 : n;
-  // Long rows (large K) stage fewer rows per pass so that they fit; and no
-  // expert has more rows than there are slots, so at T = 1 (top-k slots) the
-  // block reserves only that much shared memory and more blocks fit on an SM.
-  int rowsPerPass = static_cast<int>(std::min<int64_t>(
-      {kDecodeRowsPerPass, std::max<int64_t>(slots, 1),
-       static_cast<int64_t>(kDecodeSharedBytes / (k * sizeof(float)))}));
-  if (rowsPerPass < 1)
-    return Status::error("groupedMatmulDecodeBF16: K = " + std::to_string(k) +
-                         " is too long to stage one row in shared memory");
-  size_t shared = rowsPerPass * k * sizeof(float);
-  MOEC_CUDA_TRY(cudaFuncSetAttribute(groupedMatmulDecodeKernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(shared)));
-  // 8 warps, each with kDecodeWeightRowsPerWarp weight rows in flight.
-  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
-  int columnsPerBlock = (kDecodeThreads / 32) * (gated ? 2 : 4);
-  dim3 grid(static_cast<unsigned>(std::min(experts, slots)),
-            static_cast<unsigned>((width + columnsPerBlock - 1) / columnsPerBlock));
-  groupedMatmulDecodeKernel<<<grid, kDecodeThreads, shared, stream>>>(
-      lhs, k, weightsBF16, experts, n, offsets, bias, epilogue, width, rowsPerPass,
-      columnsPerBlock, out);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }

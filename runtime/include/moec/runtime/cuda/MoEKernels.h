@@ -5,8 +5,9 @@
 // size that depends on the routing (the valid row count, the offsets) stays in
 // device memory and is read by the kernels themselves, so the whole chain from
 // route to combine runs without a host synchronisation and can be captured in a
-// CUDA graph. This first version is written for correctness; the tuned
-// decode/prefill grouped GEMMs come with the performance work.
+// CUDA graph. f32 expert weights take a simple f32 grouped matmul (one thread
+// per output); bf16 expert weights (--expert-weights=bf16) take the tensor-core
+// kernel (GroupedMatmulBF16.cu), the fast path at every token count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,8 +30,9 @@ using cpu::Routing;
 /// Device workspace moe.sort needs for `slots` slots (CUB's radix sort).
 Status sortWorkspaceBytes(int64_t slots, size_t &bytes);
 
-/// moe.linear: y[M, N'] = epilogue(x[M, K] · w[N, K]ᵀ + bias[N]); M is known on
-/// the host (the token count), so no offsets are read.
+/// moe.linear: y[M, N'] = epilogue(x[M, K] · w[N, K]ᵀ + bias[N]) in f32 (the
+/// router: its logits decide the routing, so they are not rounded); M is known
+/// on the host (the token count), so no offsets are read.
 Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
               const Epilogue &epilogue, float *y, cudaStream_t stream);
 
@@ -55,18 +57,32 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
                      int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
                      const Epilogue &epilogue, float *out, cudaStream_t stream);
 
-/// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
-/// moe.grouped_matmul for few rows per expert (decode): bf16 weights [E, N, K]
-/// streamed once per block of up to 8 rows, f32 rows and accumulation. Blocks
-/// of experts with no rows exit before reading a byte of their weights, so the
-/// bytes moved are those of the touched experts only. Rows at or past
-/// offsets[E-1] are not touched.
-Status groupedMatmulDecodeBF16(const float *lhs, int64_t slots, int64_t k,
-                               const uint16_t *weightsBF16,
-                               int64_t experts, int64_t n, const int32_t *offsets,
-                               const float *bias, const Epilogue &epilogue, float *out,
-                               cudaStream_t stream);
+/// Tiles of groupedMatmulBF16: TOK rows (tokens) of one expert per block against
+/// 128 weight rows, and the depth of the load pipeline. Auto picks by the mean
+/// rows per touched expert (chooseBF16Tile); the others exist for benchmarks and
+/// tests.
+enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64 };
+const char *bf16TileName(BF16Tile tile);
+BF16Tile chooseBF16Tile(int64_t slots, int64_t experts);
 
+/// moe.grouped_matmul with bf16 weights [E, N, K] on the tensor cores (bf16
+/// products, f32 accumulation; the f32 rows are rounded to bf16 as they are
+/// multiplied), any number of rows per expert. Each block streams one 128-row
+/// slice of one expert's weights for up to TOK of its rows; blocks of experts
+/// with no rows exit before reading their weights. Rows at or past offsets[E-1]
+/// are not touched. K must be a multiple of 8; weights and rows 16-byte aligned.
+Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
+                         int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                         const Epilogue &epilogue, float *out, cudaStream_t stream,
+                         BF16Tile tile = BF16Tile::Auto);
+
+/// moe.linear with a bf16 weight [N, K] (shared experts under
+/// --expert-weights=bf16): the tensor-core kernel above with one expert and all
+/// m rows. K a multiple of 8.
+Status linearBF16(const float *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
+                  const float *bias, const Epilogue &epilogue, float *y, cudaStream_t stream);
+
+/// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
 Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
                const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
                const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,

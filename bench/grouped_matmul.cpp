@@ -1,11 +1,14 @@
-//===- grouped_matmul_decode.cpp - decode grouped-matmul bandwidth ----------===//
+//===- grouped_matmul.cpp - grouped-matmul kernels at MoE shapes -----------===//
 //
-// Times moec's CUDA grouped matmuls at decode shapes and reports the bytes of
-// the touched experts' weights per second against the H200's measured copy
-// bandwidth (4.25 TB/s). A kernel microbenchmark, not the model benchmark:
-// bench/ will hold the side-by-side comparison with transformers (issue 5).
+// Times moec's bf16-weight CUDA grouped matmul (every tile of the tensor-core
+// kernel) at the four benchmark models' expert
+// shapes, random top-k routing, T = 1 ... 8192 tokens, the L2 flushed before
+// each call, and reports the touched experts' weight bytes per second against
+// the H200's measured copy bandwidth (4.25 TB/s) and the FLOP rate against its
+// bf16 matmul ceiling (685 TFLOP/s). A kernel microbenchmark: the model
+// benchmark against transformers is bench/bench_moe.py.
 //
-//   bench/grouped_matmul_decode     (run on the GPU machine)
+//   moec-bench-grouped-matmul [T,T,...]     (run on the GPU machine)
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +19,8 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <string>
+#include <cstdlib>
 #include <vector>
 
 using namespace moec::rt;
@@ -23,6 +28,7 @@ using namespace moec::rt;
 namespace {
 
 constexpr double kCopyBandwidth = 4.25e12; // bytes/s, measured on the H200
+constexpr double kBF16Ceiling = 685e12;    // FLOP/s, measured on the H200
 
 #define CHECK(expr)                                                                \
   do {                                                                             \
@@ -74,43 +80,62 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
   if (shape.gated)
     epilogue = {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated};
 
+  // A 256 MiB write before each timed call evicts the weights from the 60 MB L2.
+  DeviceBuffer flush;
+  CHECK(DeviceBuffer::allocate(256 << 20, flush));
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   auto time = [&](auto launch) {
-    for (int i = 0; i < 5; ++i)
-      launch();
+    launch();
+    CHECK(cudaStatus(cudaDeviceSynchronize(), "warm-up", __FILE__, __LINE__));
     std::vector<float> samples;
-    for (int i = 0; i < 50; ++i) {
+    float total = 0;
+    for (int i = 0; i < 40 && (i < 3 || total < 300.0f); ++i) {
+      cudaMemsetAsync(flush.data(), i & 0xFF, flush.size());
       cudaEventRecord(start);
       launch();
       cudaEventRecord(stop);
-      cudaEventSynchronize(stop);
+      CHECK(cudaStatus(cudaEventSynchronize(stop), "kernel", __FILE__, __LINE__));
       float ms = 0;
       cudaEventElapsedTime(&ms, start, stop);
       samples.push_back(ms);
+      total += ms;
     }
     std::sort(samples.begin(), samples.end());
     return samples[samples.size() / 2];
   };
-  float decodeMs = time([&] {
-    CHECK(cuda::groupedMatmulDecodeBF16(lhs.dataAs<float>(), slots, shape.k, weights.dataAs<uint16_t>(),
-                                        shape.experts, shape.n, dOffsets.dataAs<int32_t>(), nullptr,
-                                        epilogue, out.dataAs<float>(), nullptr));
-  });
   double bytes = double(touched.size()) * shape.n * shape.k * 2;
-  double bandwidth = bytes / (decodeMs * 1e-3);
-  std::printf("%-14s %-8s T=%-4lld touched %3zu/%-3lld experts  %8.1f us  %6.2f TB/s  %5.1f%% of copy\n",
-              shape.model, shape.projection, static_cast<long long>(tokens), touched.size(),
-              static_cast<long long>(shape.experts), decodeMs * 1e3, bandwidth / 1e12,
-              100.0 * bandwidth / kCopyBandwidth);
+  double flops = 2.0 * double(slots) * shape.n * shape.k;
+  auto report = [&](const char *kernel, float ms) {
+    double bandwidth = bytes / (ms * 1e-3);
+    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld  %-12s %9.1f us  %5.1f%% copy  %5.1f%% bf16\n",
+                shape.model, shape.projection, static_cast<long long>(tokens), touched.size(),
+                static_cast<long long>(shape.experts), kernel, ms * 1e3,
+                100.0 * bandwidth / kCopyBandwidth, 100.0 * flops / (ms * 1e-3) / kBF16Ceiling);
+    std::fflush(stdout);
+  };
+  cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts);
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16,
+                              cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64}) {
+    // Tiles far smaller than the rows per expert re-read the weights many times over.
+    if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64)
+      continue;
+    std::string name = std::string(cuda::bf16TileName(tile)) + (tile == chosen ? "*" : "");
+    report(name.c_str(), time([&] {
+             CHECK(cuda::groupedMatmulBF16(lhs.dataAs<float>(), slots, shape.k,
+                                           weights.dataAs<uint16_t>(), shape.experts, shape.n,
+                                           dOffsets.dataAs<int32_t>(), nullptr, epilogue,
+                                           out.dataAs<float>(), nullptr, tile));
+           }));
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
 }
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
   if (cudaDeviceCountOrZero() == 0) {
     std::fprintf(stderr, "no CUDA device\n");
     return 1;
@@ -121,9 +146,26 @@ int main() {
       {"Qwen3-30B-A3B", "down", 128, 2048, 768, 8, false},
       {"Mixtral-8x7B", "gate_up", 8, 2 * 14336, 4096, 2, true},
       {"Mixtral-8x7B", "down", 8, 4096, 14336, 2, false},
+      {"gpt-oss-120b", "gate_up", 128, 2 * 2880, 2880, 4, true},
+      {"gpt-oss-120b", "down", 128, 2880, 2880, 4, false},
+      {"DeepSeek-V3", "gate_up", 256, 2 * 2048, 7168, 8, true},
+      {"DeepSeek-V3", "down", 256, 7168, 2048, 8, false},
   };
+  std::vector<int64_t> tokenCounts = {1, 4, 16, 128, 1024, 8192};
+  if (argc > 1) {
+    tokenCounts.clear();
+    for (char *p = argv[1]; *p;) {
+      tokenCounts.push_back(std::strtoll(p, &p, 10));
+      if (*p == ',')
+        ++p;
+      else if (*p)
+        return std::fprintf(stderr, "usage: %s [T,T,...]\n", argv[0]), 2;
+    }
+  }
+  std::printf("'*': the tile chooseBF16Tile picks; %% copy: touched experts' bf16 weight bytes / "
+              "time / 4.25 TB/s; %% bf16: 2*slots*N*K / time / 685 TFLOP/s\n");
   for (const Shape &shape : shapes)
-    for (int64_t tokens : {1, 4, 16})
+    for (int64_t tokens : tokenCounts)
       run(shape, tokens, rng);
   return 0;
 }

@@ -1,0 +1,39 @@
+//===- Epilogue.cuh - the grouped matmul's fused activation, on the device ===//
+//
+// One definition of moe.grouped_matmul's epilogue (docs/dialect.md) for every
+// CUDA kernel that fuses it: act(gate) * (up + beta) when gated, with the
+// gpt-oss clamp (gate <= limit, |up| <= limit) when limit is finite, or
+// act(x) alone when not gated.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOEC_RUNTIME_SRC_CUDA_EPILOGUE_CUH
+#define MOEC_RUNTIME_SRC_CUDA_EPILOGUE_CUH
+
+#include "moec/runtime/cpu/MoEKernels.h"
+
+namespace moec::rt::cuda::device {
+
+__device__ inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ inline float activate(cpu::ActivationKind kind, float alpha, float x) {
+  switch (kind) {
+  case cpu::ActivationKind::SiLU: return x * sigmoidf(alpha * x);
+  case cpu::ActivationKind::GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  case cpu::ActivationKind::ReLU: return x > 0.0f ? x : 0.0f;
+  case cpu::ActivationKind::Identity: return x;
+  }
+  return x;
+}
+
+/// The gated epilogue of one output: gate and up already include their biases.
+__device__ inline float gatedEpilogue(const cpu::Epilogue &epilogue, float gate, float up) {
+  if (isfinite(epilogue.limit)) {
+    gate = fminf(gate, epilogue.limit);
+    up = fminf(fmaxf(up, -epilogue.limit), epilogue.limit);
+  }
+  return activate(epilogue.kind, epilogue.alpha, gate) * (up + epilogue.beta);
+}
+
+} // namespace moec::rt::cuda::device
+
+#endif // MOEC_RUNTIME_SRC_CUDA_EPILOGUE_CUH

@@ -1,0 +1,391 @@
+//===- GroupedMatmulBF16.cu - tensor-core grouped matmul, bf16 weights -----===//
+//
+// moe.grouped_matmul with bf16 expert weights [E, N, K] and f32 rows, on the
+// tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate), for any number of
+// rows per expert: decode, where each touched expert's weights must be streamed
+// once at the copy bandwidth, and prefill, where the same tiles reuse them.
+//
+// Why "swap AB": at decode an expert has 1-16 rows but thousands of weight rows,
+// so the weights take the MMA's M side (16 per instruction) and the tokens its N
+// side (8 per instruction); a block computes 128 weight rows x TOK tokens.
+//
+// Work decomposition, without a host synchronisation: the grid is sized for the
+// worst case the host can bound (slots/TOK tiles plus one partial tile per
+// touched expert); each block ranks the experts' row tiles from the offsets on
+// the device and takes one, or exits. Blocks of idle experts read no weights.
+//
+// Gate/up fusion: when gated, a block's 128 weight rows are 64 gate rows and the
+// 64 matching up rows (either layout), arranged so that each thread holds the
+// gate and up accumulators of the same outputs and applies the epilogue in
+// registers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Epilogue.cuh"
+#include "moec/runtime/Cuda.h"
+#include "moec/runtime/cuda/MoEKernels.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace moec::rt::cuda {
+namespace {
+
+using cpu::GateUpLayout;
+
+constexpr int kThreads = 128;          // 4 warps
+constexpr int kWarps = kThreads / 32;
+constexpr int kWeightRows = 128;       // weight rows (MMA M side) per block
+constexpr int kRowsPerWarp = kWeightRows / kWarps; // 32: two m16 tiles
+constexpr int kTileK = 64;             // K per pipeline stage
+constexpr int kRowStrideF32 = kTileK + 8; // padded: B-fragment loads are conflict-free
+
+/// Shared bytes of one pipeline stage: the weight tile (bf16, 128-byte rows,
+/// 16-byte chunks XOR-swizzled by row) and TOK activation rows (f32, padded).
+constexpr int stageBytes(int tok) { return kWeightRows * kTileK * 2 + tok * kRowStrideF32 * 4; }
+
+__device__ inline void copyAsync16(void *shared, const void *global, bool valid) {
+  unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  int bytes = valid ? 16 : 0; // 0: fill the 16 bytes with zeros, read nothing
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
+               "r"(bytes));
+}
+__device__ inline void commitGroup() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ inline void waitGroup() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ inline void loadMatrixX4(unsigned (&r)[4], const void *shared) {
+  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+__device__ inline unsigned packBF16(float lo, float hi) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<unsigned *>(&pair);
+}
+
+__device__ inline void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Byte offset of 16-byte chunk `chunk` of weight-tile row `row`.
+__device__ inline int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+struct Problem {
+  const float *lhs;
+  int64_t k;
+  const uint16_t *weights;
+  int64_t experts, n, width;
+  const int32_t *offsets; // null: one expert whose rows are all `rows` (moe.linear)
+  int64_t rows;
+  const float *bias;
+  cpu::Epilogue epilogue;
+  int64_t rowTiles, columnTiles; // the grid: rowTiles x columnTiles, row tiles in groups
+  float *out;
+};
+
+/// Rows tiles of one group run side by side over the column tiles, so that at
+/// prefill the concurrently resident blocks share activation rows and weight
+/// tiles in L2 (at decode a group is a handful of experts: no effect).
+constexpr int64_t kRowTileGroup = 8;
+
+/// The weight row that tile row `v` of column tile `columnTile` reads, or -1.
+__device__ inline int64_t weightRowOf(const Problem &p, bool gated, int64_t columnTile, int v) {
+  int warp = v / kRowsPerWarp, half = (v / 16) % 2, r = v % 16;
+  if (!gated) {
+    int64_t j = columnTile * kWeightRows + v;
+    return j < p.n ? j : -1;
+  }
+  int64_t j = columnTile * (kWeightRows / 2) + warp * 16 + r; // the output column
+  if (j >= p.width)
+    return -1;
+  bool interleaved = p.epilogue.layout == GateUpLayout::Interleaved;
+  if (half == 0)
+    return interleaved ? 2 * j : j;
+  return interleaved ? 2 * j + 1 : p.width + j;
+}
+
+template <int TOK, int STAGES>
+__global__ void __launch_bounds__(kThreads)
+groupedMatmulBF16Kernel(Problem p) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  constexpr int kTokenTiles = TOK / 8;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+  // Which (row tile, column tile) this block is: groups of kRowTileGroup row tiles.
+  int64_t linear = blockIdx.x;
+  int64_t perGroup = kRowTileGroup * p.columnTiles;
+  int64_t group = linear / perGroup, inGroup = linear % perGroup;
+  int64_t groupRows = p.rowTiles - group * kRowTileGroup;
+  if (groupRows > kRowTileGroup)
+    groupRows = kRowTileGroup;
+  int64_t rowTile = group * kRowTileGroup + inGroup % groupRows;
+  int64_t columnTile = inGroup / groupRows;
+
+  // Rank the experts' row tiles (ceil(rows / TOK) each) and find row tile
+  // `rowTile`: a block-wide scan over the experts, kThreads at a time.
+  __shared__ int64_t found[3]; // expert, first row, row count
+  __shared__ int64_t warpTotals[kWarps];
+  if (tid == 0)
+    found[0] = -1;
+  int64_t before = 0;
+  for (int64_t chunk = 0; chunk < p.experts; chunk += kThreads) {
+    int64_t e = chunk + tid;
+    int64_t begin = 0, count = 0;
+    if (e < p.experts && p.offsets) {
+      begin = e > 0 ? p.offsets[e - 1] : 0;
+      count = p.offsets[e] - begin;
+    } else if (e == 0) {
+      count = p.rows;
+    }
+    int64_t tiles = (count + TOK - 1) / TOK, inclusive = tiles;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      int64_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d)
+        inclusive += other;
+    }
+    if (lane == 31)
+      warpTotals[warp] = inclusive;
+    __syncthreads();
+    int64_t offset = before;
+    for (int w = 0; w < warp; ++w)
+      offset += warpTotals[w];
+    int64_t first = offset + inclusive - tiles;
+    if (tiles > 0 && rowTile >= first && rowTile < first + tiles) {
+      int64_t local = rowTile - first;
+      found[0] = e;
+      found[1] = begin + local * TOK;
+      found[2] = std::min<int64_t>(TOK, count - local * TOK);
+    }
+    for (int w = 0; w < kWarps; ++w)
+      before += warpTotals[w];
+    __syncthreads();
+    if (found[0] >= 0 || before > rowTile)
+      break;
+  }
+  const int64_t expert = found[0];
+  if (expert < 0)
+    return; // past the last tile: the grid is sized for the worst case
+  const int64_t firstRow = found[1];
+  const int rows = static_cast<int>(found[2]);
+  const bool gated = p.epilogue.enabled && p.epilogue.layout != GateUpLayout::None;
+
+  // This thread's share of each stage's loads: 8 weight chunks, TOK/8 row chunks.
+  const uint16_t *expertWeights = p.weights + expert * p.n * p.k;
+  const uint16_t *weightRow[8];
+  int weightChunk = tid % 8;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int v = tid / 8 + 16 * i;
+    int64_t row = weightRowOf(p, gated, columnTile, v);
+    weightRow[i] = row >= 0 ? expertWeights + row * p.k : nullptr;
+  }
+  constexpr int kRowChunks = TOK * (kTileK / 4) / kThreads; // 16-byte f32 chunks per thread
+  static_assert(kRowChunks >= 1 && TOK * (kTileK / 4) % kThreads == 0);
+  const float *tokenRow[kRowChunks];
+  int tokenChunk[kRowChunks], tokenIndex[kRowChunks];
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    int q = tid + i * kThreads; // chunk q: token q / 16, chunk q % 16
+    tokenIndex[i] = q / 16;
+    tokenChunk[i] = q % 16;
+    bool exists = tokenIndex[i] < rows;
+    tokenRow[i] = exists ? p.lhs + (firstRow + tokenIndex[i]) * p.k : nullptr;
+  }
+
+  const int64_t kTiles = (p.k + kTileK - 1) / kTileK;
+  auto loadStage = [&](int64_t kt, int stage) {
+    unsigned char *base = shared + stage * stageBytes(TOK);
+    int64_t k0 = kt * kTileK;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      int v = tid / 8 + 16 * i;
+      int64_t kk = k0 + weightChunk * 8;
+      bool valid = weightRow[i] && kk < p.k;
+      copyAsync16(base + swizzled(v, weightChunk), valid ? weightRow[i] + kk : p.weights, valid);
+    }
+    float *rowsTile = reinterpret_cast<float *>(base + kWeightRows * kTileK * 2);
+#pragma unroll
+    for (int i = 0; i < kRowChunks; ++i) {
+      int64_t kk = k0 + tokenChunk[i] * 4;
+      bool valid = tokenRow[i] && kk < p.k;
+      copyAsync16(rowsTile + tokenIndex[i] * kRowStrideF32 + tokenChunk[i] * 4,
+                  valid ? tokenRow[i] + kk : p.lhs, valid);
+    }
+  };
+
+  float acc[2][kTokenTiles][4] = {};
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < kTiles)
+      loadStage(s, s);
+    commitGroup();
+  }
+  for (int64_t kt = 0; kt < kTiles; ++kt) {
+    waitGroup<STAGES - 2>();
+    __syncthreads();
+    // Refill the stage consumed last iteration before computing on this one.
+    int64_t next = kt + STAGES - 1;
+    if (next < kTiles)
+      loadStage(next, static_cast<int>(next % STAGES));
+    commitGroup();
+
+    const unsigned char *base = shared + (kt % STAGES) * stageBytes(TOK);
+    const float *rowsTile = reinterpret_cast<const float *>(base + kWeightRows * kTileK * 2);
+#pragma unroll
+    for (int ks = 0; ks < kTileK / 16; ++ks) {
+      unsigned a[2][4];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int row = warp * kRowsPerWarp + half * 16 + lane % 16;
+        loadMatrixX4(a[half], base + swizzled(row, ks * 2 + lane / 16));
+      }
+#pragma unroll
+      for (int t = 0; t < kTokenTiles; ++t) {
+        const float *x = rowsTile + (t * 8 + lane / 4) * kRowStrideF32 + ks * 16 + 2 * (lane % 4);
+        float2 lo = *reinterpret_cast<const float2 *>(x);
+        float2 hi = *reinterpret_cast<const float2 *>(x + 8);
+        unsigned b0 = packBF16(lo.x, lo.y), b1 = packBF16(hi.x, hi.y);
+        mma16816(acc[0][t], a[0], b0, b1);
+        mma16816(acc[1][t], a[1], b0, b1);
+      }
+    }
+  }
+  waitGroup<0>();
+
+  // Epilogue. Accumulator c[i] of m-tile `half`, token tile t: weight row
+  // lane/4 (+8 for i >= 2), token 2*(lane%4) + (i & 1).
+  const float *expertBias = p.bias ? p.bias + expert * p.n : nullptr;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int r = lane / 4 + (i >= 2 ? 8 : 0);
+    int v0 = warp * kRowsPerWarp + r, v1 = v0 + 16;
+    int64_t row0 = weightRowOf(p, gated, columnTile, v0);
+    int64_t row1 = weightRowOf(p, gated, columnTile, v1);
+    float bias0 = expertBias && row0 >= 0 ? expertBias[row0] : 0.0f;
+    float bias1 = expertBias && row1 >= 0 ? expertBias[row1] : 0.0f;
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t) {
+      int token = t * 8 + 2 * (lane % 4) + (i & 1);
+      if (token >= rows)
+        continue;
+      float *outRow = p.out + (firstRow + token) * p.width;
+      if (gated) {
+        if (row0 < 0)
+          continue;
+        int64_t column = columnTile * (kWeightRows / 2) + warp * 16 + r;
+        outRow[column] = device::gatedEpilogue(p.epilogue, acc[0][t][i] + bias0,
+                                               acc[1][t][i] + bias1);
+        continue;
+      }
+      float values[2] = {acc[0][t][i] + bias0, acc[1][t][i] + bias1};
+      int64_t rowsOf[2] = {row0, row1};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (rowsOf[h] < 0)
+          continue;
+        float value = values[h];
+        if (p.epilogue.enabled)
+          value = device::activate(p.epilogue.kind, p.epilogue.alpha, value);
+        outRow[rowsOf[h]] = value;
+      }
+    }
+  }
+}
+
+template <int TOK, int STAGES>
+Status launch(const Problem &base, int64_t slots, cudaStream_t stream) {
+  Problem p = base;
+  bool gated = p.epilogue.enabled && p.epilogue.layout != GateUpLayout::None;
+  int64_t columnsPerTile = gated ? kWeightRows / 2 : kWeightRows;
+  p.columnTiles = (p.width + columnsPerTile - 1) / columnsPerTile;
+  // sum over experts of ceil(rows_e / TOK) <= slots / TOK + (experts with rows).
+  p.rowTiles = (slots + TOK - 1) / TOK + std::min(p.experts, slots);
+  int64_t blocks = p.rowTiles * p.columnTiles;
+  if (blocks > INT32_MAX)
+    return Status::error("groupedMatmulBF16: " + std::to_string(blocks) +
+                         " blocks exceed the grid's limit");
+  constexpr int shared = STAGES * stageBytes(TOK);
+  auto *kernel = groupedMatmulBF16Kernel<TOK, STAGES>;
+  MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(p);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+} // namespace
+
+const char *bf16TileName(BF16Tile tile) {
+  switch (tile) {
+  case BF16Tile::Auto: return "auto";
+  case BF16Tile::Tok8: return "tok8x8";
+  case BF16Tile::Tok16: return "tok16x6";
+  case BF16Tile::Tok32: return "tok32x4";
+  case BF16Tile::Tok64: return "tok64x3";
+  }
+  return "?";
+}
+
+BF16Tile chooseBF16Tile(int64_t slots, int64_t experts) {
+  // By the mean rows per touched expert, slots / min(experts, slots). Measured on
+  // the H200 (bench/grouped_matmul.cpp, docs/performance.md v5): 8-row tiles are
+  // best up to ~4 rows (decode), 32-row tiles around 8 (Qwen3 at T = 128: 7-12 %
+  // faster than 16), 64-row tiles from ~32 on (Mixtral T = 128, all prefill).
+  int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
+  int64_t rows = (slots + touched - 1) / touched;
+  if (rows <= 4)
+    return BF16Tile::Tok8;
+  if (rows <= 16)
+    return BF16Tile::Tok32;
+  return BF16Tile::Tok64;
+}
+
+Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
+                         int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                         const Epilogue &epilogue, float *out, cudaStream_t stream,
+                         BF16Tile tile) {
+  if (k % 8 != 0)
+    return Status::error("groupedMatmulBF16: K = " + std::to_string(k) +
+                         " is not a multiple of 8 (16-byte weight loads)");
+  if (reinterpret_cast<uintptr_t>(weightsBF16) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(lhs) % 16 != 0)
+    return Status::error("groupedMatmulBF16: the weights or rows are not 16-byte aligned");
+  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
+  if (gated && n % 2 != 0)
+    return Status::error("groupedMatmulBF16: gated N = " + std::to_string(n) + " is odd");
+  if (slots <= 0 || experts <= 0)
+    return Status::ok();
+  if (!offsets && experts != 1)
+    return Status::error("groupedMatmulBF16: no offsets, but " + std::to_string(experts) +
+                         " experts");
+  Problem p{lhs, k, weightsBF16, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue,
+            0, 0, out};
+  if (tile == BF16Tile::Auto)
+    tile = chooseBF16Tile(slots, experts);
+  switch (tile) {
+  case BF16Tile::Tok8: return launch<8, 8>(p, slots, stream);
+  case BF16Tile::Tok16: return launch<16, 6>(p, slots, stream);
+  case BF16Tile::Tok32: return launch<32, 4>(p, slots, stream);
+  case BF16Tile::Tok64:
+  case BF16Tile::Auto: return launch<64, 3>(p, slots, stream);
+  }
+  return Status::ok();
+}
+
+Status linearBF16(const float *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
+                  const float *bias, const Epilogue &epilogue, float *y, cudaStream_t stream) {
+  // One expert whose rows are all m: no offsets to read.
+  return groupedMatmulBF16(x, m, k, weightBF16, 1, n, nullptr, bias, epilogue, y, stream);
+}
+
+} // namespace moec::rt::cuda
