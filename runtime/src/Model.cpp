@@ -2,12 +2,15 @@
 //
 // Reads DIR/manifest.txt, maps DIR/weights.bin, dlopens DIR/model.so and checks
 // every tensor handed to moec_run against the manifest before the generated
-// code sees it (docs/artifact.md). Errors carry the file or tensor at fault.
+// code sees it (docs/artifact.md). An executable written by `moec compile
+// --emit=exe` carries the same three files (moec/runtime/Bundle.h) and loads
+// the same way. Errors carry the file or tensor at fault.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moec/moec.h"
 #include "moec/runtime/ArtifactABI.h"
+#include "moec/runtime/Bundle.h"
 #include "moec/runtime/Status.h"
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,11 +94,8 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-Status parseManifest(const std::string &path, Manifest &manifest) {
-  std::ifstream file(path);
-  if (!file)
-    return Status::error(path + ": cannot open (" + std::strerror(errno) +
-                         "); is this a moec artifact directory?");
+/// Parses manifest text read from `file`; `path` names it in errors.
+Status parseManifest(std::istream &file, const std::string &path, Manifest &manifest) {
   std::string line;
   int lineNumber = 0;
   bool sawHeader = false;
@@ -161,6 +162,14 @@ Status parseManifest(const std::string &path, Manifest &manifest) {
   return Status::ok();
 }
 
+Status parseManifestFile(const std::string &path, Manifest &manifest) {
+  std::ifstream file(path);
+  if (!file)
+    return Status::error(path + ": cannot open (" + std::strerror(errno) +
+                         "); is this a moec artifact directory?");
+  return parseManifest(file, path, manifest);
+}
+
 } // namespace
 
 struct moec_model {
@@ -188,9 +197,11 @@ struct moec_model {
 
 namespace {
 
-Status mapWeights(moec_model &model) {
+/// Maps `bytes` bytes of weights at `offset` (page-aligned) of file `path`: all
+/// of weights.bin, or the weights inside a moec executable (`bundled`).
+Status mapWeights(moec_model &model, const std::string &path, uint64_t offset, uint64_t bytes,
+                  bool bundled) {
   const Manifest &manifest = model.manifest;
-  std::string path = model.dir + "/" + manifest.weightsFile;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
@@ -199,25 +210,27 @@ Status mapWeights(moec_model &model) {
     close(fd);
     return Status::error(path + ": cannot stat (" + std::strerror(errno) + ")");
   }
-  if (static_cast<uint64_t>(info.st_size) != manifest.weightsBytes ||
-      manifest.weightsBytes < kWeightsHeaderBytes) {
+  if (!bundled)
+    bytes = static_cast<uint64_t>(info.st_size);
+  if (bytes != manifest.weightsBytes || manifest.weightsBytes < kWeightsHeaderBytes) {
     close(fd);
-    return Status::error(path + ": holds " + std::to_string(info.st_size) +
-                         " bytes, the manifest says " + std::to_string(manifest.weightsBytes) +
+    return Status::error(path + (bundled ? ": the bundled weights hold " : ": holds ") +
+                         std::to_string(bytes) + " bytes, the manifest says " +
+                         std::to_string(manifest.weightsBytes) +
                          " (truncated or from another build?)");
   }
-  void *mapped = mmap(nullptr, info.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void *mapped = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(offset));
   close(fd);
   if (mapped == MAP_FAILED)
     return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
   model.weights = mapped;
-  model.weightsMapped = info.st_size;
-  const auto *bytes = static_cast<const unsigned char *>(mapped);
+  model.weightsMapped = bytes;
+  const auto *header = static_cast<const unsigned char *>(mapped);
   uint32_t version = 0;
   uint64_t fileBytes = 0;
-  std::memcpy(&version, bytes + 8, sizeof(version));
-  std::memcpy(&fileBytes, bytes + 24, sizeof(fileBytes));
-  if (std::memcmp(bytes, kWeightsMagic, sizeof(kWeightsMagic)) != 0)
+  std::memcpy(&version, header + 8, sizeof(version));
+  std::memcpy(&fileBytes, header + 24, sizeof(fileBytes));
+  if (std::memcmp(header, kWeightsMagic, sizeof(kWeightsMagic)) != 0)
     return Status::error(path + ": not a moec weights file (bad magic)");
   if (version != kWeightsVersion)
     return Status::error(path + ": weights format version " + std::to_string(version) +
@@ -228,10 +241,10 @@ Status mapWeights(moec_model &model) {
   return Status::ok();
 }
 
-Status openLibrary(moec_model &model) {
-  std::string path = model.dir + "/" + model.manifest.library;
+/// dlopens the model library at `file`; `path` names it in errors.
+Status openLibrary(moec_model &model, const std::string &file, const std::string &path) {
   // RTLD_LOCAL: two artifacts loaded side by side keep their own kernels.
-  model.library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  model.library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!model.library)
     return Status::error(path + ": cannot load (" + dlerror() + ")");
   auto symbol = [&](const char *name, void *&out) {
@@ -273,6 +286,57 @@ Status openLibrary(moec_model &model) {
   return Status::ok();
 }
 
+/// Reads `bytes` bytes at `offset` of `path` into `out`.
+Status readPart(const std::string &path, uint64_t offset, uint64_t bytes, std::string &out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
+  out.resize(bytes);
+  uint64_t done = 0;
+  while (done < bytes) {
+    ssize_t got = pread(fd, out.data() + done, bytes - done, static_cast<off_t>(offset + done));
+    if (got <= 0) {
+      close(fd);
+      return Status::error(path + ": cannot read " + std::to_string(bytes) + " bytes at " +
+                           std::to_string(offset));
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  close(fd);
+  return Status::ok();
+}
+
+/// An executable written by `moec compile --emit=exe`: the manifest is parsed
+/// from its bytes, the weights mapped in place, model.so loaded from a memory
+/// file (dlopen needs a path; nothing is written to disk).
+Status loadBundle(const std::string &path, const moec::rt::BundleTrailer &trailer,
+                  moec_model &model) {
+  std::string manifestText, library;
+  MOEC_RETURN_IF_ERROR(readPart(path, trailer.manifestOffset, trailer.manifestBytes, manifestText));
+  std::istringstream manifestStream(manifestText);
+  MOEC_RETURN_IF_ERROR(parseManifest(manifestStream, path + " (bundled manifest)", model.manifest));
+  MOEC_RETURN_IF_ERROR(
+      mapWeights(model, path, trailer.weightsOffset, trailer.weightsBytes, /*bundled=*/true));
+  MOEC_RETURN_IF_ERROR(readPart(path, trailer.libraryOffset, trailer.libraryBytes, library));
+  int fd = static_cast<int>(syscall(SYS_memfd_create, "moec-model.so", 1u /*MFD_CLOEXEC*/));
+  if (fd < 0)
+    return Status::error(path + ": cannot create a memory file for the bundled model library (" +
+                         std::strerror(errno) + ")");
+  size_t done = 0;
+  while (done < library.size()) {
+    ssize_t wrote = write(fd, library.data() + done, library.size() - done);
+    if (wrote <= 0) {
+      close(fd);
+      return Status::error(path + ": cannot write the bundled model library to memory");
+    }
+    done += static_cast<size_t>(wrote);
+  }
+  Status opened = openLibrary(model, "/proc/self/fd/" + std::to_string(fd),
+                              path + " (bundled model library)");
+  close(fd); // the mapping dlopen made keeps the memory file alive
+  return opened;
+}
+
 Status load(const char *dir, moec_model &model) {
   if (!dir)
     return Status::error("moec_load: artifact directory is null");
@@ -281,11 +345,22 @@ Status load(const char *dir, moec_model &model) {
   if (stat(dir, &info) != 0)
     return Status::error(std::string(dir) + ": not an artifact directory (" +
                          std::strerror(errno) + ")");
-  if (!S_ISDIR(info.st_mode))
-    return Status::error(std::string(dir) + ": not an artifact directory (not a directory)");
-  MOEC_RETURN_IF_ERROR(parseManifest(model.dir + "/manifest.txt", model.manifest));
-  MOEC_RETURN_IF_ERROR(mapWeights(model));
-  MOEC_RETURN_IF_ERROR(openLibrary(model));
+  if (S_ISDIR(info.st_mode)) {
+    MOEC_RETURN_IF_ERROR(parseManifestFile(model.dir + "/manifest.txt", model.manifest));
+    MOEC_RETURN_IF_ERROR(mapWeights(model, model.dir + "/" + model.manifest.weightsFile, 0, 0,
+                                    /*bundled=*/false));
+    std::string library = model.dir + "/" + model.manifest.library;
+    MOEC_RETURN_IF_ERROR(openLibrary(model, library, library));
+  } else {
+    moec::rt::BundleTrailer trailer;
+    bool present = false;
+    MOEC_RETURN_IF_ERROR(moec::rt::readBundleTrailer(model.dir, trailer, present));
+    if (!present)
+      return Status::error(std::string(dir) +
+                           ": neither an artifact directory nor an executable written by "
+                           "`moec compile --emit=exe`");
+    MOEC_RETURN_IF_ERROR(loadBundle(model.dir, trailer, model));
+  }
   // A CUDA artifact's workspace is on the device (its model.so allocates it).
   if (model.manifest.target != "cpu")
     return Status::ok();

@@ -10,12 +10,17 @@
 // all when anything fails), compares them with REF.npz like moec-interp does,
 // and with --bench times N further runs. Links only the runtime: no MLIR.
 //
+// `moec compile --emit=exe -o NAME` writes a copy of this program with the
+// artifact appended (moec/runtime/Bundle.h): NAME takes the same flags without
+// ARTIFACT and runs the model it carries.
+//
 // Exit status: 0 on success, 1 when an output differs from REF.npz, 2 on any
 // other error (bad artifact, wrong inputs, ...), printed with its cause.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moec/moec.h"
+#include "moec/runtime/Bundle.h"
 #include "moec/runtime/Npz.h"
 
 #include <algorithm>
@@ -27,6 +32,8 @@
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using moec::rt::DType;
 using moec::rt::HostTensor;
@@ -45,14 +52,29 @@ struct Options {
   long bench = 0;
 };
 
+/// The program's name in messages, and whether this executable carries its
+/// model (moec compile --emit=exe): then there is no ARTIFACT argument.
+std::string programName = "moec-run";
+bool carriesModel = false;
+
+/// This executable's path (errors name it; loading it reads its bundle).
+std::string selfPath() {
+  char buffer[4096];
+  ssize_t length = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (length <= 0)
+    return "/proc/self/exe";
+  return std::string(buffer, static_cast<size_t>(length));
+}
+
 int fail(const std::string &message) {
-  std::fprintf(stderr, "moec-run: error: %s\n", message.c_str());
+  std::fprintf(stderr, "%s: error: %s\n", programName.c_str(), message.c_str());
   return kError;
 }
 
 void usage(FILE *out) {
+  std::fprintf(out, "usage: %s%s --inputs IN.npz [--outputs OUT.npz]\n", programName.c_str(),
+               carriesModel ? "" : " ARTIFACT");
   std::fprintf(out,
-               "usage: moec-run ARTIFACT --inputs IN.npz [--outputs OUT.npz]\n"
                "                [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]\n"
                "                [--bench N]\n"
                "  --rtol R, --atol A  tolerances of --expected-outputs (default 1e-5, 1e-6):\n"
@@ -109,6 +131,9 @@ int parseArgs(int argc, char **argv, Options &options) {
     } else if (arg.size() > 1 && arg[0] == '-') {
       usage(stderr);
       return fail("unknown or incomplete option '" + arg + "'");
+    } else if (carriesModel) {
+      usage(stderr);
+      return fail("this executable carries its model; unexpected argument '" + arg + "'");
     } else if (options.artifact.empty()) {
       options.artifact = arg;
     } else {
@@ -116,6 +141,8 @@ int parseArgs(int argc, char **argv, Options &options) {
       return fail("more than one artifact given ('" + options.artifact + "', '" + arg + "')");
     }
   }
+  if (carriesModel)
+    options.artifact = selfPath();
   if (options.artifact.empty() || options.inputs.empty()) {
     usage(stderr);
     return fail(options.artifact.empty() ? "no artifact given" : "no --inputs given");
@@ -225,6 +252,14 @@ struct ModelHandle {
 } // namespace
 
 int main(int argc, char **argv) {
+  moec::rt::BundleTrailer trailer;
+  Status bundle = moec::rt::readBundleTrailer(selfPath(), trailer, carriesModel);
+  if (carriesModel) {
+    const char *slash = std::strrchr(argv[0], '/');
+    programName = slash ? slash + 1 : argv[0];
+  }
+  if (!bundle)
+    return fail(bundle.message());
   Options options;
   if (int rc = parseArgs(argc, argv, options); rc >= 0)
     return rc;

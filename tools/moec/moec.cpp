@@ -3,11 +3,13 @@
 //   moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8]
 //                [--ep-size=N --ep-rank=R] [-o OUT.mlir]
 //   moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT [--max-tokens=N]
+//   moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE [...]
 //
 // Imports or parses the model, runs the pipeline up to the requested phase and
 // prints the IR; with --target, runs it to the grouped phase and writes an
-// artifact directory instead (docs/artifact.md). MLIR's pass-manager flags work here too
-// (--mlir-print-ir-after-all, --mlir-timing, ...).
+// artifact directory instead (docs/artifact.md), or with --emit=exe one
+// executable that runs it. MLIR's pass-manager flags work here too
+// (--mlir-print-ir-after-all, --mlir-timing, ...; listed by --help-hidden).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,34 +39,40 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+static cl::OptionCategory moecCategory("moec compile options");
 static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx or model.mlir>"),
-                                      cl::Required);
-static cl::opt<std::string> outputPath("o", cl::desc("output file"), cl::init("-"));
+                                      cl::Required, cl::cat(moecCategory));
+static cl::opt<std::string> outputPath("o", cl::desc("output file"), cl::init("-"), cl::cat(moecCategory));
 static cl::opt<std::string> compileTo(
     "compile-to", cl::desc("stop after this phase and print the IR: input, moe, grouped, fp8"),
-    cl::init("grouped"));
-static cl::opt<int64_t> epSize("ep-size", cl::desc("expert-parallel ranks"), cl::init(1));
-static cl::opt<int64_t> epRank("ep-rank", cl::desc("this rank, in [0, ep-size)"), cl::init(0));
+    cl::init("grouped"), cl::cat(moecCategory));
+static cl::opt<int64_t> epSize("ep-size", cl::desc("expert-parallel ranks"), cl::init(1), cl::cat(moecCategory));
+static cl::opt<int64_t> epRank("ep-rank", cl::desc("this rank, in [0, ep-size)"), cl::init(0), cl::cat(moecCategory));
 static cl::opt<bool> fp8("fp8", cl::desc("cast the experts to FP8 e4m3 with 128x128 block "
                                          "scales (the fp8 phase)"),
-                         cl::init(false));
+                         cl::init(false), cl::cat(moecCategory));
 static cl::opt<std::string> target(
-    "target", cl::desc("generate code for this target and write an artifact directory (-o): cpu, cuda"),
-    cl::init(""));
+    "target", cl::desc("generate code for this target and write an artifact (-o): cpu, cuda"),
+    cl::init(""), cl::cat(moecCategory));
 static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("largest token count the artifact accepts (--target)"),
-                                  cl::init(8192));
+                                  cl::init(8192), cl::cat(moecCategory));
 
 static cl::opt<std::string> weightsMode(
     "weights",
     cl::desc("with --target: 'embedded' writes weights.bin (default); 'external' writes only its "
              "layout (the manifest's weight lines), to be filled elsewhere"),
-    cl::init("embedded"));
+    cl::init("embedded"), cl::cat(moecCategory));
+static cl::opt<std::string> emitKind(
+    "emit",
+    cl::desc("with --target: 'artifact' writes the artifact directory -o DIR (default); 'exe' "
+             "writes one executable -o FILE that runs the model with moec-run's flags"),
+    cl::init("artifact"), cl::cat(moecCategory));
 static cl::opt<std::string> expertWeights(
     "expert-weights",
     cl::desc("with --target=cuda: 'f32' (default) or 'bf16' (grouped matmul weights stored as "
              "bf16, f32 accumulation: half the bytes to stream)"),
-    cl::init("f32"));
+    cl::init("f32"), cl::cat(moecCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "moec: " << message << "\n";
@@ -92,8 +100,14 @@ static int compile() {
     if (*phase != moec::Phase::Grouped && *phase != moec::Phase::FP8)
       return fail("--target compiles the grouped (or fp8) phase; drop --compile-to=" +
                   compileTo);
+    if (emitKind != "artifact" && emitKind != "exe")
+      return fail("unknown --emit='" + emitKind + "' (artifact, exe)");
+    if (emitKind == "exe" && weightsMode == "external")
+      return fail("--emit=exe needs the weights (drop --weights=external)");
     if (outputPath == "-")
-      return fail("--target=" + target.getValue() + " writes an artifact directory; name it with -o DIR");
+      return fail("--target=" + target.getValue() +
+                  (emitKind == "exe" ? " --emit=exe writes an executable; name it with -o FILE"
+                                     : " writes an artifact directory; name it with -o DIR"));
     if (maxTokens < 1)
       return fail("--max-tokens must be at least 1");
     if (weightsMode != "embedded" && weightsMode != "external")
@@ -102,6 +116,8 @@ static int compile() {
       return fail("unknown --expert-weights='" + expertWeights + "' (f32, bf16)");
     if (expertWeights == "bf16" && target != "cuda")
       return fail("--expert-weights=bf16 needs --target=cuda (the CPU target keeps f32)");
+  } else if (emitKind.getNumOccurrences()) {
+    return fail("--emit needs --target");
   } else if (weightsMode.getNumOccurrences()) {
     return fail("--weights needs --target");
   } else if (expertWeights.getNumOccurrences()) {
@@ -148,6 +164,7 @@ static int compile() {
     options.maxTokens = maxTokens;
     options.externalWeights = weightsMode == "external";
     options.bf16ExpertWeights = expertWeights == "bf16";
+    options.executable = emitKind == "exe";
     return failed(moec::codegen::emitArtifact(*module, options)) ? 1 : 0;
   }
 
@@ -165,7 +182,9 @@ int main(int argc, char **argv) {
     llvm::errs() << "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8] "
                     "[--ep-size=N --ep-rank=R] [-o OUT]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
-                    "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16]\n";
+                    "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16]\n"
+                    "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE "
+                    "[...]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||
                          llvm::StringRef(argv[1]) == "-h")
                ? 0
@@ -176,6 +195,9 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   // The subcommand word is consumed here; the rest are ordinary flags.
   argv[1] = argv[0];
+  // --help lists moec's own options; LLVM's and MLIR's (which still work, e.g.
+  // --mlir-print-ir-after-all) are under --help-hidden.
+  cl::HideUnrelatedOptions(moecCategory);
   cl::ParseCommandLineOptions(argc - 1, argv + 1, "moec compile: ahead-of-time MoE compiler\n");
   return compile();
 }

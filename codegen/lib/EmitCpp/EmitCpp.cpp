@@ -23,6 +23,7 @@
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 #include "moec/Dialect/Utils/ConstantData.h"
 #include "moec/runtime/ArtifactABI.h"
+#include "moec/runtime/Bundle.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,6 +34,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Alignment.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -61,6 +63,9 @@ namespace moe = moec::moe;
 #endif
 #ifndef MOEC_NVCC
 #define MOEC_NVCC ""
+#endif
+#ifndef MOEC_RUN_PROGRAM
+#define MOEC_RUN_PROGRAM ""
 #endif
 
 namespace moec::codegen {
@@ -1160,6 +1165,53 @@ std::string envOr(const char *name, const std::string &fallback) {
 
 /// Files an artifact directory may hold; only these are removed when an
 /// existing artifact is replaced.
+/// --emit=exe: `program` (moec-run), zeros to a page boundary, then the
+/// artifact's weights.bin, manifest.txt and model.so from `dir`, then the
+/// trailer that locates them (moec/runtime/Bundle.h), written to `file` and
+/// made executable.
+LogicalResult writeExecutable(StringRef program, StringRef dir, StringRef file,
+                              std::string &error) {
+  SmallVector<std::unique_ptr<llvm::MemoryBuffer>, 4> parts;
+  for (std::string path : {program.str(), (dir + "/weights.bin").str(),
+                           (dir + "/manifest.txt").str(), (dir + "/model.so").str()}) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    if (!buffer) {
+      error = "cannot read '" + path + "': " + buffer.getError().message();
+      return failure();
+    }
+    parts.push_back(std::move(*buffer));
+  }
+  rt::BundleTrailer trailer = {};
+  std::memcpy(trailer.magic, rt::kBundleMagic, sizeof(trailer.magic));
+  trailer.version = rt::kBundleVersion;
+  uint64_t programBytes = parts[0]->getBufferSize();
+  trailer.weightsOffset = llvm::alignTo(programBytes, rt::kBundleAlignment);
+  trailer.weightsBytes = parts[1]->getBufferSize();
+  trailer.manifestOffset = trailer.weightsOffset + trailer.weightsBytes;
+  trailer.manifestBytes = parts[2]->getBufferSize();
+  trailer.libraryOffset = trailer.manifestOffset + trailer.manifestBytes;
+  trailer.libraryBytes = parts[3]->getBufferSize();
+  bool written = writeFile(
+      file.str(),
+      [&](llvm::raw_ostream &os) {
+        os << parts[0]->getBuffer();
+        os.write_zeros(trailer.weightsOffset - programBytes);
+        for (int i = 1; i < 4; ++i)
+          os << parts[i]->getBuffer();
+        os.write(reinterpret_cast<const char *>(&trailer), sizeof(trailer));
+      },
+      error);
+  if (!written)
+    return failure();
+  if (std::error_code ec = llvm::sys::fs::setPermissions(
+          file, llvm::sys::fs::all_read | llvm::sys::fs::all_exe | llvm::sys::fs::owner_write)) {
+    error = "cannot make '" + file.str() + "' executable: " + ec.message();
+    return failure();
+  }
+  return success();
+}
+
 constexpr const char *kArtifactFiles[] = {"manifest.txt", "weights.bin", "model.so", "model.cpp",
                                           "model.cu", "compile.log"};
 
@@ -1227,9 +1279,27 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   std::string target = options.outputDir;
   while (target.size() > 1 && target.back() == '/')
     target.pop_back();
-  // Only an earlier artifact (or an empty directory) may be overwritten;
-  // checked before anything is written.
-  if (llvm::sys::fs::is_directory(target)) {
+  // Only an earlier artifact (or an empty directory; with --emit=exe, an
+  // earlier moec executable) may be overwritten; checked before anything is
+  // written.
+  std::string runProgram;
+  if (options.executable) {
+    if (options.externalWeights)
+      return fail("--emit=exe needs the weights (drop --weights=external)");
+    runProgram = options.runProgram.empty() ? envOr("MOEC_RUN", MOEC_RUN_PROGRAM)
+                                            : options.runProgram;
+    if (runProgram.empty() || !llvm::sys::fs::can_execute(runProgram))
+      return fail("--emit=exe copies moec-run, which is not at '" + runProgram +
+                  "' (set MOEC_RUN)");
+    if (llvm::sys::fs::exists(target)) {
+      rt::BundleTrailer trailer;
+      bool present = false;
+      if (llvm::sys::fs::is_directory(target) ||
+          !rt::readBundleTrailer(target, trailer, present).isOk() || !present)
+        return fail("'" + target + "' exists and is not an executable written by moec compile "
+                    "--emit=exe; not overwriting it");
+    }
+  } else if (llvm::sys::fs::is_directory(target)) {
     std::error_code ec;
     for (llvm::sys::fs::directory_iterator it(target, ec), end; it != end && !ec;
          it.increment(ec)) {
@@ -1358,6 +1428,17 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
                 "): " + llvm::join(args, " ") + "\n" + text);
   }
   llvm::sys::fs::remove(log);
+
+  if (options.executable) {
+    std::string file = staging + ".exe";
+    if (failed(writeExecutable(runProgram, staging, file, error)))
+      return fail(error);
+    if (std::error_code ec = llvm::sys::fs::rename(file, target)) {
+      llvm::sys::fs::remove(file);
+      return fail("cannot move the executable into '" + target + "': " + ec.message());
+    }
+    return success();
+  }
 
   // Replace the target (checked to be an earlier artifact above).
   if (llvm::sys::fs::is_directory(target)) {

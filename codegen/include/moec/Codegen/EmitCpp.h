@@ -47,6 +47,11 @@ struct ArtifactOptions {
   std::string runtimeIncludeDir, runtimeLibrary;
   /// The CUDA runtime archive (MOEC_RUNTIME_CUDA_LIBRARY), CUDA target only.
   std::string runtimeCudaLibrary;
+  /// --emit=exe: write `outputDir` as one executable file instead, a copy of
+  /// moec-run with the artifact appended (moec/runtime/Bundle.h).
+  bool executable = false;
+  /// The moec-run to copy (MOEC_RUN, else the build tree's).
+  std::string runProgram;
 };
 using CpuArtifactOptions = ArtifactOptions;
 
