@@ -6,7 +6,8 @@
 # .device/art/NAME and builds a moec-run with static libstdc++ and zlib plus the
 # runtime's GPU unit tests into .device/bin; .device/ (ignored through
 # .git/info/exclude) is what travels. `run` runs test/Codegen/check-cuda-artifact.sh
-# on each prebuilt artifact (f32 and --expert-weights=bf16), the GPU unit tests, a short
+# on each prebuilt artifact (f32 and --expert-weights=bf16), the sentinel regression,
+# an executable from --emit=exe, the GPU unit tests, a short
 # benchmark with and without CUDA graphs and compute-sanitizer memcheck on the unit
 # tests and four artifacts.
 set -uo pipefail
@@ -30,6 +31,14 @@ prepare)
   g++ -O2 -std=c++20 tools/moec-run/moec-run.cpp -Iruntime/include "$build/runtime/libmoec_runtime.a" \
     /usr/lib/x86_64-linux-gnu/libz.a -static-libstdc++ -static-libgcc -ldl -pthread -o $B/moec-run
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" $B/
+  # The sentinel regression (test/Codegen/check-sentinels.py), compiled here, run there.
+  for w in f32 bf16; do
+    .venv/bin/python test/Codegen/check-sentinels.py --bin "$build/bin" --target cuda \
+      --work .device/sentinels-$w --phase prepare -- --expert-weights=$w
+  done
+  # --emit=exe with the static moec-run above: one file that runs on the GPU machine.
+  MOEC_RUN=$B/moec-run "$build/bin/moec" compile $fx/mixtral/model.onnx --target=cuda \
+    --expert-weights=bf16 --emit=exe -o $B/mixtral-bf16-exe
   du -sh .device
   ;;
 run)
@@ -49,6 +58,20 @@ run)
     check bf16-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
   done
   for form in $forms; do check loops-$form $L/$form.mlir $L/$form.inputs.npz $L/expected.npz; done
+  for w in f32 bf16; do
+    echo "== sentinels ($w expert weights)"
+    timeout 60 python3 test/Codegen/check-sentinels.py --bin $B --target cuda \
+      --work .device/sentinels-$w --phase run -- --expert-weights=$w
+    rc=$?
+    echo "rc=$rc"
+    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  done
+  echo "== moec compile --emit=exe (CUDA, bf16 expert weights)"
+  timeout 60 $B/mixtral-bf16-exe --inputs $fx/mixtral/inputs.npz --outputs .device/exe-out.npz \
+    --expected-outputs $fx/mixtral/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
+  rc=$?
+  echo "rc=$rc"
+  case $rc in 0) pass=$((pass + 1)) ;; *) fail=$((fail + 1)) ;; esac
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
   echo "== runtime gpu unit tests"
   timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
