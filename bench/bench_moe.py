@@ -21,7 +21,11 @@ libmoec.so) and, per token count T:
 
 Bandwidth: touched experts (distinct experts routed by transformers' bf16 router, plus
 the shared expert) x 3·H·I bf16 bytes (gpt-oss: plus its biases) / time, against 4.25 TB/s copy: the same yardstick for every
-column (moec reads f32 weights today, twice those bytes).
+column. Matmul: 2·T·(k + shared)·3·H·I FLOP / time against 685 TFLOP/s (bf16).
+
+transformers under torch.compile (--compiled IMPL:MODE,...; default grouped_mm with
+mode reduce-overhead, i.e. CUDA graphs, for T <= 128, and mode default) is timed and
+checked the same way; max-autotune-no-cudagraphs costs ~1 min of compile per cell.
 
     python3 bench/bench_moe.py --artifacts .device/bench/art --lib .device/bench/libmoec.so \
         --models qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3 --tokens 1,16,128,1024
@@ -297,7 +301,8 @@ def run_model(name, args, rows):
         y = yh.to(DEV)
         err = ((y - ref).norm() / ref.norm()).item()
         maxabs = (y - ref).abs().max().item()
-        row = dict(model=name, T=T, distinct=distinct, bytes_GB=bytes_ / 1e9,
+        flops = 2.0 * T * (K + shared) * 3 * H * I  # routed slots and the shared expert
+        row = dict(model=name, T=T, distinct=distinct, bytes_GB=bytes_ / 1e9, flops=flops,
                    moec_rel_err=err, moec_max_abs=maxabs, check="ok" if err <= args.rtol else "FAIL")
         row.update(outlier_rows(x.view(-1, H), y, ref, router, K))
         for impl in IMPLS:
@@ -352,6 +357,11 @@ def fmt(v):
     return f"{v:.3f}" if isinstance(v, float) else (v or "")
 
 
+def mm_pct(flops, ms):
+    """% of the measured bf16 matmul ceiling (685 TFLOP/s)."""
+    return f"{100 * flops / (ms * 1e-3) / 685e12:.1f} %" if flops and isinstance(ms, float) else ""
+
+
 def pct(bytes_, ms):
     return 100 * bytes_ * 1e9 / (ms * 1e-3) / COPY_BPS if isinstance(ms, float) else None
 
@@ -366,15 +376,15 @@ def write(rows, out, meta, quiet=False):
          "(its time includes the input/output copies host<->device). % copy: touched experts' bf16 bytes / "
          "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
          "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec / best | moec % copy | best % copy "
-         "| check (rel err, max abs) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| moec % bf16 | check (rel err, max abs) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pb = pct(r["bytes_GB"], r.get("best"))
         pm = pct(r["bytes_GB"], r.get("moec"))
         L.append(f"| {r['model']} | {r['T']} | {r['distinct']} | {fmt(r.get('eager'))} | "
                  f"{fmt(r.get('batched_mm'))} | {fmt(r.get('grouped_mm'))} | {fmt(r.get('moec'))} | "
                  f"{r.get('ratio', float('nan')):.2f}x ({r.get('best_impl', '')}) | "
-                 f"{pm:.1f} % | {pb:.1f} % | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}"
+                 f"{pm:.1f} % | {pb:.1f} % | {mm_pct(r.get('flops'), r.get('moec'))} | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}"
                  + (f"; {r['outlier_rows']} rows > 5 %, router top-k gap <= {r['outlier_max_topk_gap']:.1e}"
                     if r.get('outlier_rows') else "") + ") |")
     L += ["", "transformers' CUDA-event medians (the reference script's timing), ms, and bf16 error vs f32:", "",
