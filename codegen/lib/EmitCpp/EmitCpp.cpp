@@ -124,6 +124,8 @@ std::string floatLiteral(double value) {
 std::optional<std::string> cppElementType(Type type) {
   if (type.isF32())
     return std::string("float");
+  if (isa<Float8E4M3FNType>(type)) // e4m3 bits (runtime/include/moec/runtime/Float8.h)
+    return std::string("uint8_t");
   if (type.isInteger(32))
     return std::string("int32_t");
   if (type.isInteger(64))
@@ -132,6 +134,8 @@ std::optional<std::string> cppElementType(Type type) {
 }
 
 std::string manifestDType(Type type) {
+  if (isa<Float8E4M3FNType>(type))
+    return "f8e4m3";
   return type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
 }
 
@@ -224,16 +228,21 @@ private:
                            << ": " << why;
   }
 
-  LogicalResult checkTensor(Operation *op, Value value, StringRef role, bool floatOnly);
+  /// `fp8`: an f8E4M3FN tensor is acceptable here (moe.quantize's result,
+  /// moe.grouped_matmul's FP8 operands; the CPU target only).
+  LogicalResult checkTensor(Operation *op, Value value, StringRef role, bool floatOnly,
+                            bool fp8 = false);
   FailureOr<SmallVector<Dim>> resultDims(Operation *op, Value result, std::optional<Dim> rows);
-  FailureOr<ValueInfo *> operand(Operation *op, Value value, StringRef role, bool floatOnly = true);
+  FailureOr<ValueInfo *> operand(Operation *op, Value value, StringRef role, bool floatOnly = true,
+                                 bool fp8 = false);
   /// An f32 constant stored in weights.bin as bf16 (--expert-weights=bf16).
   FailureOr<ValueInfo *> bf16Weight(Operation *op, Value value, StringRef role);
   /// Places `entry` (its bytes and size filled in) at weights.bin's next
   /// 64-byte boundary and declares the constant `value`'s pointer into `info`.
   ValueInfo &placeWeight(Value value, WeightEntry entry, ValueInfo &info);
   std::string optionalOperand(Operation *op, Value value, StringRef role, bool &failed);
-  FailureOr<ValueInfo *> define(Operation *op, Value result, std::optional<Dim> rows);
+  FailureOr<ValueInfo *> define(Operation *op, Value result, std::optional<Dim> rows,
+                                bool fp8 = false);
   std::string epilogue(std::optional<moe::ActivationAttr> activation,
                        std::optional<moe::GateUpLayout> layout);
   Value viewRoot(Value value);
@@ -244,6 +253,11 @@ private:
   LogicalResult emitSort(moe::SortOp op);
   LogicalResult emitPermute(moe::PermuteOp op);
   LogicalResult emitGroupedMatmul(moe::GroupedMatmulOp op);
+  LogicalResult emitGroupedMatmulFP8(moe::GroupedMatmulOp op);
+  LogicalResult emitQuantize(moe::QuantizeOp op);
+  /// The number of rows of `value` that hold data, as a C++ expression: the
+  /// valid rows after moe.permute or a grouped matmul, else all rows.
+  std::string writtenRows(Value value, Dim rows);
   LogicalResult emitCombine(moe::CombineOp op);
   LogicalResult emitConcat(tensor::ConcatOp op);
   LogicalResult emitReturn(func::ReturnOp op);
@@ -296,13 +310,20 @@ Value Emitter::viewRoot(Value value) {
   return value;
 }
 
-LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, bool floatOnly) {
+LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, bool floatOnly,
+                                   bool fp8) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type)
     return unsupported(op, role + " is not a ranked tensor");
   Type element = type.getElementType();
-  if (isa<Float8E4M3FNType>(element))
-    return unsupported(op, role + " is FP8; " + targetPhrase() + " does not support FP8 yet");
+  if (isa<Float8E4M3FNType>(element)) {
+    if (cuda)
+      return unsupported(op, role + " is FP8; " + targetPhrase() + " does not support FP8 yet");
+    if (!fp8)
+      return unsupported(op, role + " is FP8, which only moe.quantize and moe.grouped_matmul "
+                                    "take");
+    return success();
+  }
   if (floatOnly && !element.isF32())
     return unsupported(op, role + " has element type " + llvm::formatv("{0}", element).str() +
                                "; " + targetPhrase() + " computes in f32 only");
@@ -332,8 +353,9 @@ FailureOr<SmallVector<Dim>> Emitter::resultDims(Operation *op, Value result,
   return dims;
 }
 
-FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optional<Dim> rows) {
-  if (failed(checkTensor(op, result, "a result", /*floatOnly=*/false)))
+FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optional<Dim> rows,
+                                       bool fp8) {
+  if (failed(checkTensor(op, result, "a result", /*floatOnly=*/false, fp8)))
     return failure();
   FailureOr<SmallVector<Dim>> dims = resultDims(op, result, rows);
   if (failed(dims))
@@ -408,8 +430,8 @@ std::string constantName(Value value, size_t index) {
 }
 
 FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef role,
-                                        bool floatOnly) {
-  if (failed(checkTensor(op, value, role, floatOnly)))
+                                        bool floatOnly, bool fp8) {
+  if (failed(checkTensor(op, value, role, floatOnly, fp8)))
     return failure();
   if (auto it = values.find(value); it != values.end())
     return &it->second;
@@ -726,8 +748,11 @@ LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
 
 LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   comment(op);
-  if (op.getLhsScales() || op.getWeightScales())
-    return unsupported(op, "FP8 block scales; " + targetPhrase() + " does not support FP8 yet");
+  if (op.getLhsScales() || op.getWeightScales()) {
+    if (cuda)
+      return unsupported(op, "FP8 block scales; " + targetPhrase() + " does not support FP8 yet");
+    return emitGroupedMatmulFP8(op);
+  }
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
   bool bf16 = cuda && bf16ExpertWeights;
@@ -762,6 +787,72 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     return success();
   }
   kernel("groupedMatmul", args);
+  return success();
+}
+
+/// The CPU target's FP8 grouped matmul: e4m3 weights with block scales, and
+/// e4m3 rows with their per-row group scales (from moe.quantize) or f32 rows.
+LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  bool fp8Rows = static_cast<bool>(op.getLhsScales());
+  if (!op.getWeightScales())
+    return unsupported(op, "FP8 rows with weights that are not FP8; the CPU target multiplies "
+                           "FP8 rows only with FP8 weights");
+  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs", true, /*fp8=*/true);
+  FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights", true, /*fp8=*/true);
+  FailureOr<ValueInfo *> weightScales = operand(op, op.getWeightScales(), "the weight scales");
+  FailureOr<ValueInfo *> offsets = operand(op, op.getOffsets(), "the offsets", false);
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
+  std::string lhsScales = optionalOperand(op, op.getLhsScales(), "the lhs scales", bad);
+  if (failed(lhs) || failed(w) || failed(weightScales) || failed(offsets) || bad)
+    return failure();
+  if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
+    return unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]");
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), (*lhs)->dims[0]);
+  if (failed(out))
+    return failure();
+  std::vector<std::string> args = {(*lhs)->var};
+  if (fp8Rows)
+    args.push_back(lhsScales);
+  args.insert(args.end(), {dimExpr((*lhs)->dims[1]), (*w)->var, (*weightScales)->var,
+                           dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]), (*offsets)->var, bias,
+                           epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*out)->var});
+  kernel(fp8Rows ? "groupedMatmulFP8" : "groupedMatmulFP8Weights", args);
+  return success();
+}
+
+std::string Emitter::writtenRows(Value value, Dim rows) {
+  if (auto permute = value.getDefiningOp<moe::PermuteOp>())
+    if (auto it = values.find(permute.getNumValid()); it != values.end())
+      return "*" + it->second.var;
+  if (auto matmul = value.getDefiningOp<moe::GroupedMatmulOp>())
+    if (auto it = values.find(matmul.getOffsets()); it != values.end())
+      return it->second.var + "[" + dimExpr(it->second.dims[0]) + " - 1]";
+  return dimExpr(rows);
+}
+
+LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
+  comment(op);
+  if (cuda)
+    return unsupported(op, "FP8 quantisation is not supported by " + targetPhrase() + " yet");
+  FailureOr<ValueInfo *> input = operand(op, op.getInput(), "the input");
+  if (failed(input))
+    return failure();
+  if ((*input)->dims.size() != 2)
+    return unsupported(op, "the input must be a matrix");
+  Dim rows = (*input)->dims[0];
+  FailureOr<ValueInfo *> q = define(op, op.getResult(), rows, /*fp8=*/true);
+  if (failed(q))
+    return failure();
+  FailureOr<ValueInfo *> scales = define(op, op.getScales(), rows);
+  if (failed(scales))
+    return failure();
+  // Only rows that hold data: the sentinel tail of the permuted rows is never
+  // written, and so never read.
+  kernel("quantizeE4M3", {(*input)->var, writtenRows(op.getInput(), rows),
+                          dimExpr((*input)->dims[1]), (*q)->var, (*scales)->var});
   return success();
 }
 
@@ -1072,10 +1163,7 @@ LogicalResult Emitter::run() {
               return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by " +
                                          targetPhrase() + "; compile without --ep-size");
             })
-            .Case<moe::QuantizeOp>([&](Operation *op) -> LogicalResult {
-              return unsupported(op, "FP8 quantisation is not supported by " + targetPhrase() +
-                                         " yet");
-            })
+            .Case<moe::QuantizeOp>([&](auto op) { return emitQuantize(op); })
             .Default([&](Operation *op) -> LogicalResult {
               if (isView(op))
                 return emitView(op);

@@ -1,6 +1,7 @@
 //===- MoEKernels.cpp - CPU kernels for the lowered moe ops -----------------===//
 
 #include "moec/runtime/cpu/MoEKernels.h"
+#include "moec/runtime/Float8.h"
 
 #include <algorithm>
 #include <numeric>
@@ -246,6 +247,101 @@ void combine(ThreadPool &pool, const float *rows, const int32_t *permutation, in
       }
     }
   });
+}
+
+void quantizeE4M3(ThreadPool &pool, const float *x, int64_t rows, int64_t k, uint8_t *q,
+                  float *scales) {
+  int64_t groups = (k + kScaleBlock - 1) / kScaleBlock;
+  pool.parallelFor(rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t first = g * kScaleBlock, last = std::min(k, first + kScaleBlock);
+        double amax = 0.0;
+        bool nan = false;
+        for (int64_t i = first; i < last; ++i) {
+          nan |= std::isnan(x[r * k + i]);
+          amax = std::max(amax, static_cast<double>(std::fabs(x[r * k + i])));
+        }
+        // The scale is stored (and so used) as f32; the division is in double
+        // so that x / scale is rounded once, to e4m3.
+        float scale = nan ? NAN : static_cast<float>(std::max(amax / kE4M3Max, 1e-12));
+        scales[r * groups + g] = scale;
+        for (int64_t i = first; i < last; ++i)
+          q[r * k + i] = encodeE4M3(static_cast<double>(x[r * k + i]) / scale);
+      }
+  });
+}
+
+namespace {
+
+/// The FP8 grouped matmul on rows already in f32 (dequantised, or f32 to begin
+/// with): each task dequantises 64 rows of one expert's e4m3 weights once, for
+/// all of the expert's rows.
+void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
+                              const uint8_t *weights, const float *weightScales, int64_t experts,
+                              int64_t n, const int32_t *offsets, const float *bias,
+                              const Epilogue &epilogue, float *out) {
+  int64_t validRows = offsets[experts - 1];
+  int64_t width = outputWidth(epilogue, n);
+  int64_t kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
+  int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock;
+  float table[256];
+  for (int code = 0; code < 256; ++code)
+    table[code] = decodeE4M3(static_cast<uint8_t>(code));
+  constexpr int64_t kColumns = 64;
+  int64_t chunks = (n + kColumns - 1) / kColumns;
+  std::vector<float> sums(validRows * n); // before the epilogue, which needs whole rows
+  pool.parallelFor(experts * chunks, [&](int64_t begin, int64_t end) {
+    std::vector<float> w(kColumns * k);
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t e = task / chunks, first = (task % chunks) * kColumns;
+      int64_t rowBegin = e > 0 ? offsets[e - 1] : 0, rowEnd = offsets[e];
+      if (rowBegin == rowEnd)
+        continue; // an idle expert: its weights are not even decoded
+      int64_t columns = std::min(kColumns, n - first);
+      for (int64_t c = 0; c < columns; ++c) {
+        const uint8_t *source = weights + (e * n + first + c) * k;
+        const float *scale = weightScales + (e * nBlocks + (first + c) / kScaleBlock) * kBlocks;
+        for (int64_t i = 0; i < k; ++i)
+          w[c * k + i] = table[source[i]] * scale[i / kScaleBlock];
+      }
+      for (int64_t r = rowBegin; r < rowEnd; ++r)
+        for (int64_t c = 0; c < columns; ++c)
+          sums[r * n + first + c] =
+              dot(rows + r * k, w.data() + c * k, k) + (bias ? bias[e * n + first + c] : 0.0f);
+    }
+  });
+  pool.parallelFor(validRows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      applyEpilogue(epilogue, sums.data() + r * n, n, out + r * width);
+  });
+}
+
+} // namespace
+
+void groupedMatmulFP8(ThreadPool &pool, const uint8_t *lhs, const float *lhsScales, int64_t k,
+                      const uint8_t *weights, const float *weightScales, int64_t experts,
+                      int64_t n, const int32_t *offsets, const float *bias,
+                      const Epilogue &epilogue, float *out) {
+  int64_t validRows = offsets[experts - 1];
+  int64_t kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
+  // The rows, dequantised once (each is read by every column task).
+  std::vector<float> rows(validRows * k);
+  pool.parallelFor(validRows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t i = 0; i < k; ++i)
+        rows[r * k + i] = decodeE4M3(lhs[r * k + i]) * lhsScales[r * kBlocks + i / kScaleBlock];
+  });
+  groupedMatmulE4M3Weights(pool, rows.data(), k, weights, weightScales, experts, n, offsets, bias,
+                           epilogue, out);
+}
+
+void groupedMatmulFP8Weights(ThreadPool &pool, const float *lhs, int64_t k,
+                             const uint8_t *weights, const float *weightScales, int64_t experts,
+                             int64_t n, const int32_t *offsets, const float *bias,
+                             const Epilogue &epilogue, float *out) {
+  groupedMatmulE4M3Weights(pool, lhs, k, weights, weightScales, experts, n, offsets, bias,
+                           epilogue, out);
 }
 
 } // namespace moec::rt::cpu

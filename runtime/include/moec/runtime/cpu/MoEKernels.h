@@ -65,6 +65,27 @@ void groupedMatmul(ThreadPool &pool, const float *lhs, int64_t k, const float *w
                    int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
                    const Epilogue &epilogue, float *out);
 
+/// moe.quantize: per row and 128-column group, scale = f32(max(amax / 448,
+/// 1e-12)) and q = e4m3(x / scale), nearest even, saturating (Float8.h); NaN
+/// in a group makes its scale NaN. Rows at or past `rows` are not read.
+void quantizeE4M3(ThreadPool &pool, const float *x, int64_t rows, int64_t k, uint8_t *q,
+                  float *scales);
+
+/// moe.grouped_matmul with FP8 operands: lhs e4m3 [S, K] with per-row scales
+/// [S, ceil(K/128)], weights e4m3 [E, N, K] with block scales [E, ceil(N/128),
+/// ceil(K/128)] (dequantisation multipliers). Computes with the dequantised
+/// values in f32; rows at or past offsets[E-1] are neither read nor written.
+void groupedMatmulFP8(ThreadPool &pool, const uint8_t *lhs, const float *lhsScales, int64_t k,
+                      const uint8_t *weights, const float *weightScales, int64_t experts,
+                      int64_t n, const int32_t *offsets, const float *bias,
+                      const Epilogue &epilogue, float *out);
+
+/// The same with f32 rows (weight-only FP8: no moe.quantize before it).
+void groupedMatmulFP8Weights(ThreadPool &pool, const float *lhs, int64_t k,
+                             const uint8_t *weights, const float *weightScales, int64_t experts,
+                             int64_t n, const int32_t *offsets, const float *bias,
+                             const Epilogue &epilogue, float *out);
+
 /// moe.combine: out[t] = Σ_k weights[t, k] · rows[r(t, k)] over valid slots,
 /// plus addend[t] (scaled by sigmoid(addendGate[t]) when given).
 void combine(ThreadPool &pool, const float *rows, const int32_t *permutation, int64_t slots,
