@@ -36,6 +36,13 @@ prepare)
     .venv/bin/python test/Codegen/check-sentinels.py --bin "$build/bin" --target cuda \
       --work .device/sentinels-$w --phase prepare -- --expert-weights=$w
   done
+  # FP8 experts on the GPU (test/Codegen/check-fp8-artifact.py): compiled and the
+  # interpreter's FP8 output written here, run and compared there.
+  for f in $fixtures partial-blocks; do
+    if [[ $f == partial-blocks ]]; then case=(.device/fp8-$f/case --partial-blocks); else case=($fx/$f); fi
+    .venv/bin/python test/Codegen/check-fp8-artifact.py "$build/bin" "${case[0]}" 5e-3 0.1 \
+      "${case[@]:1}" --target cuda --work .device/fp8-$f --phase prepare >/dev/null
+  done
   # --emit=exe with the static moec-run above: one file that runs on the GPU machine.
   MOEC_RUN=$B/moec-run "$build/bin/moec" compile $fx/mixtral/model.onnx --target=cuda \
     --expert-weights=bf16 --emit=exe -o $B/mixtral-bf16-exe
@@ -62,6 +69,15 @@ run)
     echo "== sentinels ($w expert weights)"
     timeout 60 python3 test/Codegen/check-sentinels.py --bin $B --target cuda \
       --work .device/sentinels-$w --phase run -- --expert-weights=$w
+    rc=$?
+    echo "rc=$rc"
+    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  done
+  for f in $fixtures partial-blocks; do
+    echo "== fp8 $f"
+    if [[ $f == partial-blocks ]]; then case=(.device/fp8-$f/case --partial-blocks); else case=($fx/$f); fi
+    timeout 60 python3 test/Codegen/check-fp8-artifact.py $B "${case[0]}" 5e-3 0.1 "${case[@]:1}" \
+      --target cuda --work .device/fp8-$f --phase run
     rc=$?
     echo "rc=$rc"
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac

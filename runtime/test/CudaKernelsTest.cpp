@@ -329,4 +329,80 @@ TEST(CudaKernels, LinearMatchesCpu) {
   }
 }
 
+/// quantizeE4M3 on the device: bit for bit the CPU's codes and scales, rows at
+/// or past the device's valid count left as they were (poisoned).
+TEST(CudaKernels, QuantizeE4M3MatchesCpuExactly) {
+  std::mt19937 rng(19);
+  const int64_t slots = 11, valid = 8, k = 300, groups = 3;
+  auto x = randomVector(slots * k, rng, 5.0f);
+  for (int64_t i = 0; i < 128; ++i)
+    x[3 * k + 128 + i] = 0.0f; // an all-zero group
+  std::vector<uint8_t> want(slots * k);
+  std::vector<float> wantScales(slots * groups);
+  cpu::ThreadPool pool(2);
+  cpu::quantizeE4M3(pool, x.data(), valid, k, want.data(), wantScales.data());
+  DeviceBuffer dX = upload(x), dValid = upload(std::vector<int32_t>{int32_t(valid)});
+  DeviceBuffer dQ = poisoned(slots * k), dScales = poisoned(slots * groups * 4);
+  ASSERT_OK(cuda::quantizeE4M3(dX.dataAs<float>(), slots, k, dValid.dataAs<int32_t>(),
+                               dQ.dataAs<uint8_t>(), dScales.dataAs<float>(), nullptr));
+  ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+  std::vector<uint8_t> got = download<uint8_t>(dQ, slots * k);
+  std::vector<float> gotScales = download<float>(dScales, slots * groups);
+  for (int64_t i = 0; i < valid * k; ++i)
+    ASSERT_EQ(got[i], want[i]) << "code " << i;
+  for (int64_t i = 0; i < valid * groups; ++i)
+    ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
+  for (int64_t i = valid * k; i < slots * k; ++i)
+    ASSERT_EQ(got[i], 0xFF) << "row past the valid count written";
+}
+
+/// The FP8 grouped matmul, every tile and epilogue, against cpu::groupedMatmulFP8
+/// on the same codes and scales: K = 200 (4-byte loads, a partial K block) and
+/// K = 272 (16-byte loads), N spanning partial 128-blocks, idle experts, an
+/// expert over several tiles, a NaN-poisoned sentinel tail left unwritten.
+TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
+  std::mt19937 rng(23);
+  const int64_t E = 5, N = 272;
+  const std::vector<int32_t> offsets = {0, 3, 3, 40, 41};
+  const int64_t valid = 41, S = valid + 4;
+  cpu::ThreadPool pool(2);
+  for (int64_t K : {200, 272}) {
+    int64_t kBlocks = (K + 127) / 128, nBlocks = (N + 127) / 128;
+    auto x = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+    std::vector<uint8_t> lq(S * K), wq(E * N * K);
+    std::vector<float> lscale(S * kBlocks), wscale(E * nBlocks * kBlocks);
+    cpu::quantizeE4M3(pool, x.data(), S, K, lq.data(), lscale.data());
+    std::uniform_int_distribution<int> code(0, 0x7E), sign(0, 1);
+    for (uint8_t &w : wq)
+      w = static_cast<uint8_t>(code(rng) | (sign(rng) ? 0x80 : 0));
+    std::uniform_real_distribution<float> positive(1e-3f, 4e-3f);
+    for (float &v : wscale)
+      v = positive(rng);
+    DeviceBuffer dLq = upload(lq), dLs = upload(lscale), dWq = upload(wq), dWs = upload(wscale),
+                 dOffsets = upload(offsets), dBias = upload(bias);
+    for (cuda::FP8Tile tile :
+         {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16, cuda::FP8Tile::Tok32}) {
+      for (const cpu::Epilogue &epilogue : allEpilogues()) {
+        SCOPED_TRACE("K " + std::to_string(K) + ", tile " + cuda::fp8TileName(tile) +
+                     ", layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
+                     std::to_string(epilogue.enabled));
+        int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+        std::vector<float> want(S * width);
+        cpu::groupedMatmulFP8(pool, lq.data(), lscale.data(), K, wq.data(), wscale.data(), E, N,
+                              offsets.data(), bias.data(), epilogue, want.data());
+        DeviceBuffer dOut = poisoned(S * width * 4);
+        ASSERT_OK(cuda::groupedMatmulFP8(dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
+                                         dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N,
+                                         dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
+                                         epilogue, dOut.dataAs<float>(), nullptr, tile));
+        ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+        std::vector<float> got = download<float>(dOut, S * width);
+        expectNear(want, got, 1e-4, 1e-4, "FP8 grouped matmul", valid * width);
+        for (int64_t i = valid * width; i < S * width; ++i)
+          ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+      }
+    }
+  }
+}
+
 } // namespace

@@ -28,7 +28,7 @@
 // RUN: FileCheck %s --check-prefix=WEIGHTS < %t/weight-only/model.cpp
 // WEIGHTS: groupedMatmulFP8Weights(pool, in0, 128, w0, in1, 2, 128, in2, nullptr, Epilogue{}, v0);
 
-// The CUDA target does not generate FP8 yet: test/Codegen/emit-cuda-errors.mlir.
+// The CUDA target's FP8 calls: test/Codegen/emit-cuda-errors.mlir (FP8-EXPERTS).
 
 //--- weight-only.mlir
 func.func @f(%x: tensor<?x128xf32>, %s: tensor<2x1x1xf32>, %o: tensor<2xi32>) -> tensor<?x128xf32> {

@@ -14,10 +14,14 @@
 // BF16: error: cannot generate code for input 'x' of element type 'bf16': the CUDA target takes f32 tensors (and i32/i64 expert ids) only
 
 // RUN: not moec compile %t/fp8.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=FP8
-// FP8: fp8.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': FP8 block scales; the CUDA target does not support FP8 yet
+// FP8: fp8.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': FP8 weights with f32 rows; the CUDA target multiplies FP8 weights with FP8 rows (moe.quantize) only
 
-// RUN: not moec compile %fixtures/mixtral/model.onnx --fp8 --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=FP8-EXPERTS
-// FP8-EXPERTS: error: cannot generate code for 'moe.quantize' (ONNX node '{{.*}}'): FP8 quantisation is not supported by the CUDA target yet
+// FP8 experts (moe.quantize + FP8 grouped matmuls) do compile for CUDA.
+// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 --target=cuda -o %t/fp8-experts
+// RUN: FileCheck %s --check-prefix=FP8-EXPERTS < %t/fp8-experts/model.cu
+// FP8-EXPERTS: quantizeE4M3([[ROWS:v[0-9]+]], 2 * T, 64, [[VALID:v[0-9]+]], [[Q:v[0-9]+]], [[S:v[0-9]+]], stream)
+// FP8-EXPERTS: groupedMatmulFP8([[Q]], 2 * T, [[S]], 64, {{w[0-9]+}}, {{w[0-9]+}}, 8, 80, [[OFFSETS:v[0-9]+]], nullptr, Epilogue{true,
+// FP8-EXPERTS: quantizeE4M3({{v[0-9]+}}, 2 * T, 40, [[OFFSETS]] + (8 - 1),
 
 // RUN: not moec compile %t/unknown-op.mlir --target=cuda 2>&1 | FileCheck %s --check-prefix=NOOUT
 // NOOUT: moec: --target=cuda writes an artifact directory; name it with -o DIR

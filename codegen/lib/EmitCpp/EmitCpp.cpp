@@ -317,8 +317,6 @@ LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, b
     return unsupported(op, role + " is not a ranked tensor");
   Type element = type.getElementType();
   if (isa<Float8E4M3FNType>(element)) {
-    if (cuda)
-      return unsupported(op, role + " is FP8; " + targetPhrase() + " does not support FP8 yet");
     if (!fp8)
       return unsupported(op, role + " is FP8, which only moe.quantize and moe.grouped_matmul "
                                     "take");
@@ -748,11 +746,8 @@ LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
 
 LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   comment(op);
-  if (op.getLhsScales() || op.getWeightScales()) {
-    if (cuda)
-      return unsupported(op, "FP8 block scales; " + targetPhrase() + " does not support FP8 yet");
+  if (op.getLhsScales() || op.getWeightScales())
     return emitGroupedMatmulFP8(op);
-  }
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
   bool bf16 = cuda && bf16ExpertWeights;
@@ -790,15 +785,18 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   return success();
 }
 
-/// The CPU target's FP8 grouped matmul: e4m3 weights with block scales, and
-/// e4m3 rows with their per-row group scales (from moe.quantize) or f32 rows.
+/// The FP8 grouped matmul: e4m3 weights with block scales, and e4m3 rows with
+/// their per-row group scales (from moe.quantize), or (CPU only) f32 rows.
 LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
   bool fp8Rows = static_cast<bool>(op.getLhsScales());
   if (!op.getWeightScales())
-    return unsupported(op, "FP8 rows with weights that are not FP8; the CPU target multiplies "
-                           "FP8 rows only with FP8 weights");
+    return unsupported(op, "FP8 rows with weights that are not FP8; " + targetPhrase() +
+                               " multiplies FP8 rows only with FP8 weights");
+  if (cuda && !fp8Rows)
+    return unsupported(op, "FP8 weights with f32 rows; the CUDA target multiplies FP8 weights "
+                           "with FP8 rows (moe.quantize) only");
   FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs", true, /*fp8=*/true);
   FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights", true, /*fp8=*/true);
   FailureOr<ValueInfo *> weightScales = operand(op, op.getWeightScales(), "the weight scales");
@@ -814,6 +812,8 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
   if (failed(out))
     return failure();
   std::vector<std::string> args = {(*lhs)->var};
+  if (cuda) // the row count bounds the launch; offsets[E-1] (on the device) the rows
+    args.push_back(dimExpr((*lhs)->dims[0]));
   if (fp8Rows)
     args.push_back(lhsScales);
   args.insert(args.end(), {dimExpr((*lhs)->dims[1]), (*w)->var, (*weightScales)->var,
@@ -824,19 +824,19 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
 }
 
 std::string Emitter::writtenRows(Value value, Dim rows) {
+  // CUDA: a pointer to the count on the device (nullptr: all rows).
   if (auto permute = value.getDefiningOp<moe::PermuteOp>())
     if (auto it = values.find(permute.getNumValid()); it != values.end())
-      return "*" + it->second.var;
+      return cuda ? it->second.var : "*" + it->second.var;
   if (auto matmul = value.getDefiningOp<moe::GroupedMatmulOp>())
     if (auto it = values.find(matmul.getOffsets()); it != values.end())
-      return it->second.var + "[" + dimExpr(it->second.dims[0]) + " - 1]";
-  return dimExpr(rows);
+      return cuda ? it->second.var + " + (" + dimExpr(it->second.dims[0]) + " - 1)"
+                  : it->second.var + "[" + dimExpr(it->second.dims[0]) + " - 1]";
+  return cuda ? "nullptr" : dimExpr(rows);
 }
 
 LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
   comment(op);
-  if (cuda)
-    return unsupported(op, "FP8 quantisation is not supported by " + targetPhrase() + " yet");
   FailureOr<ValueInfo *> input = operand(op, op.getInput(), "the input");
   if (failed(input))
     return failure();
@@ -851,8 +851,12 @@ LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
     return failure();
   // Only rows that hold data: the sentinel tail of the permuted rows is never
   // written, and so never read.
-  kernel("quantizeE4M3", {(*input)->var, writtenRows(op.getInput(), rows),
-                          dimExpr((*input)->dims[1]), (*q)->var, (*scales)->var});
+  if (cuda)
+    kernel("quantizeE4M3", {(*input)->var, dimExpr(rows), dimExpr((*input)->dims[1]),
+                            writtenRows(op.getInput(), rows), (*q)->var, (*scales)->var});
+  else
+    kernel("quantizeE4M3", {(*input)->var, writtenRows(op.getInput(), rows),
+                            dimExpr((*input)->dims[1]), (*q)->var, (*scales)->var});
   return success();
 }
 

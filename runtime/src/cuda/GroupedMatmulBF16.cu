@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Epilogue.cuh"
+#include "ExpertTiles.cuh"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -34,36 +34,14 @@
 namespace moec::rt::cuda {
 namespace {
 
-using cpu::GateUpLayout;
+using namespace tiles;
 
-constexpr int kThreads = 128;          // 4 warps
-constexpr int kWarps = kThreads / 32;
-constexpr int kWeightRows = 128;       // weight rows (MMA M side) per block
-constexpr int kRowsPerWarp = kWeightRows / kWarps; // 32: two m16 tiles
-constexpr int kTileK = 64;             // K per pipeline stage
+constexpr int kTileK = 64;                // K per pipeline stage: 128-byte weight rows
 constexpr int kRowStrideF32 = kTileK + 8; // padded: B-fragment loads are conflict-free
 
 /// Shared bytes of one pipeline stage: the weight tile (bf16, 128-byte rows,
-/// 16-byte chunks XOR-swizzled by row) and TOK activation rows (f32, padded).
+/// swizzled) and TOK activation rows (f32, padded).
 constexpr int stageBytes(int tok) { return kWeightRows * kTileK * 2 + tok * kRowStrideF32 * 4; }
-
-__device__ inline void copyAsync16(void *shared, const void *global, bool valid) {
-  unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  int bytes = valid ? 16 : 0; // 0: fill the 16 bytes with zeros, read nothing
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
-               "r"(bytes));
-}
-__device__ inline void commitGroup() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ inline void waitGroup() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ inline void loadMatrixX4(unsigned (&r)[4], const void *shared) {
-  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
 
 __device__ inline unsigned packBF16(float lo, float hi) {
   __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
@@ -77,117 +55,32 @@ __device__ inline void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned 
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/// Byte offset of 16-byte chunk `chunk` of weight-tile row `row`.
-__device__ inline int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
-
 struct Problem {
+  Layout layout;
   const float *lhs;
-  int64_t k;
   const uint16_t *weights;
-  int64_t experts, n, width;
-  const int32_t *offsets; // null: one expert whose rows are all `rows` (moe.linear)
-  int64_t rows;
-  const float *bias;
-  cpu::Epilogue epilogue;
-  int64_t rowTiles, columnTiles; // the grid: rowTiles x columnTiles, row tiles in groups
-  float *out;
 };
-
-/// Rows tiles of one group run side by side over the column tiles, so that at
-/// prefill the concurrently resident blocks share activation rows and weight
-/// tiles in L2 (at decode a group is a handful of experts: no effect).
-constexpr int64_t kRowTileGroup = 8;
-
-/// The weight row that tile row `v` of column tile `columnTile` reads, or -1.
-__device__ inline int64_t weightRowOf(const Problem &p, bool gated, int64_t columnTile, int v) {
-  int warp = v / kRowsPerWarp, half = (v / 16) % 2, r = v % 16;
-  if (!gated) {
-    int64_t j = columnTile * kWeightRows + v;
-    return j < p.n ? j : -1;
-  }
-  int64_t j = columnTile * (kWeightRows / 2) + warp * 16 + r; // the output column
-  if (j >= p.width)
-    return -1;
-  bool interleaved = p.epilogue.layout == GateUpLayout::Interleaved;
-  if (half == 0)
-    return interleaved ? 2 * j : j;
-  return interleaved ? 2 * j + 1 : p.width + j;
-}
 
 template <int TOK, int STAGES>
 __global__ void __launch_bounds__(kThreads)
-groupedMatmulBF16Kernel(Problem p) {
+groupedMatmulBF16Kernel(Problem problem) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
+  const Layout &p = problem.layout;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-
-  // Which (row tile, column tile) this block is: groups of kRowTileGroup row tiles.
-  int64_t linear = blockIdx.x;
-  int64_t perGroup = kRowTileGroup * p.columnTiles;
-  int64_t group = linear / perGroup, inGroup = linear % perGroup;
-  int64_t groupRows = p.rowTiles - group * kRowTileGroup;
-  if (groupRows > kRowTileGroup)
-    groupRows = kRowTileGroup;
-  int64_t rowTile = group * kRowTileGroup + inGroup % groupRows;
-  int64_t columnTile = inGroup / groupRows;
-
-  // Rank the experts' row tiles (ceil(rows / TOK) each) and find row tile
-  // `rowTile`: a block-wide scan over the experts, kThreads at a time.
-  __shared__ int64_t found[3]; // expert, first row, row count
-  __shared__ int64_t warpTotals[kWarps];
-  if (tid == 0)
-    found[0] = -1;
-  int64_t before = 0;
-  for (int64_t chunk = 0; chunk < p.experts; chunk += kThreads) {
-    int64_t e = chunk + tid;
-    int64_t begin = 0, count = 0;
-    if (e < p.experts && p.offsets) {
-      begin = e > 0 ? p.offsets[e - 1] : 0;
-      count = p.offsets[e] - begin;
-    } else if (e == 0) {
-      count = p.rows;
-    }
-    int64_t tiles = (count + TOK - 1) / TOK, inclusive = tiles;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      int64_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
-      if (lane >= d)
-        inclusive += other;
-    }
-    if (lane == 31)
-      warpTotals[warp] = inclusive;
-    __syncthreads();
-    int64_t offset = before;
-    for (int w = 0; w < warp; ++w)
-      offset += warpTotals[w];
-    int64_t first = offset + inclusive - tiles;
-    if (tiles > 0 && rowTile >= first && rowTile < first + tiles) {
-      int64_t local = rowTile - first;
-      found[0] = e;
-      found[1] = begin + local * TOK;
-      found[2] = std::min<int64_t>(TOK, count - local * TOK);
-    }
-    for (int w = 0; w < kWarps; ++w)
-      before += warpTotals[w];
-    __syncthreads();
-    if (found[0] >= 0 || before > rowTile)
-      break;
-  }
-  const int64_t expert = found[0];
-  if (expert < 0)
-    return; // past the last tile: the grid is sized for the worst case
-  const int64_t firstRow = found[1];
-  const int rows = static_cast<int>(found[2]);
-  const bool gated = p.epilogue.enabled && p.epilogue.layout != GateUpLayout::None;
+  int64_t rowTile, columnTile, expert, firstRow;
+  int rows;
+  blockTiles(p, rowTile, columnTile);
+  if (!findRowTile<TOK>(p, rowTile, expert, firstRow, rows))
+    return;
 
   // This thread's share of each stage's loads: 8 weight chunks, TOK/8 row chunks.
-  const uint16_t *expertWeights = p.weights + expert * p.n * p.k;
+  const uint16_t *expertWeights = problem.weights + expert * p.n * p.k;
   const uint16_t *weightRow[8];
   int weightChunk = tid % 8;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    int v = tid / 8 + 16 * i;
-    int64_t row = weightRowOf(p, gated, columnTile, v);
+    int64_t row = weightRowOf(p, columnTile, tid / 8 + 16 * i);
     weightRow[i] = row >= 0 ? expertWeights + row * p.k : nullptr;
   }
   constexpr int kRowChunks = TOK * (kTileK / 4) / kThreads; // 16-byte f32 chunks per thread
@@ -199,8 +92,7 @@ groupedMatmulBF16Kernel(Problem p) {
     int q = tid + i * kThreads; // chunk q: token q / 16, chunk q % 16
     tokenIndex[i] = q / 16;
     tokenChunk[i] = q % 16;
-    bool exists = tokenIndex[i] < rows;
-    tokenRow[i] = exists ? p.lhs + (firstRow + tokenIndex[i]) * p.k : nullptr;
+    tokenRow[i] = tokenIndex[i] < rows ? problem.lhs + (firstRow + tokenIndex[i]) * p.k : nullptr;
   }
 
   const int64_t kTiles = (p.k + kTileK - 1) / kTileK;
@@ -209,10 +101,10 @@ groupedMatmulBF16Kernel(Problem p) {
     int64_t k0 = kt * kTileK;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      int v = tid / 8 + 16 * i;
       int64_t kk = k0 + weightChunk * 8;
       bool valid = weightRow[i] && kk < p.k;
-      copyAsync16(base + swizzled(v, weightChunk), valid ? weightRow[i] + kk : p.weights, valid);
+      copyAsync16(base + swizzled(tid / 8 + 16 * i, weightChunk),
+                  valid ? weightRow[i] + kk : problem.weights, valid ? 16 : 0);
     }
     float *rowsTile = reinterpret_cast<float *>(base + kWeightRows * kTileK * 2);
 #pragma unroll
@@ -220,7 +112,7 @@ groupedMatmulBF16Kernel(Problem p) {
       int64_t kk = k0 + tokenChunk[i] * 4;
       bool valid = tokenRow[i] && kk < p.k;
       copyAsync16(rowsTile + tokenIndex[i] * kRowStrideF32 + tokenChunk[i] * 4,
-                  valid ? tokenRow[i] + kk : p.lhs, valid);
+                  valid ? tokenRow[i] + kk : problem.lhs, valid ? 16 : 0);
     }
   };
 
@@ -262,59 +154,14 @@ groupedMatmulBF16Kernel(Problem p) {
     }
   }
   waitGroup<0>();
-
-  // Epilogue. Accumulator c[i] of m-tile `half`, token tile t: weight row
-  // lane/4 (+8 for i >= 2), token 2*(lane%4) + (i & 1).
-  const float *expertBias = p.bias ? p.bias + expert * p.n : nullptr;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    int r = lane / 4 + (i >= 2 ? 8 : 0);
-    int v0 = warp * kRowsPerWarp + r, v1 = v0 + 16;
-    int64_t row0 = weightRowOf(p, gated, columnTile, v0);
-    int64_t row1 = weightRowOf(p, gated, columnTile, v1);
-    float bias0 = expertBias && row0 >= 0 ? expertBias[row0] : 0.0f;
-    float bias1 = expertBias && row1 >= 0 ? expertBias[row1] : 0.0f;
-#pragma unroll
-    for (int t = 0; t < kTokenTiles; ++t) {
-      int token = t * 8 + 2 * (lane % 4) + (i & 1);
-      if (token >= rows)
-        continue;
-      float *outRow = p.out + (firstRow + token) * p.width;
-      if (gated) {
-        if (row0 < 0)
-          continue;
-        int64_t column = columnTile * (kWeightRows / 2) + warp * 16 + r;
-        outRow[column] = device::gatedEpilogue(p.epilogue, acc[0][t][i] + bias0,
-                                               acc[1][t][i] + bias1);
-        continue;
-      }
-      float values[2] = {acc[0][t][i] + bias0, acc[1][t][i] + bias1};
-      int64_t rowsOf[2] = {row0, row1};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (rowsOf[h] < 0)
-          continue;
-        float value = values[h];
-        if (p.epilogue.enabled)
-          value = device::activate(p.epilogue.kind, p.epilogue.alpha, value);
-        outRow[rowsOf[h]] = value;
-      }
-    }
-  }
+  storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
 template <int TOK, int STAGES>
 Status launch(const Problem &base, int64_t slots, cudaStream_t stream) {
   Problem p = base;
-  bool gated = p.epilogue.enabled && p.epilogue.layout != GateUpLayout::None;
-  int64_t columnsPerTile = gated ? kWeightRows / 2 : kWeightRows;
-  p.columnTiles = (p.width + columnsPerTile - 1) / columnsPerTile;
-  // sum over experts of ceil(rows_e / TOK) <= slots / TOK + (experts with rows).
-  p.rowTiles = (slots + TOK - 1) / TOK + std::min(p.experts, slots);
-  int64_t blocks = p.rowTiles * p.columnTiles;
-  if (blocks > INT32_MAX)
-    return Status::error("groupedMatmulBF16: " + std::to_string(blocks) +
-                         " blocks exceed the grid's limit");
+  int64_t blocks = 0;
+  MOEC_RETURN_IF_ERROR(planGrid(p.layout, slots, TOK, "groupedMatmulBF16", blocks));
   constexpr int shared = STAGES * stageBytes(TOK);
   auto *kernel = groupedMatmulBF16Kernel<TOK, STAGES>;
   MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
@@ -368,8 +215,9 @@ Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint1
   if (!offsets && experts != 1)
     return Status::error("groupedMatmulBF16: no offsets, but " + std::to_string(experts) +
                          " experts");
-  Problem p{lhs, k, weightsBF16, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue,
-            0, 0, out};
+  Problem p{{k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, out},
+            lhs,
+            weightsBF16};
   if (tile == BF16Tile::Auto)
     tile = chooseBF16Tile(slots, experts);
   switch (tile) {

@@ -82,6 +82,28 @@ Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint1
 Status linearBF16(const float *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
                   const float *bias, const Epilogue &epilogue, float *y, cudaStream_t stream);
 
+/// moe.quantize on the device: per row and 128-column group, scale =
+/// f32(max(amax / 448, 1e-12)) and q = e4m3(x / scale) (nearest even,
+/// saturating), as cpu::quantizeE4M3. Rows at or past *validRows (read on the
+/// device; null: all `slots`) are not read.
+Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *validRows,
+                    uint8_t *q, float *scales, cudaStream_t stream);
+
+/// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16.
+enum class FP8Tile { Auto, Tok8, Tok16, Tok32 };
+const char *fp8TileName(FP8Tile tile);
+
+/// moe.grouped_matmul with FP8 operands on the tensor cores (mma e4m3, f32
+/// accumulation): rows e4m3 [S, K] with scales [S, ceil(K/128)], weights e4m3
+/// [E, N, K] with 128x128 block scales [E, ceil(N/128), ceil(K/128)], each K
+/// block's partial sums promoted with both scales. K a multiple of 4 (16 is
+/// faster); rows at or past offsets[E-1] are not touched.
+Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
+                        const uint8_t *weights, const float *weightScales, int64_t experts,
+                        int64_t n, const int32_t *offsets, const float *bias,
+                        const Epilogue &epilogue, float *out, cudaStream_t stream,
+                        FP8Tile tile = FP8Tile::Auto);
+
 /// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
 Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
                const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,

@@ -1,0 +1,226 @@
+//===- ExpertTiles.cuh - the tiling of moec's tensor-core grouped matmuls ===//
+//
+// What the bf16 (GroupedMatmulBF16.cu) and FP8 (GroupedMatmulFP8.cu) grouped
+// matmuls share: a block of 4 warps computes 128 weight rows (the MMA's M side,
+// "swap AB") by up to TOK rows of one expert (its N side); the grid is sized on
+// the host for the worst case and each block ranks the experts' row tiles from
+// the offsets on the device (no host synchronisation); gate and up rows are
+// interleaved per warp so that the epilogue runs in registers. Also the PTX
+// wrappers both use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOEC_RUNTIME_SRC_CUDA_EXPERTTILES_CUH
+#define MOEC_RUNTIME_SRC_CUDA_EXPERTTILES_CUH
+
+#include "Epilogue.cuh"
+#include "moec/runtime/Status.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace moec::rt::cuda::tiles {
+
+using cpu::GateUpLayout;
+
+constexpr int kThreads = 128; // 4 warps
+constexpr int kWarps = kThreads / 32;
+constexpr int kWeightRows = 128;                   // weight rows per block
+constexpr int kRowsPerWarp = kWeightRows / kWarps; // 32: two m16 tiles
+/// Row tiles of one group run side by side over the column tiles, so that at
+/// prefill the concurrently resident blocks share activation rows and weight
+/// tiles in L2 (at decode a group is a handful of experts: no effect).
+constexpr int64_t kRowTileGroup = 8;
+
+/// The shape of one grouped matmul, as the tiling sees it.
+struct Layout {
+  int64_t k, experts, n, width;
+  const int32_t *offsets; // null: one expert whose rows are all `rows` (moe.linear)
+  int64_t rows;
+  const float *bias;
+  cpu::Epilogue epilogue;
+  int64_t rowTiles, columnTiles; // the grid: rowTiles x columnTiles
+  float *out;
+
+  __host__ __device__ bool gated() const {
+    return epilogue.enabled && epilogue.layout != GateUpLayout::None;
+  }
+};
+
+//===--- PTX -----------------------------------------------------------===//
+
+/// 16 bytes global -> shared, asynchronously; `bytes` < 16 zero-fills the rest
+/// (0: reads nothing). `global` must be 16-byte aligned.
+__device__ inline void copyAsync16(void *shared, const void *global, int bytes) {
+  unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
+               "r"(bytes));
+}
+/// 4 bytes global -> shared (4-byte aligned), zero-filled when !valid.
+__device__ inline void copyAsync4(void *shared, const void *global, bool valid) {
+  unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(global),
+               "r"(valid ? 4 : 0));
+}
+__device__ inline void commitGroup() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ inline void waitGroup() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ inline void loadMatrixX4(unsigned (&r)[4], const void *shared) {
+  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` of a 128-byte-row weight
+/// tile, XOR-swizzled by row so that ldmatrix reads are conflict-free.
+__device__ inline int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+//===--- tiles ---------------------------------------------------------===//
+
+/// This block's (row tile, column tile): groups of kRowTileGroup row tiles.
+__device__ inline void blockTiles(const Layout &p, int64_t &rowTile, int64_t &columnTile) {
+  int64_t linear = blockIdx.x;
+  int64_t perGroup = kRowTileGroup * p.columnTiles;
+  int64_t group = linear / perGroup, inGroup = linear % perGroup;
+  int64_t groupRows = p.rowTiles - group * kRowTileGroup;
+  if (groupRows > kRowTileGroup)
+    groupRows = kRowTileGroup;
+  rowTile = group * kRowTileGroup + inGroup % groupRows;
+  columnTile = inGroup / groupRows;
+}
+
+/// Ranks the experts' row tiles (ceil(rows / TOK) each) with a block-wide scan
+/// and finds `rowTile`: its expert, first row and row count. False past the
+/// last tile (the grid is sized for the worst case). Call from every thread.
+template <int TOK>
+__device__ bool findRowTile(const Layout &p, int64_t rowTile, int64_t &expert, int64_t &firstRow,
+                            int &rows) {
+  __shared__ int64_t found[3]; // expert, first row, row count
+  __shared__ int64_t warpTotals[kWarps];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  if (tid == 0)
+    found[0] = -1;
+  int64_t before = 0;
+  for (int64_t chunk = 0; chunk < p.experts; chunk += kThreads) {
+    int64_t e = chunk + tid;
+    int64_t begin = 0, count = 0;
+    if (e < p.experts && p.offsets) {
+      begin = e > 0 ? p.offsets[e - 1] : 0;
+      count = p.offsets[e] - begin;
+    } else if (e == 0) {
+      count = p.rows;
+    }
+    int64_t tiles = (count + TOK - 1) / TOK, inclusive = tiles;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      int64_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d)
+        inclusive += other;
+    }
+    if (lane == 31)
+      warpTotals[warp] = inclusive;
+    __syncthreads();
+    int64_t offset = before;
+    for (int w = 0; w < warp; ++w)
+      offset += warpTotals[w];
+    int64_t first = offset + inclusive - tiles;
+    if (tiles > 0 && rowTile >= first && rowTile < first + tiles) {
+      int64_t local = rowTile - first;
+      found[0] = e;
+      found[1] = begin + local * TOK;
+      found[2] = count - local * TOK < TOK ? count - local * TOK : TOK;
+    }
+    for (int w = 0; w < kWarps; ++w)
+      before += warpTotals[w];
+    __syncthreads();
+    if (found[0] >= 0 || before > rowTile)
+      break;
+  }
+  expert = found[0];
+  firstRow = found[1];
+  rows = static_cast<int>(found[2]);
+  return expert >= 0;
+}
+
+/// The weight row that tile row `v` of column tile `columnTile` reads, or -1:
+/// rows v of warp w are its 32 output columns, or (gated) 16 columns' gate
+/// rows (v % 32 < 16) and the same columns' up rows.
+__device__ inline int64_t weightRowOf(const Layout &p, int64_t columnTile, int v) {
+  int warp = v / kRowsPerWarp, half = (v / 16) % 2, r = v % 16;
+  if (!p.gated()) {
+    int64_t j = columnTile * kWeightRows + v;
+    return j < p.n ? j : -1;
+  }
+  int64_t j = columnTile * (kWeightRows / 2) + warp * 16 + r; // the output column
+  if (j >= p.width)
+    return -1;
+  bool interleaved = p.epilogue.layout == GateUpLayout::Interleaved;
+  if (half == 0)
+    return interleaved ? 2 * j : j;
+  return interleaved ? 2 * j + 1 : p.width + j;
+}
+
+/// Bias, epilogue and store of the accumulators: acc[half][t][i] is m-tile
+/// `half`, token tile t, mma accumulator i (weight row lane/4 + 8·(i >= 2),
+/// token 8t + 2·(lane%4) + (i & 1)).
+template <int TOKEN_TILES>
+__device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile,
+                             int64_t firstRow, int rows, const float (&acc)[2][TOKEN_TILES][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float *expertBias = p.bias ? p.bias + expert * p.n : nullptr;
+  const bool gated = p.gated();
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int r = lane / 4 + (i >= 2 ? 8 : 0);
+    int v0 = warp * kRowsPerWarp + r, v1 = v0 + 16;
+    int64_t row0 = weightRowOf(p, columnTile, v0), row1 = weightRowOf(p, columnTile, v1);
+    float bias0 = expertBias && row0 >= 0 ? expertBias[row0] : 0.0f;
+    float bias1 = expertBias && row1 >= 0 ? expertBias[row1] : 0.0f;
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t) {
+      int token = t * 8 + 2 * (lane % 4) + (i & 1);
+      if (token >= rows)
+        continue;
+      float *outRow = p.out + (firstRow + token) * p.width;
+      if (gated) {
+        if (row0 < 0)
+          continue;
+        int64_t column = columnTile * (kWeightRows / 2) + warp * 16 + r;
+        outRow[column] = device::gatedEpilogue(p.epilogue, acc[0][t][i] + bias0,
+                                               acc[1][t][i] + bias1);
+        continue;
+      }
+      float values[2] = {acc[0][t][i] + bias0, acc[1][t][i] + bias1};
+      int64_t rowsOf[2] = {row0, row1};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (rowsOf[h] < 0)
+          continue;
+        float value = values[h];
+        if (p.epilogue.enabled)
+          value = device::activate(p.epilogue.kind, p.epilogue.alpha, value);
+        outRow[rowsOf[h]] = value;
+      }
+    }
+  }
+}
+
+/// Sizes the grid for `slots` rows in tiles of `tok`: the column tiles, and the
+/// row tiles that sum over experts of ceil(rows_e / tok) can reach, which is at
+/// most slots / tok plus one partial tile per expert with rows.
+inline Status planGrid(Layout &p, int64_t slots, int tok, const char *kernel, int64_t &blocks) {
+  int64_t columnsPerTile = p.gated() ? kWeightRows / 2 : kWeightRows;
+  p.columnTiles = (p.width + columnsPerTile - 1) / columnsPerTile;
+  p.rowTiles = (slots + tok - 1) / tok + std::min(p.experts, slots);
+  blocks = p.rowTiles * p.columnTiles;
+  if (blocks > INT32_MAX)
+    return Status::error(std::string(kernel) + ": " + std::to_string(blocks) +
+                         " blocks exceed the grid's limit");
+  return Status::ok();
+}
+
+} // namespace moec::rt::cuda::tiles
+
+#endif // MOEC_RUNTIME_SRC_CUDA_EXPERTTILES_CUH

@@ -1,0 +1,300 @@
+//===- GroupedMatmulFP8.cu - FP8 e4m3 grouped matmul and quantisation -----===//
+//
+// moe.grouped_matmul with e4m3 weights [E, N, K] (one f32 dequantisation scale
+// per 128x128 block) and e4m3 rows [S, K] (one scale per row and 128 columns,
+// from quantizeE4M3 below), on the tensor cores: mma.sync m16n8k32 e4m3 x e4m3
+// -> f32 (sm_89+). The tiling is the bf16 kernel's (ExpertTiles.cuh). A
+// pipeline stage is one 128-wide K block, so the block's partial sums are
+// promoted into the f32 accumulators with the weight row's and the token's
+// scales once per stage, as DeepGEMM does. Weights stream at 1 byte per
+// element: half the bf16 bytes at decode.
+//
+// K % 16 == 0 loads 16-byte chunks; other K (a multiple of 4) 4-byte ones.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ExpertTiles.cuh"
+#include "moec/runtime/Cuda.h"
+#include "moec/runtime/cuda/MoEKernels.h"
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <string>
+
+namespace moec::rt::cuda {
+namespace {
+
+using namespace tiles;
+
+constexpr int kBlockK = 128;            // K per stage: one scale block, 128-byte rows
+constexpr int kRowStride = kBlockK + 16; // activation rows padded: B loads conflict-free
+
+constexpr int stageBytes(int tok) { return kWeightRows * kBlockK + tok * kRowStride; }
+
+__device__ inline void mma16832(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+struct Problem {
+  Layout layout;
+  const uint8_t *lhs;
+  const float *lhsScales;
+  const uint8_t *weights;
+  const float *weightScales;
+};
+
+/// One 16-byte chunk of a row, as one 16-byte or four 4-byte async copies,
+/// zero-filled past `valid` bytes.
+template <bool VEC16>
+__device__ inline void copyChunk(unsigned char *dst, const uint8_t *src, int64_t valid,
+                                 const void *fallback) {
+  if constexpr (VEC16) {
+    copyAsync16(dst, valid > 0 ? src : fallback, valid >= 16 ? 16 : (valid > 0 ? valid : 0));
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      copyAsync4(dst + 4 * j, valid > 4 * j ? src + 4 * j : fallback, valid > 4 * j);
+  }
+}
+
+template <int TOK, int STAGES, bool VEC16>
+__global__ void __launch_bounds__(kThreads)
+groupedMatmulFP8Kernel(Problem problem) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  constexpr int kTokenTiles = TOK / 8;
+  const Layout &p = problem.layout;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  int64_t rowTile, columnTile, expert, firstRow;
+  int rows;
+  blockTiles(p, rowTile, columnTile);
+  if (!findRowTile<TOK>(p, rowTile, expert, firstRow, rows))
+    return;
+  const int64_t kBlocks = (p.k + kBlockK - 1) / kBlockK;
+  const int64_t nBlocks = (p.n + kBlockK - 1) / kBlockK;
+
+  const uint8_t *expertWeights = problem.weights + expert * p.n * p.k;
+  const uint8_t *weightRow[8];
+  int weightChunk = tid % 8;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int64_t row = weightRowOf(p, columnTile, tid / 8 + 16 * i);
+    weightRow[i] = row >= 0 ? expertWeights + row * p.k : nullptr;
+  }
+  constexpr int kRowChunks = (TOK * 8 + kThreads - 1) / kThreads; // 16-byte chunks per thread
+  const uint8_t *tokenRow[kRowChunks];
+  int tokenChunk[kRowChunks], tokenIndex[kRowChunks];
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    int q = tid + i * kThreads; // chunk q: token q / 8, chunk q % 8
+    tokenIndex[i] = q / 8;
+    tokenChunk[i] = q % 8;
+    tokenRow[i] = q < TOK * 8 && tokenIndex[i] < rows
+                      ? problem.lhs + (firstRow + tokenIndex[i]) * p.k
+                      : nullptr;
+  }
+  // The scales this thread applies: its 4 weight rows' N blocks, its tokens.
+  int64_t scaleRow[2][2]; // [i >= 2][half]: row of weightScales (or -1)
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int64_t row = weightRowOf(p, columnTile, warp * kRowsPerWarp + half * 16 + lane / 4 + 8 * hi);
+      scaleRow[hi][half] = row >= 0 ? (expert * nBlocks + row / kBlockK) * kBlocks : -1;
+    }
+
+  auto loadStage = [&](int64_t kb, int stage) {
+    unsigned char *base = shared + stage * stageBytes(TOK);
+    int64_t k0 = kb * kBlockK;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      int64_t kk = k0 + weightChunk * 16;
+      int64_t valid = weightRow[i] ? p.k - kk : 0;
+      copyChunk<VEC16>(base + swizzled(tid / 8 + 16 * i, weightChunk),
+                       weightRow[i] ? weightRow[i] + kk : nullptr, valid, problem.weights);
+    }
+    unsigned char *rowsTile = base + kWeightRows * kBlockK;
+#pragma unroll
+    for (int i = 0; i < kRowChunks; ++i) {
+      if (tid + i * kThreads >= TOK * 8)
+        break;
+      int64_t kk = k0 + tokenChunk[i] * 16;
+      int64_t valid = tokenRow[i] ? p.k - kk : 0;
+      copyChunk<VEC16>(rowsTile + tokenIndex[i] * kRowStride + tokenChunk[i] * 16,
+                       tokenRow[i] ? tokenRow[i] + kk : nullptr, valid, problem.lhs);
+    }
+  };
+
+  float acc[2][kTokenTiles][4] = {};
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < kBlocks)
+      loadStage(s, s);
+    commitGroup();
+  }
+  for (int64_t kb = 0; kb < kBlocks; ++kb) {
+    waitGroup<STAGES - 2>();
+    __syncthreads();
+    int64_t next = kb + STAGES - 1;
+    if (next < kBlocks)
+      loadStage(next, static_cast<int>(next % STAGES));
+    commitGroup();
+
+    // The scales of this K block, fetched before the MMAs hide their latency.
+    float weightScale[2][2], tokenScale[kTokenTiles][2];
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        weightScale[hi][half] =
+            scaleRow[hi][half] >= 0 ? __ldg(problem.weightScales + scaleRow[hi][half] + kb) : 0.0f;
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        int token = t * 8 + 2 * (lane % 4) + j;
+        tokenScale[t][j] =
+            token < rows ? __ldg(problem.lhsScales + (firstRow + token) * kBlocks + kb) : 0.0f;
+      }
+
+    const unsigned char *base = shared + (kb % STAGES) * stageBytes(TOK);
+    const unsigned char *rowsTile = base + kWeightRows * kBlockK;
+    float partial[2][kTokenTiles][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kBlockK / 32; ++ks) {
+      unsigned a[2][4];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int row = warp * kRowsPerWarp + half * 16 + lane % 16;
+        loadMatrixX4(a[half], base + swizzled(row, ks * 2 + lane / 16));
+      }
+#pragma unroll
+      for (int t = 0; t < kTokenTiles; ++t) {
+        const unsigned char *x = rowsTile + (t * 8 + lane / 4) * kRowStride + ks * 32 + 4 * (lane % 4);
+        unsigned b0 = *reinterpret_cast<const unsigned *>(x);
+        unsigned b1 = *reinterpret_cast<const unsigned *>(x + 16);
+        mma16832(partial[0][t], a[0], b0, b1);
+        mma16832(partial[1][t], a[1], b0, b1);
+      }
+    }
+    // Promote: acc += partial * weight scale (row's N block) * token scale.
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int t = 0; t < kTokenTiles; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          acc[half][t][i] += partial[half][t][i] * weightScale[i >= 2][half] * tokenScale[t][i & 1];
+  }
+  waitGroup<0>();
+  storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
+}
+
+template <int TOK, int STAGES>
+Status launch(const Problem &base, int64_t slots, cudaStream_t stream) {
+  Problem p = base;
+  int64_t blocks = 0;
+  MOEC_RETURN_IF_ERROR(planGrid(p.layout, slots, TOK, "groupedMatmulFP8", blocks));
+  constexpr int shared = STAGES * stageBytes(TOK);
+  bool vec16 = p.layout.k % 16 == 0;
+  auto *kernel = vec16 ? groupedMatmulFP8Kernel<TOK, STAGES, true>
+                       : groupedMatmulFP8Kernel<TOK, STAGES, false>;
+  MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(p);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+/// One warp per (row, 128-column group): amax by shuffles, then the scale and
+/// the e4m3 codes (the division in double, rounded once, as on the CPU).
+__global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
+                                   const int32_t *validRows, uint8_t *q, float *scales) {
+  int64_t groups = (k + kBlockK - 1) / kBlockK;
+  int64_t rows = validRows ? *validRows : slots;
+  int lane = threadIdx.x % 32;
+  for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; item < rows * groups;
+       item += int64_t(gridDim.x) * blockDim.x / 32) {
+    int64_t r = item / groups, g = item % groups;
+    int64_t first = g * kBlockK, last = first + kBlockK < k ? first + kBlockK : k;
+    float amax = 0.0f;
+    bool nan = false;
+    for (int64_t i = first + lane; i < last; i += 32) {
+      float v = x[r * k + i];
+      nan |= isnan(v);
+      amax = fmaxf(amax, fabsf(v));
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d /= 2)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+    nan = __any_sync(0xffffffffu, nan);
+    float scale = nan ? __int_as_float(0x7fc00000) : static_cast<float>(fmax(amax / 448.0, 1e-12));
+    if (lane == 0)
+      scales[r * groups + g] = scale;
+    for (int64_t i = first + lane; i < last; i += 32)
+      q[r * k + i] = static_cast<uint8_t>(__nv_cvt_double_to_fp8(
+          static_cast<double>(x[r * k + i]) / scale, __NV_SATFINITE, __NV_E4M3));
+  }
+}
+
+} // namespace
+
+const char *fp8TileName(FP8Tile tile) {
+  switch (tile) {
+  case FP8Tile::Auto: return "auto";
+  case FP8Tile::Tok8: return "tok8x6";
+  case FP8Tile::Tok16: return "tok16x5";
+  case FP8Tile::Tok32: return "tok32x4";
+  }
+  return "?";
+}
+
+Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *validRows,
+                    uint8_t *q, float *scales, cudaStream_t stream) {
+  if (slots <= 0)
+    return Status::ok();
+  int64_t groups = (k + kBlockK - 1) / kBlockK;
+  int64_t warps = slots * groups;
+  int64_t blocks = std::min<int64_t>((warps * 32 + 255) / 256, 65535);
+  quantizeE4M3Kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, slots, k, validRows, q,
+                                                                       scales);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
+                        const uint8_t *weights, const float *weightScales, int64_t experts,
+                        int64_t n, const int32_t *offsets, const float *bias,
+                        const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile) {
+  if (k % 4 != 0)
+    return Status::error("groupedMatmulFP8: K = " + std::to_string(k) +
+                         " is not a multiple of 4 (4-byte loads of e4m3 rows)");
+  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
+  if (gated && n % 2 != 0)
+    return Status::error("groupedMatmulFP8: gated N = " + std::to_string(n) + " is odd");
+  if (slots <= 0 || experts <= 0)
+    return Status::ok();
+  Problem p{{k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, out},
+            lhs,
+            lhsScales,
+            weights,
+            weightScales};
+  if (tile == FP8Tile::Auto) {
+    // As for bf16 (chooseBF16Tile), capped at 32 rows: the promoted partial
+    // sums double the accumulators.
+    int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
+    int64_t rows = (slots + touched - 1) / touched;
+    tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
+  }
+  switch (tile) {
+  case FP8Tile::Tok8: return launch<8, 6>(p, slots, stream);
+  case FP8Tile::Tok16: return launch<16, 5>(p, slots, stream);
+  case FP8Tile::Tok32:
+  case FP8Tile::Auto: return launch<32, 4>(p, slots, stream);
+  }
+  return Status::ok();
+}
+
+} // namespace moec::rt::cuda
