@@ -29,6 +29,7 @@ namespace {
 
 constexpr double kCopyBandwidth = 4.25e12; // bytes/s, measured on the H200
 constexpr double kBF16Ceiling = 685e12;    // FLOP/s, measured on the H200
+constexpr double kFP8Ceiling = 1280e12;    // FLOP/s, measured on the H200
 
 #define CHECK(expr)                                                                \
   do {                                                                             \
@@ -107,12 +108,14 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
   };
   double bytes = double(touched.size()) * shape.n * shape.k * 2;
   double flops = 2.0 * double(slots) * shape.n * shape.k;
-  auto report = [&](const char *kernel, float ms) {
-    double bandwidth = bytes / (ms * 1e-3);
-    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld  %-12s %9.1f us  %5.1f%% copy  %5.1f%% bf16\n",
+  // FP8: one byte per weight, against the FP8 matmul ceiling.
+  auto report = [&](const char *kernel, float ms, bool fp8 = false) {
+    double bandwidth = (fp8 ? bytes / 2 : bytes) / (ms * 1e-3);
+    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld  %-12s %9.1f us  %5.1f%% copy  %5.1f%% %s\n",
                 shape.model, shape.projection, static_cast<long long>(tokens), touched.size(),
                 static_cast<long long>(shape.experts), kernel, ms * 1e3,
-                100.0 * bandwidth / kCopyBandwidth, 100.0 * flops / (ms * 1e-3) / kBF16Ceiling);
+                100.0 * bandwidth / kCopyBandwidth,
+                100.0 * flops / (ms * 1e-3) / (fp8 ? kFP8Ceiling : kBF16Ceiling), fp8 ? "fp8" : "bf16");
     std::fflush(stdout);
   };
   cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts);
@@ -128,6 +131,28 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
                                            dOffsets.dataAs<int32_t>(), nullptr, epilogue,
                                            out.dataAs<float>(), nullptr, tile));
            }));
+  }
+  // FP8 e4m3 (the bytes of the buffers above reinterpreted; scales all 0x3C3C3C3C).
+  int64_t kBlocks = (shape.k + 127) / 128, nBlocks = (shape.n + 127) / 128;
+  DeviceBuffer lhsScales, weightScales;
+  CHECK(DeviceBuffer::allocate(slots * kBlocks * 4, lhsScales));
+  CHECK(DeviceBuffer::allocate(shape.experts * nBlocks * kBlocks * 4, weightScales));
+  CHECK(cudaStatus(cudaMemset(lhsScales.data(), 0x3C, lhsScales.size()), "memset", __FILE__, __LINE__));
+  CHECK(cudaStatus(cudaMemset(weightScales.data(), 0x3C, weightScales.size()), "memset", __FILE__,
+                   __LINE__));
+  for (cuda::FP8Tile tile : {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
+                             cuda::FP8Tile::Tok32}) {
+    if (tokens >= 1024 && tile != cuda::FP8Tile::Auto)
+      continue;
+    std::string name = std::string("fp8 ") + cuda::fp8TileName(tile);
+    report(name.c_str(), time([&] {
+             CHECK(cuda::groupedMatmulFP8(lhs.dataAs<uint8_t>(), slots, lhsScales.dataAs<float>(),
+                                          shape.k, weights.dataAs<uint8_t>(),
+                                          weightScales.dataAs<float>(), shape.experts, shape.n,
+                                          dOffsets.dataAs<int32_t>(), nullptr, epilogue,
+                                          out.dataAs<float>(), nullptr, tile));
+           }),
+           /*fp8=*/true);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
