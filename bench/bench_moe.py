@@ -42,7 +42,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from write_weights import read_layout, write_weights  # noqa: E402
+from write_weights import fp8_expert_weights, read_layout, write_weights  # noqa: E402
 
 COPY_BPS = 4.25e12
 DEV = "cuda"
@@ -271,6 +271,12 @@ def run_model(name, args, rows):
     t1 = time.perf_counter()
     moec = Moec(args.lib, art)
     t2 = time.perf_counter()
+    moec8, art8 = None, None
+    if args.fp8_artifacts:  # FP8 experts: the same weights, cast as the compiler would
+        art8 = os.path.join(args.fp8_artifacts, name)
+        with torch.no_grad():
+            write_weights(art8, fp8_expert_weights(art8, moe_weights(name, m, cfg)))
+        moec8 = Moec(args.lib, art8)
     mod_bytes = sum(p.numel() * p.element_size() for p in m.parameters())
     log(f"## {name}: module {mod_bytes / 1e9:.1f} GB bf16; weights.bin written in {t1 - t0:.1f} s "
         f"(build included), moec_load {t2 - t1:.1f} s")
@@ -298,6 +304,14 @@ def run_model(name, args, rows):
         yh = torch.empty(T, H, dtype=torch.float32).pin_memory()
         moec.bind(xh, yh)
         moec.run()
+        if moec8:
+            yh8 = torch.empty(T, H, dtype=torch.float32).pin_memory()
+            moec8.bind(xh, yh8)
+            moec8.run()
+            y8 = yh8.to(DEV).double().ravel()
+            r64 = ref.double().ravel()
+            fp8 = dict(moec_fp8_rel_err=((y8 - r64).norm() / r64.norm()).item(),
+                       moec_fp8_diff=(1 - 2 * (y8 @ r64) / (y8 @ y8 + r64 @ r64)).item())
         y = yh.to(DEV)
         err = ((y - ref).norm() / ref.norm()).item()
         maxabs = (y - ref).abs().max().item()
@@ -333,6 +347,9 @@ def run_model(name, args, rows):
             row[key] = compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args)
         ms, mn, n = time_wall(moec.run, args.target_s)
         row.update(moec=ms, moec_min=mn, moec_n=n)
+        if moec8:
+            row.update(fp8)
+            row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.run, args.target_s)
         best = [(row[i], i) for i in IMPLS if isinstance(row.get(i), float)]
         if best:
             row["best"], row["best_impl"] = min(best)
@@ -347,10 +364,13 @@ def run_model(name, args, rows):
         write(rows, args.out, args.meta, quiet=True)  # a killed run keeps its rows
         del xh, yh, y
     moec.free()
+    if moec8:
+        moec8.free()
     del m, inputs, refs
     torch.cuda.empty_cache()
-    if args.remove_weights:
-        os.remove(os.path.join(art, "weights.bin"))  # the disk holds one model's f32 weights at a time
+    if args.remove_weights:  # the disk holds one model's weights at a time
+        for directory in filter(None, [art, art8]):
+            os.remove(os.path.join(directory, "weights.bin"))
 
 
 def fmt(v):
@@ -392,6 +412,22 @@ def write(rows, out, meta, quiet=False):
     for r in rows:
         L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('eager_events'))} | {fmt(r.get('batched_mm_events'))} | "
                  f"{fmt(r.get('grouped_mm_events'))} | {r.get('grouped_mm_rel_err', float('nan')):.1e} |")
+    if any("moec_fp8" in r for r in rows):
+        L += ["", "moec with FP8 experts (e4m3 weights with 128x128 block scales, rows quantised per "
+              "token and 128 channels; same weights, cast as moe-quantize-experts-fp8 does), same run: "
+              "ms, ratio to transformers' best eager backend (bf16), error against the f32 block "
+              "(relative L2, DeepGEMM's 1 - 2·Σxy/(Σx²+Σy²)):", "",
+              "| model | T | best eager (bf16) | moec bf16 | moec FP8 | FP8 / best | FP8 / moec bf16 "
+              "| FP8 % copy (FP8 bytes) | FP8 rel L2 | FP8 diff |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if "moec_fp8" not in r:
+                continue
+            f8 = r["moec_fp8"]
+            p8 = pct(r["bytes_GB"] / 2, f8)
+            L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('best'))} | {fmt(r.get('moec'))} | "
+                     f"{fmt(f8)} | {f8 / r['best']:.2f}x | {f8 / r['moec']:.2f}x | {p8:.1f} % | "
+                     f"{r['moec_fp8_rel_err']:.2e} | {r['moec_fp8_diff']:.2e} |")
     ckeys = sorted({k for r in rows for k in r if "+" in k and "_" not in k.split("+")[1]})
     if ckeys:
         L += ["", "transformers under torch.compile (CG: mode reduce-overhead, CUDA graphs; MA: "
@@ -422,6 +458,8 @@ def main():
                    help="keep each weights.bin (default: removed once its model is done)")
     p.add_argument("--batched-mm-limit", type=float, default=60e9,
                    help="skip batched_mm when gathered weights + module exceed this many bytes")
+    p.add_argument("--fp8-artifacts", default="",
+                   help="also run these FP8 artifacts (bench/prepare.sh with FP8=1), same weights")
     p.add_argument("--compiled", default="grouped_mm:reduce-overhead,grouped_mm:default",
                    help="transformers configurations under torch.compile, IMPL:MODE,... (MODE: "
                         "reduce-overhead, max-autotune-no-cudagraphs or default); '' for none")

@@ -85,6 +85,16 @@ def _write(f, t, name, dtype, shape, size):
                              f"{list(a.shape)}")
         a.tofile(f)
         return
+    if dtype == "f8e4m3":  # e4m3 codes, given as torch.float8_e4m3fn or uint8
+        if hasattr(t, "detach"):
+            import torch
+            t = t.detach().contiguous().view(torch.uint8).cpu().numpy()
+        a = np.ascontiguousarray(np.asarray(t, dtype=np.uint8))
+        if a.shape != shape or a.nbytes != size:
+            raise ValueError(f"weight {name}: manifest {dtype} {list(shape)}, given "
+                             f"{list(a.shape)}")
+        a.tofile(f)
+        return
     npdtype = {"f32": np.float32, "i32": np.int32, "i64": np.int64}[dtype]
     if hasattr(t, "detach"):  # torch
         import torch
@@ -96,6 +106,40 @@ def _write(f, t, name, dtype, shape, size):
         raise ValueError(f"weight {name}: manifest {dtype} {list(shape)}, given "
                          f"{a.dtype} {list(a.shape)}")
     a.tofile(f)
+
+
+def quantize_e4m3_blocks(w):
+    """moe-quantize-experts-fp8's cast of w [E, N, K] (torch): per 128x128 block,
+    scale = amax / 448 (1 for an all-zero block), q = e4m3(w / scale), nearest
+    even. Returns (q as torch.float8_e4m3fn, scales [E, ceil(N/128), ceil(K/128)] f32)."""
+    import torch
+    e, n, k = w.shape
+    nb, kb = -(-n // 128), -(-k // 128)
+    padded = torch.zeros(e, nb * 128, kb * 128, dtype=torch.float32, device=w.device)
+    padded[:, :n, :k] = w.float()
+    blocks = padded.view(e, nb, 128, kb, 128)
+    amax = blocks.abs().amax(dim=(2, 4))
+    scales = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+    q = (blocks / scales[:, :, None, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return q.view(e, nb * 128, kb * 128)[:, :n, :k].contiguous(), scales.contiguous()
+
+
+def fp8_expert_weights(artifact, tensors):
+    """`tensors` (by name) with the e4m3 experts of an artifact compiled with
+    --fp8 put in: moe-quantize-experts-fp8 names the cast of weight NAME
+    NAME.e4m3 and its block scales NAME.e4m3_scales (bench/make_block_mlir.py
+    names every weight); NAME itself is then no longer in the artifact."""
+    _, layout = read_layout(artifact)
+    out = dict(tensors)
+    for name, dtype, _, _, _ in layout:
+        if dtype != "f8e4m3":
+            continue
+        if not name.endswith(".e4m3") or name[:-len(".e4m3")] not in tensors:
+            raise ValueError(f"{artifact}: e4m3 weight {name} is not NAME.e4m3 of a given NAME")
+        source = name[:-len(".e4m3")]
+        out[name], out[source + ".e4m3_scales"] = quantize_e4m3_blocks(tensors[source])
+        del out[source]
+    return out
 
 
 def write_weights(artifact, tensors):

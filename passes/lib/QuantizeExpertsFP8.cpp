@@ -67,6 +67,33 @@ uint8_t toE4M3(float value) {
   return static_cast<uint8_t>(converted.bitcastToAPInt().getZExtValue());
 }
 
+/// The block cast of weights [E, N, K] (`bytes` of `elementType`): per 128x128
+/// block, scale = amax / 448 (1 for an all-zero block) and q = e4m3(w / scale).
+void castBlocks(Type elementType, ArrayRef<char> bytes, int64_t experts, int64_t n, int64_t k,
+                std::vector<char> &quantized, std::vector<float> &scales) {
+  int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock, kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
+  quantized.assign(static_cast<size_t>(experts * n * k), 0);
+  scales.assign(static_cast<size_t>(experts * nBlocks * kBlocks), 0.0f);
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t nb = 0; nb < nBlocks; ++nb)
+      for (int64_t kb = 0; kb < kBlocks; ++kb) {
+        int64_t rowEnd = std::min(n, (nb + 1) * kScaleBlock);
+        int64_t colEnd = std::min(k, (kb + 1) * kScaleBlock);
+        float amax = 0.0f;
+        for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
+          for (int64_t c = kb * kScaleBlock; c < colEnd; ++c)
+            amax = std::fmax(amax, std::fabs(decode(elementType, bytes, (e * n + r) * k + c)));
+        float scale = amax > 0.0f ? amax / float(kE4M3Max) : 1.0f;
+        scales[(e * nBlocks + nb) * kBlocks + kb] = scale;
+        for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
+          for (int64_t c = kb * kScaleBlock; c < colEnd; ++c) {
+            int64_t index = (e * n + r) * k + c;
+            quantized[index] =
+                static_cast<char>(toE4M3(decode(elementType, bytes, index) / scale));
+          }
+      }
+}
+
 struct QuantizeGroupedMatmul : OpRewritePattern<GroupedMatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -78,53 +105,58 @@ struct QuantizeGroupedMatmul : OpRewritePattern<GroupedMatmulOp> {
     if (!weightsType.hasStaticShape() || !(elementType.isF32() || elementType.isBF16() ||
                                            elementType.isF16()))
       return rewriter.notifyMatchFailure(op, "weights are not static f32/bf16/f16");
+    int64_t experts = weightsType.getDimSize(0), n = weightsType.getDimSize(1),
+            k = weightsType.getDimSize(2);
+    int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock, kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
+    MLIRContext *context = getContext();
+    Type f8 = Float8E4M3FNType::get(context);
+    Type f32 = Float32Type::get(context);
+    auto f8Type = RankedTensorType::get({experts, n, k}, f8);
+    auto scalesType = RankedTensorType::get({experts, nBlocks, kBlocks}, f32);
+    // The new constants are named after the weights they cast where those have
+    // a name (moec.name: how bench/write_weights.py fills weights.bin).
+    Operation *source = op.getWeights().getDefiningOp();
+    auto sourceName = source ? source->getAttrOfType<StringAttr>("moec.name") : StringAttr();
+    auto name = [&](Value value, StringRef suffix) {
+      if (sourceName)
+        value.getDefiningOp()->setAttr("moec.name",
+                                       StringAttr::get(context, sourceName.str() + suffix.str()));
+      return value;
+    };
+
     std::optional<ArrayRef<char>> bytes = getConstantBytes(op.getWeights());
-    std::vector<char> splatBytes; // a splat constant, expanded
+    Value weights, weightScales;
     if (!bytes) {
       auto constant = op.getWeights().getDefiningOp<arith::ConstantOp>();
       auto splat = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
       if (!splat || !splat.isSplat())
         return rewriter.notifyMatchFailure(op, "weights are not a constant");
-      ArrayRef<char> element = splat.getRawData();
-      for (int64_t i = 0; i < weightsType.getNumElements(); ++i)
-        splatBytes.insert(splatBytes.end(), element.begin(), element.end());
-      bytes = ArrayRef<char>(splatBytes);
+      // A splat (a shape without its weights, as benchmarks write them) stays
+      // a splat: every block has the same amax, so the same scale and code.
+      float value = decode(elementType, splat.getRawData(), 0);
+      float scale = value != 0.0f ? std::fabs(value) / float(kE4M3Max) : 1.0f;
+      uint8_t code = toE4M3(value / scale);
+      llvm::APFloat e4m3(llvm::APFloat::Float8E4M3FN(), llvm::APInt(8, code));
+      weights = name(arith::ConstantOp::create(rewriter, op.getLoc(),
+                                               DenseElementsAttr::get(f8Type, e4m3)),
+                     ".e4m3");
+      weightScales = name(arith::ConstantOp::create(rewriter, op.getLoc(),
+                                                    DenseElementsAttr::get(scalesType, scale)),
+                          ".e4m3_scales");
     }
-
-    int64_t experts = weightsType.getDimSize(0), n = weightsType.getDimSize(1),
-            k = weightsType.getDimSize(2);
-    int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock, kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
-    std::vector<char> quantized(static_cast<size_t>(experts * n * k));
-    std::vector<float> scales(static_cast<size_t>(experts * nBlocks * kBlocks));
-    for (int64_t e = 0; e < experts; ++e)
-      for (int64_t nb = 0; nb < nBlocks; ++nb)
-        for (int64_t kb = 0; kb < kBlocks; ++kb) {
-          int64_t rowEnd = std::min(n, (nb + 1) * kScaleBlock);
-          int64_t colEnd = std::min(k, (kb + 1) * kScaleBlock);
-          float amax = 0.0f;
-          for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
-            for (int64_t c = kb * kScaleBlock; c < colEnd; ++c)
-              amax = std::fmax(amax, std::fabs(decode(elementType, *bytes, (e * n + r) * k + c)));
-          float scale = amax > 0.0f ? amax / float(kE4M3Max) : 1.0f;
-          scales[(e * nBlocks + nb) * kBlocks + kb] = scale;
-          for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
-            for (int64_t c = kb * kScaleBlock; c < colEnd; ++c) {
-              int64_t index = (e * n + r) * k + c;
-              quantized[index] =
-                  static_cast<char>(toE4M3(decode(elementType, *bytes, index) / scale));
-            }
-        }
-
     Location loc = op.getLoc();
-    MLIRContext *context = getContext();
-    Type f8 = Float8E4M3FNType::get(context);
-    Type f32 = Float32Type::get(context);
-    Value weights = makeConstant(rewriter, loc, RankedTensorType::get({experts, n, k}, f8),
-                                 quantized, "experts_e4m3");
-    Value weightScales = makeConstant(
-        rewriter, loc, RankedTensorType::get({experts, nBlocks, kBlocks}, f32),
-        ArrayRef<char>(reinterpret_cast<const char *>(scales.data()), scales.size() * 4),
-        "experts_e4m3_scales");
+    if (!weights) {
+      std::vector<char> quantized;
+      std::vector<float> scales;
+      castBlocks(elementType, *bytes, experts, n, k, quantized, scales);
+      weights = name(makeConstant(rewriter, loc, f8Type, quantized, "experts_e4m3"), ".e4m3");
+      weightScales = name(
+          makeConstant(rewriter, loc, scalesType,
+                       ArrayRef<char>(reinterpret_cast<const char *>(scales.data()),
+                                      scales.size() * 4),
+                       "experts_e4m3_scales"),
+          ".e4m3_scales");
+    }
     auto lhsType = cast<RankedTensorType>(op.getLhs().getType());
     int64_t rows = lhsType.getDimSize(0);
     auto quantize = QuantizeOp::create(rewriter, loc, RankedTensorType::get({rows, k}, f8),

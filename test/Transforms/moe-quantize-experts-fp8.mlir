@@ -35,6 +35,21 @@ func.func @partial_blocks(%x: tensor<?x200xbf16>, %offsets: tensor<3xi32>, %b: t
 
 // -----
 
+// A splat (a shape without its values, as bench/make_block_mlir.py writes them)
+// stays a splat: every block has amax 0.5, scale 0.5/448, code -448. Weights
+// named by moec.name give their casts the names NAME.e4m3 and NAME.e4m3_scales.
+// CHECK-LABEL: func.func @splat_named
+// CHECK-DAG: arith.constant {moec.name = "gate_up.e4m3"} dense<-4.480000e+02> : tensor<3x130x200xf8E4M3FN>
+// CHECK-DAG: arith.constant {moec.name = "gate_up.e4m3_scales"} dense<0.00111607148> : tensor<3x2x2xf32>
+// CHECK: moe.quantize
+func.func @splat_named(%x: tensor<?x200xf32>, %offsets: tensor<3xi32>) -> tensor<?x130xf32> {
+  %w = arith.constant {moec.name = "gate_up"} dense<-0.5> : tensor<3x130x200xf32>
+  %y = moe.grouped_matmul %x, %w, %offsets : tensor<?x200xf32>, tensor<3x130x200xf32>, tensor<3xi32> -> tensor<?x130xf32>
+  return %y : tensor<?x130xf32>
+}
+
+// -----
+
 // Left alone: weights that are not constants (known only at run time) and
 // matmuls that are already FP8.
 // CHECK-LABEL: func.func @left_alone
