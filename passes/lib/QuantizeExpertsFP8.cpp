@@ -6,6 +6,9 @@
 //                        `weight_scale_inv` convention; an all-zero block gets 1),
 //                        computed here, at compile time;
 //   lhs [S, K]        -> moe.quantize: per row, per 128 columns, at run time.
+// Weights that are already FP8 (a checkpoint's e4m3 `weight` with its
+// `weight_scale_inv` blocks, written as weight_scales) are not cast again: only
+// their f32/bf16 rows are quantised.
 // Partial blocks at the edges (N or K not a multiple of 128) get their own
 // scales; nothing reads past a row. docs/dialect.md ("FP8 layout") states the
 // format once.
@@ -168,10 +171,35 @@ struct QuantizeGroupedMatmul : OpRewritePattern<GroupedMatmulOp> {
   }
 };
 
+/// FP8 weights meeting f32/bf16 rows (weight-only FP8, e.g. an FP8 checkpoint
+/// written by hand): the weights and their scales stay, the rows are quantised.
+struct QuantizeRowsOfFP8Weights : OpRewritePattern<GroupedMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
+    auto weightsType = cast<RankedTensorType>(op.getWeights().getType());
+    if (!isa<Float8E4M3FNType>(weightsType.getElementType()) || op.getLhsScales())
+      return rewriter.notifyMatchFailure(op, "not FP8 weights with unquantised rows");
+    auto lhsType = cast<RankedTensorType>(op.getLhs().getType());
+    int64_t k = lhsType.getDimSize(1), kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
+    MLIRContext *context = getContext();
+    auto quantize = QuantizeOp::create(
+        rewriter, op.getLoc(),
+        RankedTensorType::get({lhsType.getDimSize(0), k}, Float8E4M3FNType::get(context)),
+        RankedTensorType::get({lhsType.getDimSize(0), kBlocks}, Float32Type::get(context)),
+        op.getLhs());
+    rewriter.replaceOpWithNewOp<GroupedMatmulOp>(
+        op, op.getType(), quantize.getResult(), op.getWeights(), op.getOffsets(), op.getBias(),
+        quantize.getScales(), op.getWeightScales(), op.getEpilogueAttr(),
+        op.getEpilogueLayoutAttr());
+    return success();
+  }
+};
+
 struct MoEQuantizeExpertsFP8 : moec::impl::MoEQuantizeExpertsFP8Base<MoEQuantizeExpertsFP8> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<QuantizeGroupedMatmul>(&getContext());
+    patterns.add<QuantizeGroupedMatmul, QuantizeRowsOfFP8Weights>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

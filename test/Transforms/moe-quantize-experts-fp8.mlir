@@ -50,8 +50,26 @@ func.func @splat_named(%x: tensor<?x200xf32>, %offsets: tensor<3xi32>) -> tensor
 
 // -----
 
+// Weights that are already FP8 (a checkpoint's e4m3 weights and their
+// weight_scale_inv blocks) are not cast again: the same constants stay, only the
+// f32 rows are quantised.
+// CHECK-LABEL: func.func @already_fp8_weights
+// CHECK-SAME: (%[[X:.*]]: tensor<?x200xf32>, %[[OFF:.*]]: tensor<2xi32>, %[[S:.*]]: tensor<2x1x2xf32>)
+// CHECK: %[[W:.*]] = arith.constant dense<1.250000e+00> : tensor<2x8x200xf8E4M3FN>
+// CHECK-NOT: arith.constant
+// CHECK: %[[Q:.*]], %[[QS:.*]] = moe.quantize %[[X]] : tensor<?x200xf32> -> tensor<?x200xf8E4M3FN>, tensor<?x2xf32>
+// CHECK: moe.grouped_matmul %[[Q]], %[[W]], %[[OFF]] lhs_scales(%[[QS]] : tensor<?x2xf32>) weight_scales(%[[S]] : tensor<2x1x2xf32>)
+func.func @already_fp8_weights(%x: tensor<?x200xf32>, %offsets: tensor<2xi32>, %s: tensor<2x1x2xf32>) -> tensor<?x8xf32> {
+  %w = arith.constant dense<1.25> : tensor<2x8x200xf8E4M3FN>
+  %y = moe.grouped_matmul %x, %w, %offsets weight_scales(%s : tensor<2x1x2xf32>)
+      : tensor<?x200xf32>, tensor<2x8x200xf8E4M3FN>, tensor<2xi32> -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
 // Left alone: weights that are not constants (known only at run time) and
-// matmuls that are already FP8.
+// matmuls whose rows are already FP8.
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: moe.quantize
 // CHECK: moe.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<2x8x4xf32>
