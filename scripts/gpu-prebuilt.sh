@@ -38,8 +38,8 @@ prepare)
   done
   # FP8 experts on the GPU (test/Codegen/check-fp8-artifact.py): compiled and the
   # interpreter's FP8 output written here, run and compared there.
-  for f in $fixtures partial-blocks; do
-    if [[ $f == partial-blocks ]]; then case=(.device/fp8-$f/case --partial-blocks); else case=($fx/$f); fi
+  for f in $fixtures partial-blocks prequantized; do
+    if [[ $f == partial-blocks || $f == prequantized ]]; then case=(.device/fp8-$f/case --$f); else case=($fx/$f); fi
     .venv/bin/python test/Codegen/check-fp8-artifact.py "$build/bin" "${case[0]}" 5e-3 0.1 \
       "${case[@]:1}" --target cuda --work .device/fp8-$f --phase prepare >/dev/null
     # Only what the run phase reads travels (64 MiB in all): not the IR, not model.cu.
@@ -81,9 +81,9 @@ run)
     echo "rc=$rc"
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
   done
-  for f in $fixtures partial-blocks; do
+  for f in $fixtures partial-blocks prequantized; do
     echo "== fp8 $f"
-    if [[ $f == partial-blocks ]]; then case=(.device/fp8-$f/case --partial-blocks); else case=($fx/$f); fi
+    if [[ $f == partial-blocks || $f == prequantized ]]; then case=(.device/fp8-$f/case --$f); else case=($fx/$f); fi
     timeout 60 python3 test/Codegen/check-fp8-artifact.py $B "${case[0]}" 5e-3 0.1 "${case[@]:1}" \
       --target cuda --work .device/fp8-$f --phase run
     rc=$?
