@@ -356,6 +356,38 @@ TEST(CudaKernels, QuantizeE4M3MatchesCpuExactly) {
     ASSERT_EQ(got[i], 0xFF) << "row past the valid count written";
 }
 
+/// moe.permute fused into moe.quantize: the codes and scales of the permuted
+/// rows, bit for bit the CPU's permute followed by its quantisation; the
+/// sentinel tail (rows at or past num_valid) left as it was.
+TEST(CudaKernels, PermuteQuantizeE4M3MatchesCpuExactly) {
+  std::mt19937 rng(29);
+  const int64_t T = 5, topK = 2, H = 200, slots = T * topK, groups = 2;
+  auto hidden = randomVector(T * H, rng, 3.0f);
+  const std::vector<int32_t> permutation = {3, 0, 9, 4, 7, 1, 6, 2, 5, 8};
+  const int32_t numValid = 7;
+  cpu::ThreadPool pool(2);
+  std::vector<float> rows(slots * H);
+  cpu::permute(pool, hidden.data(), H, permutation.data(), numValid, topK, rows.data());
+  std::vector<uint8_t> want(slots * H);
+  std::vector<float> wantScales(slots * groups);
+  cpu::quantizeE4M3(pool, rows.data(), numValid, H, want.data(), wantScales.data());
+  DeviceBuffer dHidden = upload(hidden), dPerm = upload(permutation),
+               dValid = upload(std::vector<int32_t>{numValid});
+  DeviceBuffer dQ = poisoned(slots * H), dScales = poisoned(slots * groups * 4);
+  ASSERT_OK(cuda::permuteQuantizeE4M3(dHidden.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                                      dValid.dataAs<int32_t>(), slots, topK, dQ.dataAs<uint8_t>(),
+                                      dScales.dataAs<float>(), nullptr));
+  ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+  std::vector<uint8_t> got = download<uint8_t>(dQ, slots * H);
+  std::vector<float> gotScales = download<float>(dScales, slots * groups);
+  for (int64_t i = 0; i < numValid * H; ++i)
+    ASSERT_EQ(got[i], want[i]) << "code " << i;
+  for (int64_t i = 0; i < numValid * groups; ++i)
+    ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
+  for (int64_t i = numValid * H; i < slots * H; ++i)
+    ASSERT_EQ(got[i], 0xFF) << "sentinel row written";
+}
+
 /// The FP8 grouped matmul, every tile and epilogue, against cpu::groupedMatmulFP8
 /// on the same codes and scales: K = 200 (4-byte loads, a partial K block) and
 /// K = 272 (16-byte loads), N spanning partial 128-blocks, idle experts, an

@@ -721,8 +721,19 @@ LogicalResult Emitter::emitSort(moe::SortOp op) {
   return success();
 }
 
+/// CUDA: a permute whose rows only a moe.quantize reads is done by that
+/// quantize (permuteQuantizeE4M3): the f32 rows are never written.
+static bool fusedIntoQuantize(moe::PermuteOp op, bool cuda) {
+  return cuda && op.getResult().hasOneUse() &&
+         isa<moe::QuantizeOp>(*op.getResult().getUsers().begin());
+}
+
 LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
   comment(op);
+  if (fusedIntoQuantize(op, cuda)) {
+    line("// (fused into the moe.quantize below)");
+    return success();
+  }
   FailureOr<ValueInfo *> hidden = operand(op, op.getHidden(), "the hidden states");
   FailureOr<ValueInfo *> permutation = operand(op, op.getPermutation(), "the permutation", false);
   FailureOr<ValueInfo *> numValid = operand(op, op.getNumValid(), "num_valid", false);
@@ -837,6 +848,28 @@ std::string Emitter::writtenRows(Value value, Dim rows) {
 
 LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
   comment(op);
+  if (auto permute = op.getInput().getDefiningOp<moe::PermuteOp>();
+      permute && fusedIntoQuantize(permute, cuda)) {
+    FailureOr<ValueInfo *> hidden = operand(permute, permute.getHidden(), "the hidden states");
+    FailureOr<ValueInfo *> permutation =
+        operand(permute, permute.getPermutation(), "the permutation", false);
+    FailureOr<ValueInfo *> numValid = operand(permute, permute.getNumValid(), "num_valid", false);
+    if (failed(hidden) || failed(permutation) || failed(numValid))
+      return failure();
+    if ((*hidden)->dims.size() != 2)
+      return unsupported(op, "the hidden states must be a matrix");
+    Dim slots = (*permutation)->dims[0];
+    FailureOr<ValueInfo *> q = define(op, op.getResult(), slots, /*fp8=*/true);
+    if (failed(q))
+      return failure();
+    FailureOr<ValueInfo *> scales = define(op, op.getScales(), slots);
+    if (failed(scales))
+      return failure();
+    kernel("permuteQuantizeE4M3",
+           {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var, (*numValid)->var,
+            dimExpr(slots), std::to_string(permute.getTopK()), (*q)->var, (*scales)->var});
+    return success();
+  }
   FailureOr<ValueInfo *> input = operand(op, op.getInput(), "the input");
   if (failed(input))
     return failure();

@@ -209,20 +209,24 @@ Status launch(const Problem &base, int64_t slots, cudaStream_t stream) {
 }
 
 /// One warp per (row, 128-column group): amax by shuffles, then the scale and
-/// the e4m3 codes (the division in double, rounded once, as on the CPU).
+/// the e4m3 codes (the division in double, rounded once, as on the CPU). Row r
+/// is x's row r, or with a permutation (moe.permute fused in) row
+/// permutation[r] / topK of the hidden states.
 __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
-                                   const int32_t *validRows, uint8_t *q, float *scales) {
+                                   const int32_t *validRows, const int32_t *permutation,
+                                   int64_t topK, uint8_t *q, float *scales) {
   int64_t groups = (k + kBlockK - 1) / kBlockK;
   int64_t rows = validRows ? *validRows : slots;
   int lane = threadIdx.x % 32;
   for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; item < rows * groups;
        item += int64_t(gridDim.x) * blockDim.x / 32) {
     int64_t r = item / groups, g = item % groups;
+    const float *row = x + (permutation ? permutation[r] / topK : r) * k;
     int64_t first = g * kBlockK, last = first + kBlockK < k ? first + kBlockK : k;
     float amax = 0.0f;
     bool nan = false;
     for (int64_t i = first + lane; i < last; i += 32) {
-      float v = x[r * k + i];
+      float v = row[i];
       nan |= isnan(v);
       amax = fmaxf(amax, fabsf(v));
     }
@@ -235,7 +239,7 @@ __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
       scales[r * groups + g] = scale;
     for (int64_t i = first + lane; i < last; i += 32)
       q[r * k + i] = static_cast<uint8_t>(__nv_cvt_double_to_fp8(
-          static_cast<double>(x[r * k + i]) / scale, __NV_SATFINITE, __NV_E4M3));
+          static_cast<double>(row[i]) / scale, __NV_SATFINITE, __NV_E4M3));
   }
 }
 
@@ -251,17 +255,32 @@ const char *fp8TileName(FP8Tile tile) {
   return "?";
 }
 
-Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *validRows,
-                    uint8_t *q, float *scales, cudaStream_t stream) {
+namespace {
+Status launchQuantize(const float *x, int64_t slots, int64_t k, const int32_t *validRows,
+                      const int32_t *permutation, int64_t topK, uint8_t *q, float *scales,
+                      cudaStream_t stream) {
   if (slots <= 0)
     return Status::ok();
   int64_t groups = (k + kBlockK - 1) / kBlockK;
   int64_t warps = slots * groups;
   int64_t blocks = std::min<int64_t>((warps * 32 + 255) / 256, 65535);
-  quantizeE4M3Kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, slots, k, validRows, q,
-                                                                       scales);
+  quantizeE4M3Kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      x, slots, k, validRows, permutation, topK, q, scales);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
+}
+} // namespace
+
+Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *validRows,
+                    uint8_t *q, float *scales, cudaStream_t stream) {
+  return launchQuantize(x, slots, k, validRows, nullptr, 1, q, scales, stream);
+}
+
+Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+                           const int32_t *numValid, int64_t slots, int64_t topK, uint8_t *q,
+                           float *scales, cudaStream_t stream) {
+  return launchQuantize(hidden, slots, hiddenSize, numValid, permutation, topK, q, scales,
+                        stream);
 }
 
 Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
@@ -283,7 +302,8 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
             weightScales};
   if (tile == FP8Tile::Auto) {
     // As for bf16 (chooseBF16Tile), capped at 32 rows: the promoted partial
-    // sums double the accumulators.
+    // sums double the accumulators, and a 64-row tile spills (224 bytes) and
+    // measured no faster than 32 anywhere on the H200 (docs/performance.md v6).
     int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
     int64_t rows = (slots + touched - 1) / touched;
     tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;

@@ -89,6 +89,13 @@ Status linearBF16(const float *x, int64_t m, int64_t k, const uint16_t *weightBF
 Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *validRows,
                     uint8_t *q, float *scales, cudaStream_t stream);
 
+/// moe.permute and moe.quantize in one pass (the f32 permuted rows are never
+/// written): row r of the result quantises hidden row permutation[r] / topK,
+/// for r < *numValid (read on the device).
+Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+                           const int32_t *numValid, int64_t slots, int64_t topK, uint8_t *q,
+                           float *scales, cudaStream_t stream);
+
 /// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16.
 enum class FP8Tile { Auto, Tok8, Tok16, Tok32 };
 const char *fp8TileName(FP8Tile tile);
