@@ -329,6 +329,23 @@ TEST(CudaKernels, LinearMatchesCpu) {
   }
 }
 
+/// After a device quantisation into poisoned buffers: the first `valid` rows'
+/// codes and scales equal the CPU's bit for bit; the rest were not written.
+void expectSameCodes(const std::vector<uint8_t> &want, const std::vector<float> &wantScales,
+                     const DeviceBuffer &dQ, const DeviceBuffer &dScales, int64_t valid,
+                     int64_t slots, int64_t k) {
+  int64_t groups = (k + 127) / 128;
+  ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+  std::vector<uint8_t> got = download<uint8_t>(dQ, slots * k);
+  std::vector<float> gotScales = download<float>(dScales, slots * groups);
+  for (int64_t i = 0; i < valid * k; ++i)
+    ASSERT_EQ(got[i], want[i]) << "code " << i;
+  for (int64_t i = 0; i < valid * groups; ++i)
+    ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
+  for (int64_t i = valid * k; i < slots * k; ++i)
+    ASSERT_EQ(got[i], 0xFF) << "row " << i / k << " (past the valid count) written";
+}
+
 /// quantizeE4M3 on the device: bit for bit the CPU's codes and scales, rows at
 /// or past the device's valid count left as they were (poisoned).
 TEST(CudaKernels, QuantizeE4M3MatchesCpuExactly) {
@@ -345,15 +362,7 @@ TEST(CudaKernels, QuantizeE4M3MatchesCpuExactly) {
   DeviceBuffer dQ = poisoned(slots * k), dScales = poisoned(slots * groups * 4);
   ASSERT_OK(cuda::quantizeE4M3(dX.dataAs<float>(), slots, k, dValid.dataAs<int32_t>(),
                                dQ.dataAs<uint8_t>(), dScales.dataAs<float>(), nullptr));
-  ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-  std::vector<uint8_t> got = download<uint8_t>(dQ, slots * k);
-  std::vector<float> gotScales = download<float>(dScales, slots * groups);
-  for (int64_t i = 0; i < valid * k; ++i)
-    ASSERT_EQ(got[i], want[i]) << "code " << i;
-  for (int64_t i = 0; i < valid * groups; ++i)
-    ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
-  for (int64_t i = valid * k; i < slots * k; ++i)
-    ASSERT_EQ(got[i], 0xFF) << "row past the valid count written";
+  ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, valid, slots, k));
 }
 
 /// moe.permute fused into moe.quantize: the codes and scales of the permuted
@@ -377,15 +386,7 @@ TEST(CudaKernels, PermuteQuantizeE4M3MatchesCpuExactly) {
   ASSERT_OK(cuda::permuteQuantizeE4M3(dHidden.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
                                       dValid.dataAs<int32_t>(), slots, topK, dQ.dataAs<uint8_t>(),
                                       dScales.dataAs<float>(), nullptr));
-  ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-  std::vector<uint8_t> got = download<uint8_t>(dQ, slots * H);
-  std::vector<float> gotScales = download<float>(dScales, slots * groups);
-  for (int64_t i = 0; i < numValid * H; ++i)
-    ASSERT_EQ(got[i], want[i]) << "code " << i;
-  for (int64_t i = 0; i < numValid * groups; ++i)
-    ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
-  for (int64_t i = numValid * H; i < slots * H; ++i)
-    ASSERT_EQ(got[i], 0xFF) << "sentinel row written";
+  ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, numValid, slots, H));
 }
 
 /// The FP8 grouped matmul, every tile and epilogue, against cpu::groupedMatmulFP8
