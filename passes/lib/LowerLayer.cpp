@@ -138,12 +138,14 @@ struct LowerLayerPattern : OpRewritePattern<LayerOp> {
         GroupedMatmulOp::create(rewriter, loc,
                                 RankedTensorType::get({slots, intermediate}, elementType), rows,
                                 gateUp, sort.getOffsets(), gateUpBias, /*lhs_scales=*/Value(),
-                                /*weight_scales=*/Value(), op.getActivationAttr(), layoutAttr)
+                                /*weight_scales=*/op.getGateUpScales(), op.getActivationAttr(),
+                                layoutAttr)
             .getResult();
     Value down = GroupedMatmulOp::create(
                      rewriter, loc, RankedTensorType::get({slots, hiddenSize}, elementType),
                      activated, op.getDownWeight(), sort.getOffsets(), op.getDownBias(), Value(),
-                     Value(), /*epilogue=*/nullptr, /*epilogue_layout=*/nullptr)
+                     /*weight_scales=*/op.getDownScales(), /*epilogue=*/nullptr,
+                     /*epilogue_layout=*/nullptr)
                      .getResult();
 
     // Shared experts: dense projections whose output the combine adds.

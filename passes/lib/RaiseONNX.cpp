@@ -692,7 +692,8 @@ struct RaiseBatchedMoE : OpRewritePattern<ox::ReduceSumOp> {
         rewriter, loc, resultType, block.hidden, router, /*router_logits=*/Value(),
         /*expert_ids=*/Value(), /*expert_weights=*/Value(), block.routerBias,
         block.correctionBias, gateUp, /*up_weight=*/Value(), down,
-        block.gateUpBias, /*up_bias=*/Value(), block.downBias, sharedGateUp, sharedDown,
+        block.gateUpBias, /*up_bias=*/Value(), block.downBias, /*gate_up_scales=*/Value(),
+        /*down_scales=*/Value(), sharedGateUp, sharedDown,
         /*shared_gate_weight=*/Value(), block.routing, static_cast<uint64_t>(block.topK),
         block.normalize, block.numGroups, block.topkGroups, APFloat(block.scalingFactor),
         activation, block.layout);

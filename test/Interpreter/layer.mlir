@@ -5,6 +5,8 @@
 // RUN: moec-interp %s --function ungated_shared --print | FileCheck %s --check-prefix=SHARED
 // RUN: moec-interp %s --function separate_biases --print | FileCheck %s --check-prefix=SEP
 // RUN: moec-interp %s --function precomputed_routing --print | FileCheck %s --check-prefix=PRE
+// RUN: moec-interp %s --function fp8_checkpoint --print | FileCheck %s --check-prefix=FP8
+// RUN: moec-opt %s -moe-lower-layer | moec-interp - --function fp8_checkpoint --print | FileCheck %s --check-prefix=FP8
 
 // T = 2, H = 2, E = 2, I = 1, identity activation, top_k = 1 with normalize
 // (weight 1). Token 0 [1, 2] picks expert 1 (logits [0, 1]): h = [1, 1]·x + 0.5
@@ -82,5 +84,27 @@ func.func @precomputed_routing() -> tensor<2x2xf32> {
          {routing = #moe.routing<softmax_topk>, top_k = 2 : i64,
           activation = #moe.activation<identity>,
           gate_up_layout = #moe.gate_up_layout<none>} -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}
+
+// Weights that are already FP8 stand for their e4m3 values times their block
+// scales: gate_up = 0.5 * [[1, 2], [0.5, -1]], down = 0.25 * [[2], [-4]]. Token 0
+// (expert 0): gu = [2.5, -0.75], h = 2.5 * -0.75 = -1.875 (identity, gated),
+// y = [0.5, -1] * -1.875 = [-0.9375, 1.875]; token 1's id is a sentinel: 0.
+// The lowered form (FP8 weights with weight_scales) computes the same.
+// FP8: result0 = tensor<2x2xf32> {{\[}}[-0.9375, 1.875], [0, 0]]
+func.func @fp8_checkpoint() -> tensor<2x2xf32> {
+  %x = arith.constant dense<[[1.0, 2.0], [3.0, -1.0]]> : tensor<2x2xf32>
+  %ids = arith.constant dense<[[0], [1]]> : tensor<2x1xi64>
+  %w = arith.constant dense<[[1.0], [1.0]]> : tensor<2x1xf32>
+  %gu = arith.constant dense<[[[1.0, 2.0], [0.5, -1.0]]]> : tensor<1x2x2xf8E4M3FN>
+  %gus = arith.constant dense<0.5> : tensor<1x1x1xf32>
+  %dn = arith.constant dense<[[[2.0], [-4.0]]]> : tensor<1x2x1xf8E4M3FN>
+  %dns = arith.constant dense<0.25> : tensor<1x1x1xf32>
+  %y = moe.layer %x : tensor<2x2xf32> expert_ids(%ids : tensor<2x1xi64>) expert_weights(%w : tensor<2x1xf32>)
+         gate_up(%gu : tensor<1x2x2xf8E4M3FN>) down(%dn : tensor<1x2x1xf8E4M3FN>)
+         gate_up_scales(%gus : tensor<1x1x1xf32>) down_scales(%dns : tensor<1x1x1xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<identity>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<2x2xf32>
   return %y : tensor<2x2xf32>
 }

@@ -214,3 +214,22 @@ func.func @dynamic_experts(%x: tensor<?x16xf32>, %l: tensor<?x?xf32>,
           gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
   return %y : tensor<?x16xf32>
 }
+
+// -----
+
+// FP8 checkpoint weights keep their e4m3 values: the block scales become the
+// grouped matmuls' weight_scales (the rows are quantised by the fp8 phase).
+// CHECK-LABEL: func.func @fp8_weights
+// CHECK-SAME: %[[GU:[a-z0-9]+]]: tensor<4x272x200xf8E4M3FN>, %[[GUS:[a-z0-9]+]]: tensor<4x3x2xf32>, %[[D:[a-z0-9]+]]: tensor<4x200x136xf8E4M3FN>, %[[DS:[a-z0-9]+]]: tensor<4x2x2xf32>
+// CHECK: %[[H:.*]] = moe.grouped_matmul %{{.*}}, %[[GU]], %{{.*}} weight_scales(%[[GUS]] : tensor<4x3x2xf32>) {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>}
+// CHECK: moe.grouped_matmul %[[H]], %[[D]], %{{.*}} weight_scales(%[[DS]] : tensor<4x2x2xf32>) : tensor<?x136xf32>, tensor<4x200x136xf8E4M3FN>
+func.func @fp8_weights(%x: tensor<?x200xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+    %gu: tensor<4x272x200xf8E4M3FN>, %gus: tensor<4x3x2xf32>, %d: tensor<4x200x136xf8E4M3FN>,
+    %ds: tensor<4x2x2xf32>) -> tensor<?x200xf32> {
+  %y = moe.layer %x : tensor<?x200xf32> expert_ids(%ids : tensor<?x2xi32>) expert_weights(%w : tensor<?x2xf32>)
+         gate_up(%gu : tensor<4x272x200xf8E4M3FN>) down(%d : tensor<4x200x136xf8E4M3FN>)
+         gate_up_scales(%gus : tensor<4x3x2xf32>) down_scales(%ds : tensor<4x2x2xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x200xf32>
+  return %y : tensor<?x200xf32>
+}

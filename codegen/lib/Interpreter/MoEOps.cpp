@@ -268,11 +268,31 @@ LogicalResult checkRouting(Operation *op, const Routing &routing, int64_t expert
 // moe.layer
 //===----------------------------------------------------------------------===//
 
+/// FP8 weights [E, N, K] times their 128x128 block scales: the values they stand for.
+Tensor dequantizedBlocks(const Tensor &weights, const Tensor &scales) {
+  Tensor result = weights;
+  int64_t e = weights.dim(0), n = weights.dim(1), k = weights.dim(2);
+  int64_t nBlocks = (n + moe::kScaleBlock - 1) / moe::kScaleBlock;
+  int64_t kBlocks = (k + moe::kScaleBlock - 1) / moe::kScaleBlock;
+  for (int64_t x = 0; x < e; ++x)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c)
+        result.values[(x * n + r) * k + c] *=
+            scales.values[(x * nBlocks + r / moe::kScaleBlock) * kBlocks + c / moe::kScaleBlock];
+  return result;
+}
+
 LogicalResult evalLayer(LayerOp op, Operands in, Results &out) {
   auto get = [&](Value value) { return operandTensor(op, in, value); };
   const Tensor &hidden = *get(op.getHidden());
-  const Tensor &gateUp = *get(op.getGateUpWeight());
-  const Tensor &down = *get(op.getDownWeight());
+  // Weights that are already FP8 stand for their values times their block scales.
+  std::optional<Tensor> gateUpValues, downValues;
+  if (const Tensor *scales = get(op.getGateUpScales()))
+    gateUpValues = dequantizedBlocks(*get(op.getGateUpWeight()), *scales);
+  if (const Tensor *scales = get(op.getDownScales()))
+    downValues = dequantizedBlocks(*get(op.getDownWeight()), *scales);
+  const Tensor &gateUp = gateUpValues ? *gateUpValues : *get(op.getGateUpWeight());
+  const Tensor &down = downValues ? *downValues : *get(op.getDownWeight());
   const Tensor *routerWeight = get(op.getRouterWeight()), *routerLogits = get(op.getRouterLogits());
   const Tensor *expertIds = get(op.getExpertIds()), *expertWeights = get(op.getExpertWeights());
   const Tensor *routerBias = get(op.getRouterBias()), *correction = get(op.getCorrectionBias());

@@ -250,6 +250,34 @@ LogicalResult LayerOp::verify() {
   }
   if (getDownBias() && failed(shapes.expect(getDownBias(), "down_bias", {"E", "H"})))
     return failure();
+  // FP8 weights (an e4m3 checkpoint) come with their block scales, and only then.
+  auto isFP8 = [](Value v) {
+    return isa<Float8E4M3FNType>(cast<RankedTensorType>(v.getType()).getElementType());
+  };
+  struct Scaled {
+    Value weight, scales;
+    StringRef weightName, scalesName;
+  } scaled[] = {{getGateUpWeight(), getGateUpScales(), "gate_up_weight", "gate_up_scales"},
+                {getDownWeight(), getDownScales(), "down_weight", "down_scales"}};
+  for (const Scaled &pair : scaled) {
+    if (isFP8(pair.weight) != static_cast<bool>(pair.scales))
+      return emitOpError() << "'" << pair.weightName << "' is "
+                           << (pair.scales ? "not FP8 but has '" : "FP8 and needs '")
+                           << pair.scalesName << "' (its 128x128 block scales)";
+    if (!pair.scales)
+      continue;
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(pair.weight.getType()).getShape();
+    SmallVector<int64_t> want = {shape[0], ShapedType::isDynamic(shape[1]) ? shape[1] : (shape[1] + 127) / 128,
+                                 ShapedType::isDynamic(shape[2]) ? shape[2] : (shape[2] + 127) / 128};
+    auto scalesType = cast<RankedTensorType>(pair.scales.getType());
+    if (scalesType.getShape() != ArrayRef<int64_t>(want))
+      return emitOpError() << "'" << pair.scalesName << "' is " << scalesType
+                           << "; the blocks of '" << pair.weightName << "' make ["
+                           << want[0] << ", " << want[1] << ", " << want[2] << "]";
+  }
+  if (getGateUpScales() && layout == GateUpLayout::Separate)
+    return emitOpError("FP8 'gate_up_weight' needs gate and up fused (concatenated or "
+                       "interleaved), not 'separate'");
   if (failed(verifyActivationLayout(*this, getActivation(), layout, /*fusedOnly=*/false)))
     return failure();
 

@@ -464,7 +464,7 @@ func.func @layer_top_k_zero(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
 
 func.func @layer_int_weights(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
     %wgu: tensor<4x64x16xi8>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{operand #2 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values}}
+  // expected-error @+1 {{operand #2 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float or f8E4M3FN type values}}
   %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
          gate_up(%wgu : tensor<4x64x16xi8>) down(%wd : tensor<4x16x32xf32>)
          {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
@@ -936,4 +936,53 @@ func.func @linear_gated_width(%x: tensor<?x64xf32>, %w: tensor<8x64xf32>) -> ten
   %y = moe.linear %x, %w {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>}
       : tensor<?x64xf32>, tensor<8x64xf32> -> tensor<?x8xf32>
   return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @layer_fp8_without_scales(%x: tensor<?x16xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
+    %gu: tensor<2x8x16xf8E4M3FN>, %d: tensor<2x16x4xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'gate_up_weight' is FP8 and needs 'gate_up_scales' (its 128x128 block scales)}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
+         gate_up(%gu : tensor<2x8x16xf8E4M3FN>) down(%d : tensor<2x16x4xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_scales_without_fp8(%x: tensor<?x16xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
+    %gu: tensor<2x8x16xf32>, %d: tensor<2x16x4xf32>, %s: tensor<2x1x1xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'down_weight' is not FP8 but has 'down_scales' (its 128x128 block scales)}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
+         gate_up(%gu : tensor<2x8x16xf32>) down(%d : tensor<2x16x4xf32>) down_scales(%s : tensor<2x1x1xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @layer_fp8_scale_blocks(%x: tensor<?x200xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
+    %gu: tensor<2x272x200xf8E4M3FN>, %s: tensor<2x2x2xf32>, %d: tensor<2x200x136xf32>) -> tensor<?x200xf32> {
+  // expected-error @+1 {{'gate_up_scales' is 'tensor<2x2x2xf32>'; the blocks of 'gate_up_weight' make [2, 3, 2]}}
+  %y = moe.layer %x : tensor<?x200xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
+         gate_up(%gu : tensor<2x272x200xf8E4M3FN>) down(%d : tensor<2x200x136xf32>) gate_up_scales(%s : tensor<2x2x2xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x200xf32>
+  return %y : tensor<?x200xf32>
+}
+
+// -----
+
+func.func @layer_fp8_separate(%x: tensor<?x16xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
+    %g: tensor<2x4x16xf8E4M3FN>, %u: tensor<2x4x16xf32>, %s: tensor<2x1x1xf32>, %d: tensor<2x16x4xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{FP8 'gate_up_weight' needs gate and up fused (concatenated or interleaved), not 'separate'}}
+  %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
+         gate_up(%g : tensor<2x4x16xf8E4M3FN>) up(%u : tensor<2x4x16xf32>) down(%d : tensor<2x16x4xf32>)
+         gate_up_scales(%s : tensor<2x1x1xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<separate>} -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
 }

@@ -236,3 +236,17 @@ func.func @linear_and_shared_expert_combine(%x: tensor<?x64xbf16>, %wr: tensor<8
       : tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xf32>, tensor<i32> -> tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
 }
+
+// An FP8 checkpoint's experts: e4m3 weights with their 128x128 block scales.
+// CHECK-LABEL: func.func @layer_fp8_weights
+// CHECK: moe.layer %{{.*}} : tensor<?x200xf32> expert_ids(%{{.*}} : tensor<?x2xi32>) expert_weights(%{{.*}} : tensor<?x2xf32>) gate_up(%{{.*}} : tensor<4x272x200xf8E4M3FN>) down(%{{.*}} : tensor<4x200x136xf8E4M3FN>) gate_up_scales(%{{.*}} : tensor<4x3x2xf32>) down_scales(%{{.*}} : tensor<4x2x2xf32>)
+func.func @layer_fp8_weights(%x: tensor<?x200xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+    %gu: tensor<4x272x200xf8E4M3FN>, %gus: tensor<4x3x2xf32>, %d: tensor<4x200x136xf8E4M3FN>,
+    %ds: tensor<4x2x2xf32>) -> tensor<?x200xf32> {
+  %y = moe.layer %x : tensor<?x200xf32> expert_ids(%ids : tensor<?x2xi32>) expert_weights(%w : tensor<?x2xf32>)
+         gate_up(%gu : tensor<4x272x200xf8E4M3FN>) down(%d : tensor<4x200x136xf8E4M3FN>)
+         gate_up_scales(%gus : tensor<4x3x2xf32>) down_scales(%ds : tensor<4x2x2xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x200xf32>
+  return %y : tensor<?x200xf32>
+}

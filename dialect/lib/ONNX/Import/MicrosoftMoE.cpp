@@ -402,7 +402,7 @@ private:
         /*router_bias=*/none, /*correction_bias=*/none,
         inputs[kFc1Weights], /*up_weight=*/inputs[kFc3Weights], inputs[kFc2Weights],
         inputs[kFc1Bias], /*up_bias=*/inputs[kFc3Bias], inputs[kFc2Bias],
-        /*shared_gate_up_weight=*/none, /*shared_down_weight=*/none,
+        /*gate_up_scales=*/none, /*down_scales=*/none, /*shared_gate_up_weight=*/none, /*shared_down_weight=*/none,
         /*shared_gate_weight=*/none, moe::RoutingKind::SoftmaxTopK,
         static_cast<uint64_t>(intAttribute(node, "k", 1)),
         intAttribute(node, "normalize_routing_weights", 0) != 0, /*num_groups=*/1,

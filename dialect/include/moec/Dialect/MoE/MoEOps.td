@@ -58,6 +58,12 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     y  = down_weight[e] · h + down_bias[e]
     ```
 
+    Weights that are already FP8 (an e4m3 checkpoint, DeepSeek-V3's convention)
+    are given as f8E4M3FN `gate_up` / `down` with their f32 block scales
+    `gate_up_scales` [E, ⌈2I/128⌉, ⌈H/128⌉] and `down_scales` [E, ⌈H/128⌉,
+    ⌈I/128⌉] (the `weight_scale_inv` dequantisation multipliers,
+    docs/dialect.md "FP8 layout"); gate and up must then come fused.
+
     and the block returns `Σ_k weight[t, k] · y_k` plus, when present, the shared
     expert `down_s · act(gate_up_s · x)` (its gate and up concatenated when the
     activation is gated), scaled by `sigmoid(shared_gate_weight · x)` when that
@@ -80,12 +86,14 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     Optional<MoE_FloatTensor>:$expert_weights,
     Optional<MoE_FloatTensor>:$router_bias,
     Optional<MoE_FloatTensor>:$correction_bias,
-    MoE_FloatTensor:$gate_up_weight,
+    MoE_MatmulOperand:$gate_up_weight,
     Optional<MoE_FloatTensor>:$up_weight,
-    MoE_FloatTensor:$down_weight,
+    MoE_MatmulOperand:$down_weight,
     Optional<MoE_FloatTensor>:$gate_up_bias,
     Optional<MoE_FloatTensor>:$up_bias,
     Optional<MoE_FloatTensor>:$down_bias,
+    Optional<MoE_ScaleTensor>:$gate_up_scales,
+    Optional<MoE_ScaleTensor>:$down_scales,
     Optional<MoE_FloatTensor>:$shared_gate_up_weight,
     Optional<MoE_FloatTensor>:$shared_down_weight,
     Optional<MoE_FloatTensor>:$shared_gate_weight),
@@ -107,6 +115,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     (`gate_up_bias` `(` $gate_up_bias^ `:` type($gate_up_bias) `)`)?
     (`up_bias` `(` $up_bias^ `:` type($up_bias) `)`)?
     (`down_bias` `(` $down_bias^ `:` type($down_bias) `)`)?
+    (`gate_up_scales` `(` $gate_up_scales^ `:` type($gate_up_scales) `)`)?
+    (`down_scales` `(` $down_scales^ `:` type($down_scales) `)`)?
     (`shared_gate_up` `(` $shared_gate_up_weight^ `:` type($shared_gate_up_weight) `)`)?
     (`shared_down` `(` $shared_down_weight^ `:` type($shared_down_weight) `)`)?
     (`shared_gate` `(` $shared_gate_weight^ `:` type($shared_gate_weight) `)`)?
