@@ -1277,8 +1277,11 @@ bool writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostrea
 
 std::string joinShape(ArrayRef<int64_t> shape) {
   std::string text = "[";
-  for (auto [i, size] : llvm::enumerate(shape))
-    text += (i ? "," : "") + std::to_string(size);
+  for (auto [i, size] : llvm::enumerate(shape)) {
+    if (i)
+      text += ',';
+    text += std::to_string(size);
+  }
   return text + "]";
 }
 
