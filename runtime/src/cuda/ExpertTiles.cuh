@@ -13,6 +13,7 @@
 #define MOEC_RUNTIME_SRC_CUDA_EXPERTTILES_CUH
 
 #include "Epilogue.cuh"
+#include "moec/runtime/Cuda.h"
 #include "moec/runtime/Status.h"
 
 #include <algorithm>
@@ -207,6 +208,42 @@ __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile
   }
 }
 
+/// The weight rows whose 16-byte chunk `tid % 8` this thread loads each stage:
+/// tile rows tid / 8 + 16 i of the expert's weights (null past N).
+template <typename T>
+__device__ inline void weightRowsOfThread(const Layout &p, int64_t columnTile,
+                                          const T *expertWeights, const T *(&rows)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int64_t row = weightRowOf(p, columnTile, threadIdx.x / 8 + 16 * i);
+    rows[i] = row >= 0 ? expertWeights + row * p.k : nullptr;
+  }
+}
+
+/// The cp.async pipeline over `tiles` K tiles: STAGES - 1 in flight ahead of the
+/// one computed. load(kt, stage) issues tile kt's copies into `stage`;
+/// compute(kt, stage) consumes it once it has arrived.
+template <int STAGES, typename Load, typename Compute>
+__device__ inline void runPipeline(int64_t tiles, Load &&load, Compute &&compute) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles)
+      load(int64_t(s), s);
+    commitGroup();
+  }
+  for (int64_t kt = 0; kt < tiles; ++kt) {
+    waitGroup<STAGES - 2>();
+    __syncthreads();
+    // Refill the stage consumed last iteration before computing on this one.
+    int64_t next = kt + STAGES - 1;
+    if (next < tiles)
+      load(next, static_cast<int>(next % STAGES));
+    commitGroup();
+    compute(kt, static_cast<int>(kt % STAGES));
+  }
+  waitGroup<0>();
+}
+
 /// Sizes the grid for `slots` rows in tiles of `tok`: the column tiles, and the
 /// row tiles that sum over experts of ceil(rows_e / tok) can reach, which is at
 /// most slots / tok plus one partial tile per expert with rows.
@@ -218,6 +255,19 @@ inline Status planGrid(Layout &p, int64_t slots, int tok, const char *kernel, in
   if (blocks > INT32_MAX)
     return Status::error(std::string(kernel) + ": " + std::to_string(blocks) +
                          " blocks exceed the grid's limit");
+  return Status::ok();
+}
+
+/// Plans the grid of `problem.layout` for tiles of `tok` rows and launches
+/// `kernel` with `shared` bytes of dynamic shared memory.
+template <typename Problem>
+Status launchTiles(void (*kernel)(Problem), Problem problem, int64_t slots, int tok, int shared,
+                   const char *name, cudaStream_t stream) {
+  int64_t blocks = 0;
+  MOEC_RETURN_IF_ERROR(planGrid(problem.layout, slots, tok, name, blocks));
+  MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(problem);
+  MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
 

@@ -75,14 +75,9 @@ groupedMatmulBF16Kernel(Problem problem) {
     return;
 
   // This thread's share of each stage's loads: 8 weight chunks, TOK/8 row chunks.
-  const uint16_t *expertWeights = problem.weights + expert * p.n * p.k;
   const uint16_t *weightRow[8];
-  int weightChunk = tid % 8;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    int64_t row = weightRowOf(p, columnTile, tid / 8 + 16 * i);
-    weightRow[i] = row >= 0 ? expertWeights + row * p.k : nullptr;
-  }
+  weightRowsOfThread(p, columnTile, problem.weights + expert * p.n * p.k, weightRow);
+  const int weightChunk = tid % 8;
   constexpr int kRowChunks = TOK * (kTileK / 4) / kThreads; // 16-byte f32 chunks per thread
   static_assert(kRowChunks >= 1 && TOK * (kTileK / 4) % kThreads == 0);
   const float *tokenRow[kRowChunks];
@@ -117,22 +112,8 @@ groupedMatmulBF16Kernel(Problem problem) {
   };
 
   float acc[2][kTokenTiles][4] = {};
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < kTiles)
-      loadStage(s, s);
-    commitGroup();
-  }
-  for (int64_t kt = 0; kt < kTiles; ++kt) {
-    waitGroup<STAGES - 2>();
-    __syncthreads();
-    // Refill the stage consumed last iteration before computing on this one.
-    int64_t next = kt + STAGES - 1;
-    if (next < kTiles)
-      loadStage(next, static_cast<int>(next % STAGES));
-    commitGroup();
-
-    const unsigned char *base = shared + (kt % STAGES) * stageBytes(TOK);
+  runPipeline<STAGES>(kTiles, loadStage, [&](int64_t, int stage) {
+    const unsigned char *base = shared + stage * stageBytes(TOK);
     const float *rowsTile = reinterpret_cast<const float *>(base + kWeightRows * kTileK * 2);
 #pragma unroll
     for (int ks = 0; ks < kTileK / 16; ++ks) {
@@ -152,22 +133,14 @@ groupedMatmulBF16Kernel(Problem problem) {
         mma16816(acc[1][t], a[1], b0, b1);
       }
     }
-  }
-  waitGroup<0>();
+  });
   storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
 template <int TOK, int STAGES>
-Status launch(const Problem &base, int64_t slots, cudaStream_t stream) {
-  Problem p = base;
-  int64_t blocks = 0;
-  MOEC_RETURN_IF_ERROR(planGrid(p.layout, slots, TOK, "groupedMatmulBF16", blocks));
-  constexpr int shared = STAGES * stageBytes(TOK);
-  auto *kernel = groupedMatmulBF16Kernel<TOK, STAGES>;
-  MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(p);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+Status launch(const Problem &problem, int64_t slots, cudaStream_t stream) {
+  return launchTiles(groupedMatmulBF16Kernel<TOK, STAGES>, problem, slots, TOK,
+                     STAGES * stageBytes(TOK), "groupedMatmulBF16", stream);
 }
 
 } // namespace

@@ -76,14 +76,9 @@ groupedMatmulFP8Kernel(Problem problem) {
   const int64_t kBlocks = (p.k + kBlockK - 1) / kBlockK;
   const int64_t nBlocks = (p.n + kBlockK - 1) / kBlockK;
 
-  const uint8_t *expertWeights = problem.weights + expert * p.n * p.k;
   const uint8_t *weightRow[8];
-  int weightChunk = tid % 8;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    int64_t row = weightRowOf(p, columnTile, tid / 8 + 16 * i);
-    weightRow[i] = row >= 0 ? expertWeights + row * p.k : nullptr;
-  }
+  weightRowsOfThread(p, columnTile, problem.weights + expert * p.n * p.k, weightRow);
+  const int weightChunk = tid % 8;
   constexpr int kRowChunks = (TOK * 8 + kThreads - 1) / kThreads; // 16-byte chunks per thread
   const uint8_t *tokenRow[kRowChunks];
   int tokenChunk[kRowChunks], tokenIndex[kRowChunks];
@@ -129,20 +124,7 @@ groupedMatmulFP8Kernel(Problem problem) {
   };
 
   float acc[2][kTokenTiles][4] = {};
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < kBlocks)
-      loadStage(s, s);
-    commitGroup();
-  }
-  for (int64_t kb = 0; kb < kBlocks; ++kb) {
-    waitGroup<STAGES - 2>();
-    __syncthreads();
-    int64_t next = kb + STAGES - 1;
-    if (next < kBlocks)
-      loadStage(next, static_cast<int>(next % STAGES));
-    commitGroup();
-
+  runPipeline<STAGES>(kBlocks, loadStage, [&](int64_t kb, int stage) {
     // The scales of this K block, fetched before the MMAs hide their latency.
     float weightScale[2][2], tokenScale[kTokenTiles][2];
 #pragma unroll
@@ -160,7 +142,7 @@ groupedMatmulFP8Kernel(Problem problem) {
             token < rows ? __ldg(problem.lhsScales + (firstRow + token) * kBlocks + kb) : 0.0f;
       }
 
-    const unsigned char *base = shared + (kb % STAGES) * stageBytes(TOK);
+    const unsigned char *base = shared + stage * stageBytes(TOK);
     const unsigned char *rowsTile = base + kWeightRows * kBlockK;
     float partial[2][kTokenTiles][4] = {};
 #pragma unroll
@@ -188,24 +170,16 @@ groupedMatmulFP8Kernel(Problem problem) {
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           acc[half][t][i] += partial[half][t][i] * weightScale[i >= 2][half] * tokenScale[t][i & 1];
-  }
-  waitGroup<0>();
+  });
   storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
 template <int TOK, int STAGES>
-Status launch(const Problem &base, int64_t slots, cudaStream_t stream) {
-  Problem p = base;
-  int64_t blocks = 0;
-  MOEC_RETURN_IF_ERROR(planGrid(p.layout, slots, TOK, "groupedMatmulFP8", blocks));
-  constexpr int shared = STAGES * stageBytes(TOK);
-  bool vec16 = p.layout.k % 16 == 0;
-  auto *kernel = vec16 ? groupedMatmulFP8Kernel<TOK, STAGES, true>
-                       : groupedMatmulFP8Kernel<TOK, STAGES, false>;
-  MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(p);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+Status launch(const Problem &problem, int64_t slots, cudaStream_t stream) {
+  auto *kernel = problem.layout.k % 16 == 0 ? groupedMatmulFP8Kernel<TOK, STAGES, true>
+                                            : groupedMatmulFP8Kernel<TOK, STAGES, false>;
+  return launchTiles(kernel, problem, slots, TOK, STAGES * stageBytes(TOK), "groupedMatmulFP8",
+                     stream);
 }
 
 /// One warp per (row, 128-column group): amax by shuffles, then the scale and

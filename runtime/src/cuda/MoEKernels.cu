@@ -213,12 +213,11 @@ __global__ void permuteKernel(const float *hidden, int64_t hiddenSize, const int
 
 /// One thread per output element (gated epilogues: per output column, both
 /// halves). The expert of a row is found by binary search in the offsets.
-__global__ void groupedMatmulKernel(const float *lhs, int64_t slots, int64_t k,
+__global__ void groupedMatmulKernel(const float *lhs, int64_t k,
                                     const float *weights, int64_t experts, int64_t n,
                                     const int32_t *offsets, const float *bias, Epilogue epilogue,
                                     int64_t width, float *out) {
-  // No offsets: one expert, every row valid (moe.linear).
-  int64_t valid = offsets ? offsets[experts - 1] : slots;
+  int64_t valid = offsets[experts - 1]; // rows past it are sentinels: never computed
   int64_t total = valid * width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -383,7 +382,7 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
                      const Epilogue &epilogue, float *out, cudaStream_t stream) {
   int64_t width = epilogue.enabled && epilogue.layout != GateUpLayout::None ? n / 2 : n;
   groupedMatmulKernel<<<blocksFor(slots * width, 256), 256, 0, stream>>>(
-      lhs, slots, k, weights, experts, n, offsets, bias, epilogue, width, out);
+      lhs, k, weights, experts, n, offsets, bias, epilogue, width, out);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
