@@ -17,9 +17,12 @@ Timing as bench_moe.py: host time of one synchronised call, L2 flushed before ea
 import argparse
 import json
 import os
-import time
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_moe  # noqa: E402  (its timing, so that the two scripts measure alike)
 
 SHAPES = {  # E, H, I, top-k
     "qwen3moe-30b-a3b": (128, 2048, 768, 8),
@@ -29,28 +32,13 @@ SHAPES = {  # E, H, I, top-k
 }
 
 
-def time_wall(fn, flush, n=30):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        flush.zero_()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    ts.sort()
-    return ts[n // 2]
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(SHAPES))
     p.add_argument("--tokens", default="1,16,128,1024")
     args = p.parse_args()
     dev = "cuda"
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
+    bench_moe.FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
     rows = []
     for name in args.models.split(","):
         E, H, I, k = SHAPES[name]
@@ -75,7 +63,7 @@ def main():
 
             row = dict(model=name, T=T)
             try:
-                row["ms"] = time_wall(gemms, flush)
+                row["ms"] = bench_moe.time_wall(gemms, target_s=0.3)[0]
             except Exception as e:  # noqa: BLE001
                 row["error"] = repr(e)[:200]
             print(json.dumps(row), flush=True)

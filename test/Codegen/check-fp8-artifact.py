@@ -35,7 +35,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from moe_block import layer_mlir, reference  # noqa: E402
+from moe_block import layer_mlir, random_experts, random_tokens, reference  # noqa: E402
 
 SKIP = 77
 
@@ -44,11 +44,8 @@ def write_partial_blocks_case(work):
     """A block whose K and N are not multiples of 128 (and exceed it)."""
     T, H, I, E, K = 9, 200, 136, 3, 2
     rng = np.random.default_rng(11)
-    gate_up = rng.normal(0, 0.1, (E, 2 * I, H)).astype(np.float32)
-    down = rng.normal(0, 0.1, (E, H, I)).astype(np.float32)
-    x = rng.normal(0, 1, (T, H)).astype(np.float32)
-    ids = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int64)
-    w = rng.uniform(0.2, 1.0, (T, K)).astype(np.float32)
+    gate_up, down = random_experts(rng, E, H, I, 0.1)
+    x, ids, w = random_tokens(rng, T, H, E, K, 0.2)
     os.makedirs(work, exist_ok=True)
     with open(os.path.join(work, "model.mlir"), "w") as f:
         f.write(layer_mlir(gate_up, down, K))
@@ -91,9 +88,7 @@ def write_prequantized_case(work):
 
     gu_q, gu_s, gu = fp8_weight(2 * I, H)
     dn_q, dn_s, dn = fp8_weight(H, I)
-    x = rng.normal(0, 1, (T, H)).astype(np.float32)
-    ids = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int64)
-    w = rng.uniform(0.2, 1.0, (T, K)).astype(np.float32)
+    x, ids, w = random_tokens(rng, T, H, E, K, 0.2)
 
     def dense(a, ty):
         return "dense<" + np.array2string(np.asarray(a, np.float64), separator=",",

@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from moe_block import layer_mlir, reference  # noqa: E402
+from moe_block import layer_mlir, random_experts, random_tokens, reference  # noqa: E402
 
 T, H, I, E, K = 7, 32, 16, 4, 2
 SKIP = 77
@@ -38,11 +38,8 @@ SKIP = 77
 
 def prepare(args):
     rng = np.random.default_rng(7)
-    gate_up = rng.normal(0, 0.2, (E, 2 * I, H)).astype(np.float32)
-    down = rng.normal(0, 0.2, (E, H, I)).astype(np.float32)
-    x = rng.normal(0, 1, (T, H)).astype(np.float32)
-    ids_a = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int64)
-    w = rng.uniform(0.1, 1.0, (T, K)).astype(np.float32)
+    gate_up, down = random_experts(rng, E, H, I, 0.2)
+    x, ids_a, w = random_tokens(rng, T, H, E, K, 0.1)
     ids_b, x_b, w_b = ids_a.copy(), x.copy(), w.copy()
     ids_b[1] = [E, 9]
     ids_b[4] = [2 ** 40, E]

@@ -31,6 +31,21 @@ func.func @block(%x: tensor<?x{h}xf32> {{onnx.name = "x"}},
 """
 
 
+def random_experts(rng, e, h, i, std):
+    """gate_up [E, 2I, H] and down [E, H, I], N(0, std), f32."""
+    return (rng.normal(0, std, (e, 2 * i, h)).astype(np.float32),
+            rng.normal(0, std, (e, h, i)).astype(np.float32))
+
+
+def random_tokens(rng, t, h, e, k, min_weight):
+    """x [T, H] N(0, 1); ids [T, K] i64, K distinct experts per token; routing
+    weights [T, K] uniform in [min_weight, 1)."""
+    x = rng.normal(0, 1, (t, h)).astype(np.float32)
+    ids = np.stack([rng.permutation(e)[:k] for _ in range(t)]).astype(np.int64)
+    w = rng.uniform(min_weight, 1.0, (t, k)).astype(np.float32)
+    return x, ids, w
+
+
 def reference(x, ids, w, gate_up, down):
     """float64 output; ids outside [0, E) are sentinels: never computed."""
     e_count, two_i, h = gate_up.shape

@@ -848,48 +848,42 @@ std::string Emitter::writtenRows(Value value, Dim rows) {
 
 LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
   comment(op);
-  if (auto permute = op.getInput().getDefiningOp<moe::PermuteOp>();
-      permute && fusedIntoQuantize(permute, cuda)) {
-    FailureOr<ValueInfo *> hidden = operand(permute, permute.getHidden(), "the hidden states");
-    FailureOr<ValueInfo *> permutation =
-        operand(permute, permute.getPermutation(), "the permutation", false);
-    FailureOr<ValueInfo *> numValid = operand(permute, permute.getNumValid(), "num_valid", false);
-    if (failed(hidden) || failed(permutation) || failed(numValid))
-      return failure();
-    if ((*hidden)->dims.size() != 2)
-      return unsupported(op, "the hidden states must be a matrix");
-    Dim slots = (*permutation)->dims[0];
-    FailureOr<ValueInfo *> q = define(op, op.getResult(), slots, /*fp8=*/true);
-    if (failed(q))
-      return failure();
-    FailureOr<ValueInfo *> scales = define(op, op.getScales(), slots);
-    if (failed(scales))
-      return failure();
-    kernel("permuteQuantizeE4M3",
-           {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var, (*numValid)->var,
-            dimExpr(slots), std::to_string(permute.getTopK()), (*q)->var, (*scales)->var});
-    return success();
+  // The rows: moe.permute's (fused here on CUDA: its f32 rows are never
+  // written), or the input's.
+  auto permute = op.getInput().getDefiningOp<moe::PermuteOp>();
+  bool fused = permute && fusedIntoQuantize(permute, cuda);
+  FailureOr<ValueInfo *> input = fused ? operand(permute, permute.getHidden(), "the hidden states")
+                                       : operand(op, op.getInput(), "the input");
+  FailureOr<ValueInfo *> permutation, numValid;
+  if (fused) {
+    permutation = operand(permute, permute.getPermutation(), "the permutation", false);
+    numValid = operand(permute, permute.getNumValid(), "num_valid", false);
   }
-  FailureOr<ValueInfo *> input = operand(op, op.getInput(), "the input");
-  if (failed(input))
+  if (failed(input) || (fused && (failed(permutation) || failed(numValid))))
     return failure();
   if ((*input)->dims.size() != 2)
-    return unsupported(op, "the input must be a matrix");
-  Dim rows = (*input)->dims[0];
+    return unsupported(op, fused ? "the hidden states must be a matrix"
+                                 : "the input must be a matrix");
+  Dim rows = fused ? (*permutation)->dims[0] : (*input)->dims[0];
   FailureOr<ValueInfo *> q = define(op, op.getResult(), rows, /*fp8=*/true);
   if (failed(q))
     return failure();
   FailureOr<ValueInfo *> scales = define(op, op.getScales(), rows);
   if (failed(scales))
     return failure();
+  std::string k = dimExpr((*input)->dims[1]);
+  if (fused)
+    kernel("permuteQuantizeE4M3", {(*input)->var, k, (*permutation)->var, (*numValid)->var,
+                                   dimExpr(rows), std::to_string(permute.getTopK()), (*q)->var,
+                                   (*scales)->var});
   // Only rows that hold data: the sentinel tail of the permuted rows is never
   // written, and so never read.
-  if (cuda)
-    kernel("quantizeE4M3", {(*input)->var, dimExpr(rows), dimExpr((*input)->dims[1]),
-                            writtenRows(op.getInput(), rows), (*q)->var, (*scales)->var});
+  else if (cuda)
+    kernel("quantizeE4M3", {(*input)->var, dimExpr(rows), k, writtenRows(op.getInput(), rows),
+                            (*q)->var, (*scales)->var});
   else
-    kernel("quantizeE4M3", {(*input)->var, writtenRows(op.getInput(), rows),
-                            dimExpr((*input)->dims[1]), (*q)->var, (*scales)->var});
+    kernel("quantizeE4M3", {(*input)->var, writtenRows(op.getInput(), rows), k, (*q)->var,
+                            (*scales)->var});
   return success();
 }
 

@@ -4,6 +4,7 @@
 #include "moec/runtime/Float8.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <vector>
 
@@ -274,6 +275,17 @@ void quantizeE4M3(ThreadPool &pool, const float *x, int64_t rows, int64_t k, uin
 
 namespace {
 
+/// The value of every e4m3 code, decoded once.
+const float *e4m3Values() {
+  static const auto table = [] {
+    std::array<float, 256> values;
+    for (int code = 0; code < 256; ++code)
+      values[code] = decodeE4M3(static_cast<uint8_t>(code));
+    return values;
+  }();
+  return table.data();
+}
+
 /// The FP8 grouped matmul on rows already in f32 (dequantised, or f32 to begin
 /// with): each task dequantises 64 rows of one expert's e4m3 weights once, for
 /// all of the expert's rows.
@@ -285,9 +297,7 @@ void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
   int64_t width = outputWidth(epilogue, n);
   int64_t kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
   int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock;
-  float table[256];
-  for (int code = 0; code < 256; ++code)
-    table[code] = decodeE4M3(static_cast<uint8_t>(code));
+  const float *table = e4m3Values();
   constexpr int64_t kColumns = 64;
   int64_t chunks = (n + kColumns - 1) / kColumns;
   std::vector<float> sums(validRows * n); // before the epilogue, which needs whole rows
@@ -326,11 +336,12 @@ void groupedMatmulFP8(ThreadPool &pool, const uint8_t *lhs, const float *lhsScal
   int64_t validRows = offsets[experts - 1];
   int64_t kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
   // The rows, dequantised once (each is read by every column task).
+  const float *table = e4m3Values();
   std::vector<float> rows(validRows * k);
   pool.parallelFor(validRows, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t i = 0; i < k; ++i)
-        rows[r * k + i] = decodeE4M3(lhs[r * k + i]) * lhsScales[r * kBlocks + i / kScaleBlock];
+        rows[r * k + i] = table[lhs[r * k + i]] * lhsScales[r * kBlocks + i / kScaleBlock];
   });
   groupedMatmulE4M3Weights(pool, rows.data(), k, weights, weightScales, experts, n, offsets, bias,
                            epilogue, out);
