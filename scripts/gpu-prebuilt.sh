@@ -18,6 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin
 fixtures="mixtral qwen3_moe gpt_oss deepseek_v3 ort-moe ort-moe-silu ort-qmoe"
+fp8_fixtures="deepseek_v3_fp8 gpt_oss_fp8" # FP8 checkpoints: the CUDA target runs them with --fp8 only
 forms="loop loop-concat unrolled"
 case ${1:-} in
 prepare)
@@ -49,7 +50,7 @@ prepare)
   done
   # FP8 experts on the GPU (test/Codegen/check-fp8-artifact.py): compiled and the
   # interpreter's FP8 output written here, run and compared there.
-  for f in $fixtures partial-blocks prequantized; do
+  for f in $fixtures $fp8_fixtures partial-blocks prequantized; do
     want fp8 || break
     if [[ $f == partial-blocks || $f == prequantized ]]; then case=(.device/fp8-$f/case --$f); else case=($fx/$f); fi
     .venv/bin/python test/Codegen/check-fp8-artifact.py "$build/bin" "${case[0]}" 5e-3 0.1 \
@@ -96,7 +97,7 @@ run)
     echo "rc=$rc"
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
   done
-  for f in $fixtures partial-blocks prequantized; do
+  for f in $fixtures $fp8_fixtures partial-blocks prequantized; do
     if [[ ! -d .device/fp8-$f ]]; then skip=$((skip + 1)); continue; fi
     echo "== fp8 $f"
     if [[ $f == partial-blocks || $f == prequantized ]]; then case=(.device/fp8-$f/case --$f); else case=($fx/$f); fi

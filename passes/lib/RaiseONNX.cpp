@@ -19,9 +19,16 @@
 // cannot express, weights that differ per token) is left alone. docs/pipeline.md
 // describes the forms recognised.
 //
+// A stacked weight may also be DequantizeLinear(x, scale) of constants: an FP8
+// checkpoint (DeepSeek-V3's e4m3 `weight` with `weight_scale_inv` per 128x128
+// block) written as standard ONNX. It stays e4m3 with its block scales when the
+// scale is one number on each 128x128 block and there is no zero point, and is
+// dequantised at compile time otherwise.
+//
 //===----------------------------------------------------------------------===//
 
 #include "moec/Dialect/MoE/MoEOps.h"
+#include "moec/Dialect/ONNX/DequantizeLayout.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 #include "moec/Dialect/Utils/ConstantData.h"
 #include "moec/Transforms/Passes.h"
@@ -652,6 +659,242 @@ Value stackRows(PatternRewriter &rewriter, Location loc, Value first, Value seco
                       bytes, name);
 }
 
+//===----------------------------------------------------------------------===//
+// Expert weights read through DequantizeLinear
+//===----------------------------------------------------------------------===//
+
+/// The elements of a constant of f32, f16, bf16, f8E4M3FN or 8-bit integers as
+/// floats, splats included; nullopt for anything else.
+std::optional<std::vector<float>> constantFloats(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  Type element = type.getElementType();
+  auto decode = [&](const char *p) -> std::optional<float> {
+    if (element.isF32()) {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    if (element.isInteger(8))
+      return element.isUnsignedInteger() ? static_cast<float>(static_cast<uint8_t>(*p))
+                                         : static_cast<float>(static_cast<int8_t>(*p));
+    const llvm::fltSemantics *semantics = nullptr;
+    unsigned bits = 16;
+    if (isa<Float8E4M3FNType>(element))
+      semantics = &APFloat::Float8E4M3FN(), bits = 8;
+    else if (element.isF16())
+      semantics = &APFloat::IEEEhalf();
+    else if (element.isBF16())
+      semantics = &APFloat::BFloat();
+    if (!semantics)
+      return std::nullopt;
+    uint64_t raw = 0;
+    std::memcpy(&raw, p, bits / 8);
+    return APFloat(*semantics, APInt(bits, raw)).convertToFloat();
+  };
+  int64_t count = type.getNumElements(), size = elementBytes(element);
+  std::vector<float> values(count);
+  if (std::optional<ArrayRef<char>> bytes = getConstantBytes(value)) {
+    if (static_cast<int64_t>(bytes->size()) != count * size)
+      return std::nullopt;
+    for (int64_t i = 0; i < count; ++i) {
+      std::optional<float> v = decode(bytes->data() + i * size);
+      if (!v)
+        return std::nullopt;
+      values[i] = *v;
+    }
+    return values;
+  }
+  // A splat (a one-element initializer is one).
+  DenseElementsAttr dense;
+  if (auto constant = value.getDefiningOp<ox::ConstantOp>())
+    dense = constant.getValue() ? dyn_cast<DenseElementsAttr>(*constant.getValue()) : nullptr;
+  else if (auto constant = value.getDefiningOp<arith::ConstantOp>())
+    dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  std::optional<float> v = decode(dense.getRawData().data());
+  if (!v)
+    return std::nullopt;
+  values.assign(count, *v);
+  return values;
+}
+
+/// An expert weight as moe.layer takes it, [E, out, in]: of the model's type, or
+/// e4m3 with one f32 scale per 128x128 block (`scales`).
+struct LayerWeight {
+  Value weight, scales;
+};
+
+/// A DequantizeLinear whose operands are all constants, and the scale each
+/// element of x uses.
+struct ConstantDequantize {
+  Value x;
+  std::vector<float> scale, zeroPoint;
+  ox::DequantizeLayout layout;
+  int64_t experts, rows, cols; // x is [E, rows, cols], stored
+
+  static FailureOr<ConstantDequantize> match(ox::DequantizeLinearOp dq, std::string &why) {
+    auto type = dyn_cast<RankedTensorType>(dq.getX().getType());
+    auto scaleType = dyn_cast<RankedTensorType>(dq.getXScale().getType());
+    if (!type || !scaleType || type.getRank() != 3 || !type.hasStaticShape() ||
+        !scaleType.hasStaticShape()) {
+      why = "DequantizeLinear of a weight that is not a static [E, N, K] tensor";
+      return failure();
+    }
+    std::optional<ox::DequantizeLayout> layout = ox::DequantizeLayout::get(
+        type.getShape(), scaleType.getShape(), dq.getAxis(), dq.getBlockSize(), why);
+    if (!layout)
+      return failure();
+    std::optional<std::vector<float>> scale = constantFloats(dq.getXScale());
+    if (!scale || !getConstantBytes(dq.getX())) {
+      why = "DequantizeLinear of a weight or scale that is not a constant";
+      return failure();
+    }
+    ConstantDequantize c{dq.getX(), std::move(*scale), {}, *layout, type.getDimSize(0),
+                         type.getDimSize(1), type.getDimSize(2)};
+    if (Value zp = dq.getXZeroPoint(); zp && !isa<NoneType>(zp.getType())) {
+      std::optional<std::vector<float>> values = constantFloats(zp);
+      if (!values) {
+        why = "DequantizeLinear with a zero point that is not a constant";
+        return failure();
+      }
+      if (llvm::any_of(*values, [](float v) { return v != 0.0f; }))
+        c.zeroPoint = std::move(*values);
+    }
+    return c;
+  }
+
+  /// The scale element (e, r, c) uses. Each layout's scale index is a sum of
+  /// one term per dimension, so the three are computed apart.
+  int64_t scaleIndex(int64_t e, int64_t r, int64_t c) const {
+    return layout.scaleIndex((e * rows + r) * cols + c);
+  }
+
+  /// One scale per 128x128 block of the stored [E, rows, cols] x, or nullopt
+  /// when some block holds two.
+  std::optional<std::vector<float>> blockScales() const {
+    // The distinct scale-index terms of each dimension, so a block costs its
+    // distinct scales, not its elements.
+    std::vector<int64_t> byRow(rows), byCol(cols);
+    for (int64_t r = 0; r < rows; ++r)
+      byRow[r] = scaleIndex(0, r, 0);
+    for (int64_t c = 0; c < cols; ++c)
+      byCol[c] = scaleIndex(0, 0, c);
+    int64_t rowBlocks = (rows + 127) / 128, colBlocks = (cols + 127) / 128;
+    std::vector<float> out(experts * rowBlocks * colBlocks);
+    for (int64_t e = 0; e < experts; ++e) {
+      int64_t base = scaleIndex(e, 0, 0); // every term is 0 at coordinate 0
+      for (int64_t rb = 0; rb < rowBlocks; ++rb) {
+        SmallVector<int64_t> rowTerms(byRow.begin() + rb * 128,
+                                      byRow.begin() + std::min(rows, rb * 128 + 128));
+        llvm::sort(rowTerms);
+        rowTerms.erase(std::unique(rowTerms.begin(), rowTerms.end()), rowTerms.end());
+        for (int64_t cb = 0; cb < colBlocks; ++cb) {
+          SmallVector<int64_t> colTerms(byCol.begin() + cb * 128,
+                                        byCol.begin() + std::min(cols, cb * 128 + 128));
+          llvm::sort(colTerms);
+          colTerms.erase(std::unique(colTerms.begin(), colTerms.end()), colTerms.end());
+          float first = scale[base + rowTerms[0] + colTerms[0]];
+          for (int64_t rt : rowTerms)
+            for (int64_t ct : colTerms)
+              if (scale[base + rt + ct] != first)
+                return std::nullopt;
+          out[(e * rowBlocks + rb) * colBlocks + cb] = first;
+        }
+      }
+    }
+    return out;
+  }
+
+  /// y = (x - zero_point) * scale in f32, as ONNX computes it.
+  std::optional<std::vector<float>> dequantized() const {
+    std::optional<std::vector<float>> values = constantFloats(x);
+    if (!values)
+      return std::nullopt;
+    for (int64_t i = 0, n = static_cast<int64_t>(values->size()); i < n; ++i) {
+      int64_t s = layout.scaleIndex(i);
+      (*values)[i] = ((*values)[i] - (zeroPoint.empty() ? 0.0f : zeroPoint[s])) * scale[s];
+    }
+    return values;
+  }
+};
+
+/// `values` ([.., rows, cols] row-major) transposed in its last two dimensions.
+std::vector<float> transposedLastTwo(ArrayRef<float> values, int64_t rows, int64_t cols) {
+  std::vector<float> out(values.size());
+  for (int64_t b = 0, batch = values.size() / (rows * cols); b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        out[(b * cols + c) * rows + r] = values[(b * rows + r) * cols + c];
+  return out;
+}
+
+Value floatConstant(PatternRewriter &rewriter, Location loc, ArrayRef<int64_t> shape,
+                    ArrayRef<float> values, StringRef name) {
+  return makeConstant(rewriter, loc, RankedTensorType::get(shape, rewriter.getF32Type()),
+                      ArrayRef<char>(reinterpret_cast<const char *>(values.data()),
+                                     values.size() * sizeof(float)),
+                      name);
+}
+
+/// Whether layerWeight can build the weight moe.layer gets for `w`; it checks
+/// before anything is built because a pattern that fails must leave the IR as
+/// it found it.
+LogicalResult checkLayerWeight(const StackedWeight &w, std::string &why) {
+  auto dq = def<ox::DequantizeLinearOp>(w.value);
+  if (!dq) {
+    if (getConstantBytes(w.value))
+      return success();
+    why = "expert weights must be constants";
+    return failure();
+  }
+  if (failed(ConstantDequantize::match(dq, why)))
+    return failure();
+  Type element = cast<RankedTensorType>(dq.getX().getType()).getElementType();
+  if (!(isa<Float8E4M3FNType>(element) || element.isInteger(8) || element.isF16() ||
+        element.isBF16() || element.isF32())) {
+    why = "DequantizeLinear of a weight whose type moec does not read";
+    return failure();
+  }
+  return success();
+}
+
+/// The weight moe.layer gets for a stacked weight found by the matcher (checked
+/// by checkLayerWeight).
+LayerWeight layerWeight(PatternRewriter &rewriter, Location loc, const StackedWeight &w,
+                        StringRef name) {
+  auto dq = def<ox::DequantizeLinearOp>(w.value);
+  if (!dq)
+    return {w.inputMajor ? transposeLastTwo(rewriter, loc, w.value, name) : w.value, Value()};
+  std::string why;
+  ConstantDequantize c = *ConstantDequantize::match(dq, why);
+  // e4m3 without a zero point whose scale is one number per 128x128 block of
+  // the [E, out, in] weight: kept as it is (the blocks of a transposed weight
+  // are the transposed blocks).
+  bool e4m3 = isa<Float8E4M3FNType>(cast<RankedTensorType>(c.x.getType()).getElementType());
+  std::string scalesName = (name + "_scales").str();
+  if (e4m3 && c.zeroPoint.empty()) {
+    if (std::optional<std::vector<float>> scales = c.blockScales()) {
+      int64_t rowBlocks = (c.rows + 127) / 128, colBlocks = (c.cols + 127) / 128;
+      if (!w.inputMajor)
+        return {c.x, floatConstant(rewriter, loc, {c.experts, rowBlocks, colBlocks}, *scales,
+                                   scalesName)};
+      return {transposeLastTwo(rewriter, loc, c.x, name),
+              floatConstant(rewriter, loc, {c.experts, colBlocks, rowBlocks},
+                            transposedLastTwo(*scales, rowBlocks, colBlocks), scalesName)};
+    }
+  }
+  // Anything else is dequantised here, in f32 as ONNX computes it.
+  std::vector<float> values = *c.dequantized();
+  if (w.inputMajor)
+    return {floatConstant(rewriter, loc, {c.experts, c.cols, c.rows},
+                          transposedLastTwo(values, c.rows, c.cols), name),
+            Value()};
+  return {floatConstant(rewriter, loc, {c.experts, c.rows, c.cols}, values, name), Value()};
+}
+
 struct RaiseBatchedMoE : OpRewritePattern<ox::ReduceSumOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -663,18 +906,15 @@ struct RaiseBatchedMoE : OpRewritePattern<ox::ReduceSumOp> {
     auto resultType = dyn_cast<RankedTensorType>(sum.getType());
     if (!resultType || resultType != block.hidden.getType())
       return rewriter.notifyMatchFailure(sum, "the block's output type differs from its input's");
-    // Transposes need the weights' values; stacked weights must be constants.
-    for (const StackedWeight *w : {&block.gateUp, &block.down})
-      if (!getConstantBytes(w->value))
-        return rewriter.notifyMatchFailure(sum, "expert weights must be constants");
-    matcher.matchSharedExpert(sum);
-
+    // Transposes need the weights' values: stacked weights must be constants,
+    // or DequantizeLinear of constants.
     Location loc = sum.getLoc();
-    auto orient = [&](const StackedWeight &w, StringRef name) {
-      return w.inputMajor ? transposeLastTwo(rewriter, loc, w.value, name) : w.value;
-    };
-    Value gateUp = orient(block.gateUp, "gate_up_weight");
-    Value down = orient(block.down, "down_weight");
+    std::string why;
+    if (failed(checkLayerWeight(block.gateUp, why)) || failed(checkLayerWeight(block.down, why)))
+      return rewriter.notifyMatchFailure(sum, why);
+    matcher.matchSharedExpert(sum);
+    LayerWeight gateUp = layerWeight(rewriter, loc, block.gateUp, "gate_up_weight");
+    LayerWeight down = layerWeight(rewriter, loc, block.down, "down_weight");
     Value router = block.routerTransposed
                        ? transposeLastTwo(rewriter, loc, block.routerWeight, "router_weight")
                        : block.routerWeight;
@@ -691,9 +931,9 @@ struct RaiseBatchedMoE : OpRewritePattern<ox::ReduceSumOp> {
     auto layer = moe::LayerOp::create(
         rewriter, loc, resultType, block.hidden, router, /*router_logits=*/Value(),
         /*expert_ids=*/Value(), /*expert_weights=*/Value(), block.routerBias,
-        block.correctionBias, gateUp, /*up_weight=*/Value(), down,
-        block.gateUpBias, /*up_bias=*/Value(), block.downBias, /*gate_up_scales=*/Value(),
-        /*down_scales=*/Value(), sharedGateUp, sharedDown,
+        block.correctionBias, gateUp.weight, /*up_weight=*/Value(), down.weight,
+        block.gateUpBias, /*up_bias=*/Value(), block.downBias, gateUp.scales, down.scales,
+        sharedGateUp, sharedDown,
         /*shared_gate_weight=*/Value(), block.routing, static_cast<uint64_t>(block.topK),
         block.normalize, block.numGroups, block.topkGroups, APFloat(block.scalingFactor),
         activation, block.layout);

@@ -14,7 +14,7 @@
 // BF16: error: cannot generate code for input 'x' of element type 'bf16': the CUDA target takes f32 tensors (and i32/i64 expert ids) only
 
 // RUN: not moec compile %t/fp8.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=FP8
-// FP8: fp8.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': FP8 weights with f32 rows; the CUDA target multiplies FP8 weights with FP8 rows (moe.quantize) only
+// FP8: fp8.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': FP8 weights with f32 rows; the CUDA target multiplies FP8 weights with FP8 rows (moe.quantize) only: compile with --fp8, which quantises the rows
 
 // FP8 experts (moe.quantize + FP8 grouped matmuls) do compile for CUDA.
 // RUN: moec compile %fixtures/mixtral/model.onnx --fp8 --target=cuda -o %t/fp8-experts

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -264,6 +265,19 @@ def cases():
     c.append(Case("Trilu-upper", "Trilu", [("x", f32(2, 3, 4))]))
     c.append(Case("Trilu-lower-k", "Trilu", [("x", f32(3, 4)), ("ck", np.int64(-1))], upper=0))
     c.append(Case("Trilu-upper-k", "Trilu", [("x", f32(4, 3)), ("ck", np.int64(1))]))
+    # DequantizeLinear: per tensor, per axis and blocked (block 4 along axis 1 of 10: a partial block), with
+    # and without zero points, int8/uint8 inputs and e4m3 initializers (an FP8 checkpoint's layout).
+    q8 = ints(3, 10, low=-128, high=128, dtype=np.int8)
+    c.append(Case("DequantizeLinear-tensor", "DequantizeLinear",
+                  [("x", q8), ("cs", np.float32(0.25)), ("cz", np.int8(-3))]))
+    c.append(Case("DequantizeLinear-axis", "DequantizeLinear",
+                  [("x", ints(3, 10, low=0, high=256, dtype=np.uint8)), ("cs", f32(10, low=0.1, high=2)),
+                   ("cz", ints(10, low=0, high=256, dtype=np.uint8))], axis=1))
+    c.append(Case("DequantizeLinear-blocked", "DequantizeLinear",
+                  [("x", q8), ("cs", f32(3, 3, low=0.1, high=2))], axis=1, block_size=4))
+    e4m3 = f32(2, 5, 10, low=-448, high=448).astype(ml_dtypes.float8_e4m3fn)
+    c.append(Case("DequantizeLinear-e4m3-blocked", "DequantizeLinear",
+                  [("cx", e4m3), ("cs", f32(2, 5, 3, low=1e-3, high=1e-2))], axis=-1, block_size=4))
     return c
 
 

@@ -54,6 +54,38 @@
 // LOWERED-NOT: moe.grouped_matmul
 // LOWERED-NOT: onnx.GatherND
 
+// FP8 checkpoints: stacked experts read through DequantizeLinear of e4m3 with
+// the scale repeated on the 128 rows of each block (scripts/fixtures/
+// fp8_checkpoint.py) stay e4m3 with [E, ceil(N/128), ceil(K/128)] block scales:
+// 272x320 and 320x136 make 3x3 and 3x2 blocks, partial at both edges.
+// RUN: moec-translate --import-onnx %fixtures/deepseek_v3_fp8/model.onnx | moec-opt -moe-raise-onnx | FileCheck %s --check-prefix=FP8-DEEPSEEK
+// FP8-DEEPSEEK-LABEL: func.func @main_graph
+// FP8-DEEPSEEK: moe.layer {{.*}} gate_up(%{{.*}} : tensor<8x272x320xf8E4M3FN>) down(%{{.*}} : tensor<8x320x136xf8E4M3FN>) gate_up_scales(%{{.*}} : tensor<8x3x3xf32>) down_scales(%{{.*}} : tensor<8x3x2xf32>) shared_gate_up
+// FP8-DEEPSEEK-NOT: onnx.DequantizeLinear
+// gpt-oss stores [E, in, out]: the codes and their block grid are transposed.
+// RUN: moec-translate --import-onnx %fixtures/gpt_oss_fp8/model.onnx | moec-opt -moe-raise-onnx | FileCheck %s --check-prefix=FP8-GPTOSS
+// FP8-GPTOSS-LABEL: func.func @main_graph
+// FP8-GPTOSS-DAG: %[[DOWN:.*]] = arith.constant dense_resource<down_weight> : tensor<8x320x136xf8E4M3FN>
+// FP8-GPTOSS-DAG: %[[GU:.*]] = arith.constant dense_resource<gate_up_weight> : tensor<8x272x320xf8E4M3FN>
+// FP8-GPTOSS: moe.layer {{.*}} gate_up(%[[GU]] : tensor<8x272x320xf8E4M3FN>) down(%[[DOWN]] : tensor<8x320x136xf8E4M3FN>) {{.*}} gate_up_scales(%{{.*}} : tensor<8x3x3xf32>) down_scales(%{{.*}} : tensor<8x3x2xf32>)
+// FP8-GPTOSS-NOT: onnx.DequantizeLinear
+// A scale that is not one number per 128x128 block (each row its own) cannot be
+// kept: the weights are dequantised at compile time, as ONNX computes them, and
+// the compiled block still matches onnxruntime.
+// RUN: moec-translate --import-onnx %S/Inputs/fp8-per-row-scales/model.onnx | moec-opt -moe-raise-onnx | FileCheck %s --check-prefix=FP8-PER-ROW
+// FP8-PER-ROW-LABEL: func.func @main_graph
+// FP8-PER-ROW: moe.layer {{.*}} gate_up(%{{.*}} : tensor<16x48x64xf32>) down(%{{.*}} : tensor<16x64x24xf32>)
+// FP8-PER-ROW-NOT: _scales(
+// FP8-PER-ROW-NOT: onnx.DequantizeLinear
+// RUN: moec compile %S/Inputs/fp8-per-row-scales/model.onnx --target=cpu -o %t.per-row
+// RUN: moec-run %t.per-row --inputs %S/Inputs/fp8-per-row-scales/inputs.npz --expected-outputs %S/Inputs/fp8-per-row-scales/expected.npz --scale-atol | FileCheck %s --check-prefix=FP8-PER-ROW-OUT
+// FP8-PER-ROW-OUT: output [1, 7, 64]: {{.*}}: ok
+// A scale computed at run time is no checkpoint: the block is left alone.
+// RUN: moec-translate --import-onnx %fixtures/deepseek_v3_fp8/model.onnx | sed 's/^\( *\)%26 = "onnx.DequantizeLinear"(%21, %22, %25)/\1%w22 = "onnx.Abs"(%22) : (tensor<8x272x3xf32>) -> tensor<8x272x3xf32>\n\1%26 = "onnx.DequantizeLinear"(%21, %w22, %25)/' | moec-opt -moe-raise-onnx | FileCheck %s --check-prefix=FP8-NEAR
+// FP8-NEAR-NOT: moe.layer
+// FP8-NEAR: onnx.DequantizeLinear
+// FP8-NEAR-NOT: moe.layer
+
 // Near misses, each one op of the real Mixtral export changed, are left alone:
 // RUN: moec-translate --import-onnx %fixtures/mixtral/model.onnx | sed 's/keepdims = 0 : i64, noop/keepdims = 1 : i64, noop/' | moec-opt -moe-raise-onnx | FileCheck %s --check-prefix=NEAR
 // (another reduction: max, not sum, over the top-k)

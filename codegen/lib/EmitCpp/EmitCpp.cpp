@@ -807,7 +807,8 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
                                " multiplies FP8 rows only with FP8 weights");
   if (cuda && !fp8Rows)
     return unsupported(op, "FP8 weights with f32 rows; the CUDA target multiplies FP8 weights "
-                           "with FP8 rows (moe.quantize) only");
+                           "with FP8 rows (moe.quantize) only: compile with --fp8, which "
+                           "quantises the rows");
   FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs", true, /*fp8=*/true);
   FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights", true, /*fp8=*/true);
   FailureOr<ValueInfo *> weightScales = operand(op, op.getWeightScales(), "the weight scales");

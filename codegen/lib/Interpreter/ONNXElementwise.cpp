@@ -1,7 +1,7 @@
 //===- ONNXElementwise.cpp - element-wise onnx ops ------------------------===//
 //
 // Unary functions, broadcasting binary and variadic ops, comparisons, logic,
-// Where, Clip and Cast. Everything is computed in f64 and rounded by the
+// Where, Clip, Cast and DequantizeLinear. Everything is computed in f64 and rounded by the
 // driver to the declared result type, which also gives integer Div its
 // truncation toward zero and Cast its conversions.
 //
@@ -10,6 +10,7 @@
 #include "Indexing.h"
 #include "ONNXKernels.h"
 
+#include "moec/Dialect/ONNX/DequantizeLayout.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 
 #include "llvm/ADT/APFloat.h"
@@ -198,6 +199,28 @@ LogicalResult evalCast(CastOp op, Operands in, Results &out) {
   return castTo(op, in, out, attrOr(op.getSaturateAttr(), 1) != 0);
 }
 
+/// y = (x - zero_point) * scale, each element with the scale its layout gives
+/// (DequantizeLayout). The driver rounds y to the result type (the scale's).
+LogicalResult evalDequantizeLinear(DequantizeLinearOp op, Operands in, Results &out) {
+  const Tensor &x = *in[0], &scale = *in[1];
+  const Tensor *zeroPoint = in.size() > 2 ? in[2] : nullptr;
+  std::string why;
+  std::optional<DequantizeLayout> layout = DequantizeLayout::get(
+      x.shape, scale.shape, op.getAxis(), op.getBlockSize(), why);
+  if (!layout)
+    return op.emitOpError() << "x " << formatShape(x.shape) << " and x_scale "
+                            << formatShape(scale.shape) << ": " << why;
+  if (zeroPoint && zeroPoint->shape != scale.shape)
+    return op.emitOpError() << "x_zero_point " << formatShape(zeroPoint->shape)
+                            << " must have x_scale's shape " << formatShape(scale.shape);
+  Tensor &y = out.emplace_back(resultElementType(op), x.shape);
+  for (int64_t i = 0, n = static_cast<int64_t>(x.values.size()); i < n; ++i) {
+    int64_t s = layout->scaleIndex(i);
+    y.values[i] = (x.values[i] - (zeroPoint ? zeroPoint->values[s] : 0.0)) * scale.values[s];
+  }
+  return success();
+}
+
 double gelu(double x, bool tanhApproximation) {
   if (!tanhApproximation)
     return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
@@ -288,6 +311,9 @@ std::optional<LogicalResult> evalONNXElementwise(Operation *op, Operands in, Res
       .Case<WhereOp>([&](WhereOp where) -> Handled { return evalWhere(where, in, out); })
       .Case<ClipOp>([&](ClipOp clip) -> Handled { return evalClip(clip, in, out); })
       .Case<CastOp>([&](CastOp cast) -> Handled { return evalCast(cast, in, out); })
+      .Case<DequantizeLinearOp>([&](DequantizeLinearOp dq) -> Handled {
+        return evalDequantizeLinear(dq, in, out);
+      })
       .Case<CastLikeOp>([&](CastLikeOp cast) -> Handled {
         return castTo(op, in.take_front(), out, attrOr(cast.getSaturateAttr(), 1) != 0);
       })

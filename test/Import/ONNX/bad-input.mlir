@@ -112,3 +112,7 @@
 // OFFSET-OVERFLOW: error: tensor 'ext_weight': external data offset 9223372036854775807 lies beyond the end of '{{.*}}' (16 bytes)
 // RUN: not moec-translate --import-onnx %S/Inputs/bug-moe-int64-input.onnx 2>&1 | FileCheck %s --check-prefix=MOE-INT --implicit-check-not=error:
 // MOE-INT: error: node 'moe' (com.microsoft.MoE): input must be a ranked f32, f16 or bf16 tensor, got 'tensor<?x8xi64>'
+
+// DequantizeLinear: a scale that fits none of its layouts, named with the node.
+// RUN: not moec-translate --import-onnx %S/Inputs/dequantize-bad-block.onnx 2>&1 | FileCheck %s --check-prefix=DQ-BLOCK --implicit-check-not=error:
+// DQ-BLOCK: error: node 'dequantize' (DequantizeLinear): x_scale 'tensor<2x3x2xf32>' does not fit x 'tensor<2x3x200xf8E4M3FN>': the blocked scale's dimension 2 is 2; block_size 64 along axis 2 makes 4

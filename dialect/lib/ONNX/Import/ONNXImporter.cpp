@@ -12,6 +12,7 @@
 
 #include "moec/Dialect/MoE/MoEDialect.h"
 #include "moec/Dialect/ONNX/Import.h"
+#include "moec/Dialect/ONNX/DequantizeLayout.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -504,6 +505,7 @@ private:
   LogicalResult importGraph(::onnx::GraphProto &graph, ModuleOp module);
   LogicalResult importNode(::onnx::NodeProto &node);
   LogicalResult importDefaultDomainNode(::onnx::NodeProto &node);
+  LogicalResult checkDequantizeLinear(const ::onnx::NodeProto &node, Operation *op);
 
   InFlightDiagnostic nodeError(const ::onnx::NodeProto &node) {
     return emitError(nodeLoc(node)) << describeNode(node) << ": ";
@@ -643,9 +645,26 @@ LogicalResult ModelImporter::importDefaultDomainNode(::onnx::NodeProto &node) {
                              << " gives its input's element type, " << in.getElementType();
   }
   Operation *op = builder.create(state);
-  if (failed(verify(op)))
+  if (failed(verify(op)) || failed(checkDequantizeLinear(node, op)))
     return failure();
   return defineOutputs(node, op->getResults());
+}
+
+LogicalResult ModelImporter::checkDequantizeLinear(const ::onnx::NodeProto &node, Operation *op) {
+  // Its scale layout follows from shapes and attributes that the types carry,
+  // so a scale that fits none is reported here, with the node, rather than by
+  // whatever later fails to read the weight.
+  auto dq = dyn_cast<DequantizeLinearOp>(op);
+  if (!dq)
+    return success();
+  auto x = dyn_cast<RankedTensorType>(dq.getX().getType());
+  auto scale = dyn_cast<RankedTensorType>(dq.getXScale().getType());
+  if (!x || !scale || !x.hasStaticShape() || !scale.hasStaticShape())
+    return success();
+  std::string why;
+  if (!DequantizeLayout::get(x.getShape(), scale.getShape(), dq.getAxis(), dq.getBlockSize(), why))
+    return nodeError(node) << "x_scale " << scale << " does not fit x " << x << ": " << why;
+  return success();
 }
 
 LogicalResult ModelImporter::importGraph(::onnx::GraphProto &graph, ModuleOp module) {

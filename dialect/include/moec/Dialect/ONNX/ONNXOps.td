@@ -147,6 +147,19 @@ def ONNX_CumSumOp : ONNX_Op<"CumSum", [Pure]> {
     ONNX_Tensor:$y);
 }
 
+def ONNX_DequantizeLinearOp : ONNX_Op<"DequantizeLinear", [Pure]> {
+  let summary = "ONNX DequantizeLinear, opset 21";
+  let description = "https://onnx.ai/onnx/operators/onnx__DequantizeLinear.html";
+  let arguments = (ins
+    ONNX_Tensor:$x,
+    ONNX_Tensor:$x_scale,
+    ONNX_TensorOrNone:$x_zero_point,
+    OptionalAttr<I64Attr>:$axis,
+    OptionalAttr<I64Attr>:$block_size);
+  let results = (outs
+    ONNX_Tensor:$y);
+}
+
 def ONNX_DivOp : ONNX_Op<"Div", [Pure]> {
   let summary = "ONNX Div, opset 14";
   let description = "https://onnx.ai/onnx/operators/onnx__Div.html";
