@@ -14,10 +14,10 @@ libmoec.so) and, per token count T:
   artifact was compiled): relative L2 error <= --rtol (default 1e-4) passes; max abs error and transformers' own bf16 error are reported too;
 * times transformers' `eager`, `batched_mm`, `grouped_mm` (bf16) and moec (f32),
   each run preceded by a 256 MiB write that flushes the L2 and timed on the host
-  around one synchronised call (moec's time includes its host-to-device copy of
-  the input and the copy back of the output, from/to pinned memory, which
-  transformers does not pay); transformers' CUDA-event median (the reference's
-  number) is reported beside it.
+  around one synchronised call (moec's input and output live in GPU memory, as
+  transformers' do; its time includes copying them into and out of its workspace,
+  device to device; --host-io uses pinned host buffers instead); transformers'
+  CUDA-event median (the reference's number) is reported beside it.
 
 Bandwidth: touched experts (distinct experts routed by transformers' bf16 router, plus
 the shared expert) x 3·H·I bf16 bytes (gpt-oss: plus its biases) / time, against 4.25 TB/s copy: the same yardstick for every
@@ -118,7 +118,7 @@ class Moec:
             raise RuntimeError("moec_load: " + L.moec_last_error().decode())
 
     def bind(self, x, y):
-        """x, y: contiguous f32 host tensors [T, H] (pinned)."""
+        """x, y: contiguous f32 tensors [T, H], on the GPU or pinned host memory."""
         self.shape = (ctypes.c_int64 * 2)(*x.shape)
         self.inp = Tensor(b"hidden_states", 0, 2, self.shape, x.data_ptr())
         self.out = Tensor(b"output", 0, 2, self.shape, y.data_ptr())
@@ -300,12 +300,18 @@ def run_model(name, args, rows):
             log(f"  distinct experts: {e!r}")
             distinct = -1
         bytes_ = (distinct + shared) * pe_bytes
-        xh = x.float().reshape(T, H).cpu().pin_memory()
-        yh = torch.empty(T, H, dtype=torch.float32).pin_memory()
+        # Like transformers' blocks, moec reads its input from and writes its output to
+        # GPU memory (moec.h: device-to-device copies); --host-io times pinned host
+        # buffers instead (two PCIe copies more).
+        def buffer(t):
+            return t.cpu().pin_memory() if args.host_io else t.to(DEV)
+        xh = buffer(x.float().reshape(T, H).contiguous())
+        yh = buffer(torch.empty(T, H, dtype=torch.float32))
+        torch.cuda.synchronize()  # moec's stream reads x: torch's work on it is done
         moec.bind(xh, yh)
         moec.run()
         if moec8:
-            yh8 = torch.empty(T, H, dtype=torch.float32).pin_memory()
+            yh8 = buffer(torch.empty(T, H, dtype=torch.float32))
             moec8.bind(xh, yh8)
             moec8.run()
             y8 = yh8.to(DEV).double().ravel()
@@ -452,6 +458,8 @@ def main():
     p.add_argument("--lib", default=".device/bench/libmoec.so", help="moec's C API as a shared library")
     p.add_argument("--models", default=",".join(SPECS))
     p.add_argument("--tokens", default="1,16,128,1024,8192")
+    p.add_argument("--host-io", action="store_true",
+                   help="moec's input and output in pinned host memory (default: GPU memory)")
     p.add_argument("--rtol", type=float, default=1e-4, help="max relative L2 error of moec vs f32 eager")
     p.add_argument("--target-s", type=float, default=0.5, help="timed seconds per cell (5..100 runs)")
     p.add_argument("--keep-weights", dest="remove_weights", action="store_false",

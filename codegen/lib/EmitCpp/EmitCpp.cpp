@@ -1005,8 +1005,10 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
                                  "; an output's dynamic dimension must be T itself");
     std::optional<Dim> count = countOf((*info)->dims);
     if (cuda) {
+      // cudaMemcpyDefault: the caller's buffer may be host or device memory
+      // (unified addressing tells which), moec.h says so.
       copyOutLine(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[{0}], {1}, sizeof(*{1}) * ({2}), "
-                         "cudaMemcpyDeviceToHost, stream));",
+                         "cudaMemcpyDefault, stream));",
                          i, (*info)->var, dimExpr(*count))
                .str());
       continue;
@@ -1148,7 +1150,8 @@ LogicalResult Emitter::run() {
     info.elementType = cast<RankedTensorType>(arg.getType()).getElementType();
     std::string cppType = *cppElementType(info.elementType);
     if (cuda) {
-      // Copied host → device into its own workspace slot, on the stream.
+      // Copied into its own workspace slot, on the stream, from host or device
+      // memory (cudaMemcpyDefault).
       std::optional<Dim> count = countOf(info.dims);
       uint64_t offset = reserve(static_cast<uint64_t>(count->size) *
                                 (count->perToken ? maxTokens : 1) *
@@ -1156,7 +1159,7 @@ LogicalResult Emitter::run() {
       decl(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
            std::to_string(offset) + ");");
       copyInLine(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync({0}, inputs[{1}], sizeof(*{0}) * ({2}), "
-                         "cudaMemcpyHostToDevice, stream));",
+                         "cudaMemcpyDefault, stream));",
                          info.var, i, dimExpr(*count))
                .str());
       continue;

@@ -34,8 +34,11 @@ typedef struct moec_model moec_model;
 
 typedef enum moec_dtype { MOEC_F32 = 0, MOEC_I32 = 1, MOEC_I64 = 2 } moec_dtype;
 
-/* A dense row-major tensor in host memory. `data` is read for inputs and
- * written for outputs; `shape` has `rank` entries. */
+/* A dense row-major tensor. `data` is read for inputs and written for
+ * outputs; `shape` has `rank` entries. `data` is host memory, or, for a CUDA
+ * artifact, also device memory of the artifact's device (unified addressing
+ * tells them apart): inputs then reach the model and outputs leave it by
+ * device-to-device copies, on the model's stream, before moec_run returns. */
 typedef struct moec_tensor {
   const char *name;
   moec_dtype dtype;
