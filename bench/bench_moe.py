@@ -134,6 +134,26 @@ class Moec:
 FLUSH = None
 
 
+def profile_kernels(fn, title, runs=5, out="out"):
+    """Per-kernel GPU time of `fn` (CUPTI through torch.profiler: it sees the kernels
+    moec launches from its model.so too), averaged over `runs` calls, printed and
+    appended to OUT/profile.txt."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn()
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25,
+                                      max_name_column_width=90)
+    text = f"== {title}: per-kernel GPU time over {runs} calls\n{table}\n"
+    print(text)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "profile.txt"), "a") as f:
+        f.write(text)
+
+
 def time_wall(fn, target_s, n_min=5, n_max=100):
     """Median/min host ms of synchronised single calls, L2 flushed before each."""
     fn()
@@ -239,7 +259,7 @@ def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
         torch.cuda.empty_cache()
 
 
-def outlier_rows(x, y, ref, router, k):
+def outlier_rows(x, y, ref, router, k, cfg=None):
     """Rows whose relative error is above 5 %, and for them the f32 router's gap
     between its k-th and (k+1)-th largest logit: a tiny gap means a near tie
     that the smallest rounding difference decides (another expert chosen), not
@@ -252,8 +272,25 @@ def outlier_rows(x, y, ref, router, k):
     logits = x[bad].float() @ w.T
     if getattr(router, "bias", None) is not None:
         logits = logits + router.bias.float()
-    top = logits.topk(k + 1, dim=-1).values
-    gaps = (top[:, k - 1] - top[:, k]).abs()
+    if getattr(router, "e_score_correction_bias", None) is not None and \
+            getattr(cfg, "n_group", None) and getattr(cfg, "topk_group", None):
+        # DeepSeek-V3: the choice is made on sigmoid + correction bias, first of
+        # topk_group groups by their top-2 sums, then of k experts in them; the
+        # gap is the smaller of the two margins.
+        scores = logits.sigmoid() + router.e_score_correction_bias.float()
+        groups, keep = cfg.n_group, cfg.topk_group
+        group_scores = scores.view(len(bad), groups, -1).topk(2, dim=-1).values.sum(-1)
+        top_groups = group_scores.topk(min(keep + 1, groups), dim=-1)
+        group_gap = (top_groups.values[:, keep - 1] - top_groups.values[:, keep]).abs() \
+            if keep < groups else torch.full((len(bad),), float("inf"), device=x.device)
+        mask = torch.zeros_like(group_scores, dtype=torch.bool)
+        mask.scatter_(1, top_groups.indices[:, :keep], True)
+        masked = scores.view(len(bad), groups, -1).masked_fill(~mask[..., None], -float("inf"))
+        top = masked.view(len(bad), -1).topk(k + 1, dim=-1).values
+        gaps = torch.minimum((top[:, k - 1] - top[:, k]).abs(), group_gap)
+    else:
+        top = logits.topk(k + 1, dim=-1).values
+        gaps = (top[:, k - 1] - top[:, k]).abs()
     return dict(outlier_rows=int(bad.numel()), outlier_rows_max_err=rowerr[bad].max().item(),
                 outlier_max_topk_gap=gaps.max().item())
 
@@ -324,7 +361,7 @@ def run_model(name, args, rows):
         flops = 2.0 * T * (K + shared) * 3 * H * I  # routed slots and the shared expert
         row = dict(model=name, T=T, distinct=distinct, bytes_GB=bytes_ / 1e9, flops=flops,
                    moec_rel_err=err, moec_max_abs=maxabs, check="ok" if err <= args.rtol else "FAIL")
-        row.update(outlier_rows(x.view(-1, H), y, ref, router, K))
+        row.update(outlier_rows(x.view(-1, H), y, ref, router, K, cfg))
         for impl in IMPLS:
             torch.cuda.empty_cache()
             gathered = T * K * pe_bytes
@@ -353,6 +390,8 @@ def run_model(name, args, rows):
             row[key] = compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args)
         ms, mn, n = time_wall(moec.run, args.target_s)
         row.update(moec=ms, moec_min=mn, moec_n=n)
+        if args.profile:
+            profile_kernels(moec.run, f"{name} T={T}", out=args.out)
         if moec8:
             row.update(fp8)
             row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.run, args.target_s)
@@ -399,7 +438,11 @@ def write(rows, out, meta, quiet=False):
     L = [f"moec vs transformers {meta['transformers']} (torch {meta['torch']}) on {meta['gpu']}.",
          "ms: median host time of one synchronised call, L2 flushed before each; transformers bf16, moec f32 "
          f"with {meta.get('moec_expert_weights', 'f32')} expert weights "
-         "(its time includes the input/output copies host<->device). % copy: touched experts' bf16 bytes / "
+         + ("(its time includes the input/output copies host<->device)"
+            if meta.get("moec_io") == "host" else
+            "(input and output in GPU memory; its time includes copying them into and out of its "
+            "workspace)")
+         + ". % copy: touched experts' bf16 bytes / "
          "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
          "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec / best | moec % copy | best % copy "
          "| moec % bf16 | check (rel err, max abs) |",
@@ -458,6 +501,8 @@ def main():
     p.add_argument("--lib", default=".device/bench/libmoec.so", help="moec's C API as a shared library")
     p.add_argument("--models", default=",".join(SPECS))
     p.add_argument("--tokens", default="1,16,128,1024,8192")
+    p.add_argument("--profile", action="store_true",
+                   help="also print moec's per-kernel GPU times per cell (torch.profiler)")
     p.add_argument("--host-io", action="store_true",
                    help="moec's input and output in pinned host memory (default: GPU memory)")
     p.add_argument("--rtol", type=float, default=1e-4, help="max relative L2 error of moec vs f32 eager")
@@ -488,7 +533,8 @@ def main():
               for w in read_layout(os.path.join(args.artifacts, m))[1] if len(w[2]) == 3}
     meta = dict(transformers=transformers.__version__, torch=torch.__version__,
                 gpu=torch.cuda.get_device_name(), tokens=args.tokens,
-                moec_expert_weights="/".join(sorted(dtypes)) or "f32")
+                moec_expert_weights="/".join(sorted(dtypes)) or "f32",
+                moec_io="host" if args.host_io else "device")
     rows = []
     out = args.out = os.environ.get("OUT", "out")
     args.meta = meta

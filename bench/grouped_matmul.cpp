@@ -1,7 +1,7 @@
 //===- grouped_matmul.cpp - grouped-matmul kernels at MoE shapes -----------===//
 //
 // Times moec's bf16-weight CUDA grouped matmul (every tile of the tensor-core
-// kernel) at the four benchmark models' expert
+// kernel, and CUTLASS's wgmma kernel where the runtime has it) at the four benchmark models' expert
 // shapes, random top-k routing, T = 1 ... 8192 tokens, the L2 flushed before
 // each call, and reports the touched experts' weight bytes per second against
 // the H200's measured copy bandwidth (4.25 TB/s) and the FLOP rate against its
@@ -120,9 +120,13 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
   };
   cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts);
   for (cuda::BF16Tile tile : {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16,
-                              cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64}) {
+                              cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
+                              cuda::BF16Tile::Wgmma}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
-    if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64)
+    if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64 &&
+        tile != cuda::BF16Tile::Wgmma)
+      continue;
+    if (!cuda::bf16TileAvailable(tile) || (tile == cuda::BF16Tile::Wgmma && tokens < 16))
       continue;
     std::string name = std::string(cuda::bf16TileName(tile)) + (tile == chosen ? "*" : "");
     report(name.c_str(), time([&] {

@@ -37,3 +37,12 @@ if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" >/dev/null 2>&1; th
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
     -r "$root/scripts/requirements.txt" >"$log" 2>&1 || fail "pip install"
 fi
+# CUTLASS's headers (the runtime's prefill wgmma kernel) come in PyPI's
+# nvidia-cutlass wheel; only the headers are used, so not its Python dependencies.
+# Only where CUDA is: without nvcc the runtime builds no CUDA at all.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if ! "$venv/bin/python" -c "import cutlass_library" >/dev/null 2>&1; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+      nvidia-cutlass==4.2.0.0 >"$log" 2>&1 || fail "pip install nvidia-cutlass"
+  fi
+fi

@@ -199,13 +199,15 @@ void runOnGpuAndCpu(cuda::BF16Tile tile, const std::vector<float> &lhs, int64_t 
   int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
   cpu::ThreadPool pool(2);
   want.assign(S * width, 0.0f);
-  cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(), bias.data(),
-                     epilogue, want.data());
+  // An empty bias is no bias (a null pointer on both sides).
+  cpu::groupedMatmul(pool, lhs.data(), K, weights.data(), E, N, offsets.data(),
+                     bias.empty() ? nullptr : bias.data(), epilogue, want.data());
   DeviceBuffer dLhs = upload(lhs), dWeights = upload(weightsBF16), dOffsets = upload(offsets),
-               dBias = upload(bias);
+               dBias = upload(bias.empty() ? std::vector<float>{0.0f} : bias);
   DeviceBuffer dOut = poisoned(S * width * 4);
   ASSERT_OK(cuda::groupedMatmulBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(), E,
-                                    N, dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(), epilogue,
+                                    N, dOffsets.dataAs<int32_t>(),
+                                    bias.empty() ? nullptr : dBias.dataAs<float>(), epilogue,
                                     dOut.dataAs<float>(), nullptr, tile));
   ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
   got = download<float>(dOut, S * width);
@@ -237,7 +239,10 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   roundToBF16(lhs); // the kernel multiplies bf16 rows: give it exactly those
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8,
-                              cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64}) {
+                              cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
+                              cuda::BF16Tile::Wgmma}) {
+    if (!cuda::bf16TileAvailable(tile))
+      continue;
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
       SCOPED_TRACE(std::string("tile ") + cuda::bf16TileName(tile) + ", layout " +
                    std::to_string(int(epilogue.layout)) + ", enabled " +
@@ -248,6 +253,38 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
                                              weightsBF16, E, N, offsets, bias, epilogue, want,
                                              got));
       expectNear(want, got, 1e-4, 1e-4, "tensor-core grouped matmul", valid * width);
+      for (int64_t i = valid * width; i < S * width; ++i)
+        ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+    }
+  }
+}
+
+/// Prefill shapes, where Auto takes the wgmma tiles (runtimes with CUTLASS):
+/// experts of 0, 1, 129, 300 and 420 rows (partial and whole 128-row tiles), K over several 64-deep stages, N over several 128-wide tiles, every
+/// epilogue, and a NaN tail of sentinel rows that must stay unwritten.
+TEST(CudaKernels, TensorCoreGroupedMatmulPrefill) {
+  std::mt19937 rng(17);
+  const int64_t E = 6, K = 520, N = 392;
+  const std::vector<int32_t> offsets = {0, 1, 130, 430, 430, 850};
+  const int64_t valid = 850, S = valid + 9;
+  ASSERT_EQ(cuda::chooseBF16Tile(valid, E), cuda::bf16TileAvailable(cuda::BF16Tile::Wgmma)
+                                                ? cuda::BF16Tile::Wgmma
+                                                : cuda::BF16Tile::Tok64);
+  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  auto weights = randomVector(E * N * K, rng, 0.2f);
+  roundToBF16(lhs);
+  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
+  for (const cpu::Epilogue &epilogue : allEpilogues()) {
+    for (bool withBias : {false, true}) {
+      SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
+                   std::to_string(epilogue.enabled) + ", bias " + std::to_string(withBias));
+      int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+      std::vector<float> want, got;
+      ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(cuda::BF16Tile::Auto, lhs, S, K, weights,
+                                             weightsBF16, E, N, offsets,
+                                             withBias ? bias : std::vector<float>{}, epilogue,
+                                             want, got));
+      expectNear(want, got, 1e-4, 1e-4, "grouped matmul, prefill", valid * width);
       for (int64_t i = valid * width; i < S * width; ++i)
         ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
     }
@@ -297,12 +334,22 @@ TEST(CudaKernels, TensorCoreGroupedMatmulRefusesBadShapes) {
   EXPECT_NE(misaligned.message().find("aligned"), std::string::npos) << misaligned.message();
 }
 
+void checkLinear(int64_t M, int64_t K);
+
 /// moe.linear on the device, f32 (the router) and bf16 weights (shared experts),
 /// against the CPU for every epilogue: rows not a multiple of the 16-row block,
-/// K not a multiple of the staged chunk, gated and not, with a bias.
+/// K not a multiple of the staged chunk, gated and not, with a bias; and 300
+/// rows, where the f32 kernel tiles (rows, columns and K not multiples of its
+/// 128 x 64 x 16 tiles), once with K = 1104, which it splits four ways.
 TEST(CudaKernels, LinearMatchesCpu) {
+  for (auto [rows, depth] : {std::pair<int64_t, int64_t>{37, 296}, {300, 296}, {300, 1104}})
+    ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth));
+}
+
+void checkLinear(int64_t M, int64_t K) {
+  SCOPED_TRACE("rows " + std::to_string(M) + ", K " + std::to_string(K));
   std::mt19937 rng(17);
-  const int64_t M = 37, K = 296, N = 140;
+  const int64_t N = 140;
   auto x = randomVector(M * K, rng), w = randomVector(N * K, rng, 0.2f), bias = randomVector(N, rng);
   roundToBF16(x); // the bf16 kernel multiplies bf16 rows: give both exactly those
   std::vector<uint16_t> wBF16 = roundToBF16(w);

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExpertTiles.cuh"
+#include "GroupedMatmulCutlass.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -152,6 +153,7 @@ const char *bf16TileName(BF16Tile tile) {
   case BF16Tile::Tok16: return "tok16x6";
   case BF16Tile::Tok32: return "tok32x4";
   case BF16Tile::Tok64: return "tok64x3";
+  case BF16Tile::Wgmma: return "wgmma128x128";
   }
   return "?";
 }
@@ -167,7 +169,19 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts) {
     return BF16Tile::Tok8;
   if (rows <= 16)
     return BF16Tile::Tok32;
+#ifdef MOEC_HAVE_CUTLASS
+  if (rows >= kWgmmaMinRows)
+    return BF16Tile::Wgmma;
+#endif
   return BF16Tile::Tok64;
+}
+
+bool bf16TileAvailable(BF16Tile tile) {
+#ifdef MOEC_HAVE_CUTLASS
+  return true;
+#else
+  return tile != BF16Tile::Wgmma;
+#endif
 }
 
 Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
@@ -191,9 +205,19 @@ Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint1
   Problem p{{k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, out},
             lhs,
             weightsBF16};
-  if (tile == BF16Tile::Auto)
+  if (tile == BF16Tile::Auto) {
     tile = chooseBF16Tile(slots, experts);
+    if (tile == BF16Tile::Wgmma && !detail::groupedMatmulCutlassSupports(k, n))
+      tile = BF16Tile::Tok64;
+  }
   switch (tile) {
+  case BF16Tile::Wgmma:
+#ifdef MOEC_HAVE_CUTLASS
+    return detail::groupedMatmulCutlass(lhs, slots, k, weightsBF16, experts, n, offsets, bias,
+                                        epilogue, out, stream);
+#else
+    return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
+#endif
   case BF16Tile::Tok8: return launch<8, 8>(p, slots, stream);
   case BF16Tile::Tok16: return launch<16, 6>(p, slots, stream);
   case BF16Tile::Tok32: return launch<32, 4>(p, slots, stream);

@@ -2,15 +2,19 @@
 //
 // The router's logits decide which experts run, so they are computed from f32
 // weights in f32, as the CPU and the reference do: a bf16 router would flip
-// near-tied top-k choices. The weight [N, K] is read once per 16 input rows:
-// each warp owns one output column (its gate and up rows when gated) and walks
-// K with coalesced loads, against the 16 rows staged in shared memory.
+// near-tied top-k choices. Few rows (decode): the weight [N, K] is read once
+// per 16 input rows: each warp owns one output column (its gate and up rows
+// when gated) and walks K with coalesced loads, against the 16 rows staged in
+// shared memory. Many rows (prefill) and no gate: a register-tiled kernel.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Epilogue.cuh"
+#include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
+
+#include <algorithm>
 
 namespace moec::rt::cuda {
 namespace {
@@ -21,6 +25,8 @@ constexpr int kThreads = 256;
 constexpr int kColumnsPerBlock = kThreads / 32; // one output column per warp
 constexpr int kRowsPerBlock = 16;
 constexpr int kChunk = 256; // K staged per step: 16 rows x 256 floats = 16 KB
+/// From this many rows on, ungated linears take the tiled kernel below.
+constexpr int64_t kTiledMinRows = 256;
 
 /// acc[r] += this lane's share of dot(rows[r][0, left), wRow[0, left)) over one
 /// staged chunk; all of the lane's 8 weight loads are issued before the products.
@@ -95,6 +101,87 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
   }
 }
 
+/// Many rows (prefill routers): a register-tiled f32 matmul. Each block owns
+/// 128 rows x 64 columns and walks K 16 at a time through shared memory; each
+/// thread accumulates 8 rows x 4 columns, so x is read once per 64 columns and
+/// the weight once per 128 rows (the warp-per-column kernel above re-reads the
+/// rows for every 8 columns). Not gated: the bias and an activation only.
+constexpr int kTileRows = 128, kTileColumns = 64, kTileK = 16;
+
+/// Split K (blockIdx.z; `partial` non-null): too few tiles to fill the SMs
+/// (a router of 8 experts) -- each split writes its own partial sums and
+/// reduceSplits adds them in a fixed order, so logits do not depend on timing.
+__global__ void __launch_bounds__(kThreads)
+linearTiledKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
+                  const float *bias, cpu::Epilogue epilogue, float *y, int64_t kPerSplit,
+                  float *partial) {
+  // Transposed ([k][row]) and padded by one so that the staging stores, which
+  // walk k fastest, hit distinct banks.
+  __shared__ float xs[kTileK][kTileRows + 1];
+  __shared__ float ws[kTileK][kTileColumns + 1];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t row0 = int64_t(blockIdx.y) * kTileRows, col0 = int64_t(blockIdx.x) * kTileColumns;
+  float acc[8][4] = {};
+  const int64_t kBegin = int64_t(blockIdx.z) * kPerSplit, kEnd = min(k, kBegin + kPerSplit);
+  for (int64_t k0 = kBegin; k0 < kEnd; k0 += kTileK) {
+#pragma unroll
+    for (int j = 0; j < kTileRows * kTileK / kThreads; ++j) {
+      int i = tid + j * kThreads, r = i / kTileK, c = i % kTileK;
+      xs[c][r] = row0 + r < m && k0 + c < kEnd ? x[(row0 + r) * k + k0 + c] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kTileColumns * kTileK / kThreads; ++j) {
+      int i = tid + j * kThreads, r = i / kTileK, c = i % kTileK;
+      ws[c][r] = col0 + r < n && k0 + c < kEnd ? __ldg(w + (col0 + r) * k + k0 + c) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float a[8], b[4];
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        a[i] = xs[kk][ty * 8 + i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        b[j] = ws[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int64_t r = row0 + ty * 8 + i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      int64_t c = col0 + tx + 16 * j; // 16 consecutive columns per store
+      if (r >= m || c >= n)
+        continue;
+      if (partial) {
+        partial[(int64_t(blockIdx.z) * m + r) * n + c] = acc[i][j];
+        continue;
+      }
+      float v = acc[i][j] + (bias ? bias[c] : 0.0f);
+      y[r * n + c] = epilogue.enabled ? device::activate(epilogue.kind, epilogue.alpha, v) : v;
+    }
+  }
+}
+
+__global__ void reduceSplits(const float *partial, int splits, int64_t m, int64_t n,
+                             const float *bias, cpu::Epilogue epilogue, float *y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m * n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = 0.0f;
+    for (int z = 0; z < splits; ++z)
+      v += partial[z * m * n + i];
+    v += bias ? bias[i % n] : 0.0f;
+    y[i] = epilogue.enabled ? device::activate(epilogue.kind, epilogue.alpha, v) : v;
+  }
+}
+
 } // namespace
 
 Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
@@ -105,6 +192,33 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   if (gated && n % 2 != 0)
     return Status::error("linear: gated N = " + std::to_string(n) + " is odd");
   int64_t width = gated ? n / 2 : n;
+  if (!gated && m >= kTiledMinRows) {
+    int64_t rowTiles = (m + kTileRows - 1) / kTileRows;
+    if (rowTiles > 65535)
+      return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
+    int64_t columnTiles = (n + kTileColumns - 1) / kTileColumns;
+    // Enough blocks for two waves on 132 SMs, each split at least 256 deep.
+    int64_t splits = std::clamp<int64_t>((2 * 132 + columnTiles * rowTiles - 1) /
+                                             (columnTiles * rowTiles),
+                                         1, std::max<int64_t>(1, k / 256));
+    int64_t kPerSplit = ((k + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
+    splits = (k + kPerSplit - 1) / kPerSplit;
+    detail::StreamScratch scratch(stream);
+    float *partial = nullptr;
+    if (splits > 1)
+      MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(splits * m * n), partial));
+    dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(rowTiles),
+              static_cast<unsigned>(splits));
+    linearTiledKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y, kPerSplit,
+                                                     partial);
+    MOEC_CUDA_TRY(cudaGetLastError());
+    if (partial) {
+      reduceSplits<<<static_cast<unsigned>(std::min<int64_t>((m * n + 255) / 256, 132 * 8)), 256,
+                     0, stream>>>(partial, static_cast<int>(splits), m, n, bias, epilogue, y);
+      MOEC_CUDA_TRY(cudaGetLastError());
+    }
+    return Status::ok();
+  }
   int64_t rowBlocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
   if (rowBlocks > 65535)
     return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");

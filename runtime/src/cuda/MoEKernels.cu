@@ -200,14 +200,23 @@ __global__ void offsetsKernel(const int32_t *counts, int64_t numExperts, int32_t
   *numValid = running;
 }
 
+/// A block per row (grid-stride): 16-byte copies when rows allow them, and no
+/// 64-bit division per element.
 __global__ void permuteKernel(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
                               const int32_t *numValid, int64_t topK, float *rows) {
   int64_t valid = *numValid;
-  int64_t total = valid * hiddenSize;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t r = i / hiddenSize, h = i % hiddenSize;
-    rows[i] = hidden[(permutation[r] / topK) * hiddenSize + h];
+  bool vector = hiddenSize % 4 == 0 && reinterpret_cast<uintptr_t>(hidden) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(rows) % 16 == 0;
+  for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
+    const float *src = hidden + (permutation[r] / topK) * hiddenSize;
+    float *dst = rows + r * hiddenSize;
+    if (vector) {
+      for (int64_t h = threadIdx.x; h < hiddenSize / 4; h += blockDim.x)
+        reinterpret_cast<float4 *>(dst)[h] = reinterpret_cast<const float4 *>(src)[h];
+    } else {
+      for (int64_t h = threadIdx.x; h < hiddenSize; h += blockDim.x)
+        dst[h] = src[h];
+    }
   }
 }
 
@@ -371,7 +380,9 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
 Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
                const int32_t *numValid, int64_t slots, int64_t topK, float *rows,
                cudaStream_t stream) {
-  permuteKernel<<<blocksFor(slots * hiddenSize, 256), 256, 0, stream>>>(
+  if (slots == 0)
+    return Status::ok();
+  permuteKernel<<<static_cast<unsigned>(std::min<int64_t>(slots, 132 * 16)), 256, 0, stream>>>(
       hidden, hiddenSize, permutation, numValid, topK, rows);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();

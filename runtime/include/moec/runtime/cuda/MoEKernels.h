@@ -58,12 +58,17 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
                      const Epilogue &epilogue, float *out, cudaStream_t stream);
 
 /// Tiles of groupedMatmulBF16: TOK rows (tokens) of one expert per block against
-/// 128 weight rows, and the depth of the load pipeline. Auto picks by the mean
-/// rows per touched expert (chooseBF16Tile); the others exist for benchmarks and
-/// tests.
-enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64 };
+/// 128 weight rows, and the depth of the load pipeline; or Wgmma, CUTLASS's sm90
+/// grouped GEMM (TMA + wgmma, 128x128 tiles of rows x weight rows) for prefill,
+/// in runtimes built with CUTLASS. Auto picks by the mean rows per touched
+/// expert (chooseBF16Tile); the others exist for benchmarks and tests.
+enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64, Wgmma };
+/// From this many rows per touched expert on, Auto takes the wgmma tiles.
+inline constexpr int64_t kWgmmaMinRows = 128;
 const char *bf16TileName(BF16Tile tile);
 BF16Tile chooseBF16Tile(int64_t slots, int64_t experts);
+/// Whether this runtime has `tile` (Wgmma only with CUTLASS).
+bool bf16TileAvailable(BF16Tile tile);
 
 /// moe.grouped_matmul with bf16 weights [E, N, K] on the tensor cores (bf16
 /// products, f32 accumulation; the f32 rows are rounded to bf16 as they are

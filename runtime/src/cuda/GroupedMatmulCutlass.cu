@@ -1,0 +1,282 @@
+//===- GroupedMatmulCutlass.cu - prefill grouped matmul on wgmma (CUTLASS) -===//
+//
+// moe.grouped_matmul with bf16 expert weights when the experts have many rows
+// each (prefill): CUTLASS's sm90 ptr-array grouped GEMM, TMA loads and wgmma
+// in a warp-specialized persistent kernel (pingpong: one warp group's epilogue
+// overlaps the other's mainloop), 128x128x64 tiles. The mma.sync kernel of
+// GroupedMatmulBF16.cu stays for decode, where 128-row tiles would mostly pad.
+//
+// Still without a host synchronisation: the group sizes live on the device
+// (the sort's offsets), so a small kernel writes each expert's problem shape
+// and pointers there, and CUTLASS reads them there (no host problem shapes).
+// Around the GEMM, on the same stream: the f32 rows are rounded to bf16 (TMA
+// needs the operand as it is multiplied), and, when there is a bias or an
+// activation, the f32 product goes through a scratch buffer and a second
+// kernel applies them (Epilogue.cuh) into `out`; otherwise CUTLASS writes
+// `out` itself. Scratch comes from the stream-ordered allocator, so a CUDA
+// graph capture records it as graph memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Epilogue.cuh"
+#include "GroupedMatmulCutlass.h"
+#include "StreamScratch.h"
+#include "moec/runtime/Cuda.h"
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <string>
+
+namespace moec::rt::cuda::detail {
+namespace {
+
+using namespace cute;
+
+using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>; // M, N, K per expert
+using ElementA = cutlass::bfloat16_t;
+using ElementB = cutlass::bfloat16_t;
+using ElementD = float;
+using LayoutA = cutlass::layout::RowMajor;    // rows [M, K]
+using LayoutB = cutlass::layout::ColumnMajor; // weights [N, K]: K contiguous
+using LayoutD = cutlass::layout::RowMajor;    // out [M, N]
+constexpr int kAlignmentAB = 8;               // 16 bytes of bf16
+constexpr int kAlignmentD = 4;                // 16 bytes of f32
+
+using TileShape = Shape<_128, _128, _64>;
+using ClusterShape = Shape<_2, _1, _1>;
+using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+
+using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
+    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule,
+    cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+
+using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
+    ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename CollectiveEpilogue::SharedStorage))>,
+    KernelSchedule>::CollectiveOp;
+
+using GemmKernel =
+    cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+using StrideA = typename GemmKernel::InternalStrideA;
+using StrideB = typename GemmKernel::InternalStrideB;
+using StrideC = typename GemmKernel::InternalStrideC;
+using StrideD = typename GemmKernel::InternalStrideD;
+using Shape3 = typename ProblemShape::UnderlyingProblemShape;
+
+/// The per-expert arguments CUTLASS reads on the device.
+struct GroupArrays {
+  Shape3 *shapes;
+  const ElementA **a;
+  const ElementB **b;
+  const ElementD **c;
+  ElementD **d;
+  StrideA *strideA;
+  StrideB *strideB;
+  StrideC *strideC;
+  StrideD *strideD;
+};
+
+/// Rows of expert e: [begin, end) from the inclusive ends; one expert of all
+/// `rows` when there are no offsets (moe.linear).
+__device__ inline void expertRows(const int32_t *offsets, int64_t rows, int e, int64_t &begin,
+                                  int64_t &end) {
+  if (!offsets) {
+    begin = 0, end = rows;
+    return;
+  }
+  begin = e > 0 ? offsets[e - 1] : 0;
+  end = offsets[e];
+}
+
+__global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *weights,
+                           ElementD *d, const int32_t *offsets, int64_t rows, int experts,
+                           int n, int k, StrideA sa, StrideB sb, StrideC sc, StrideD sd) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= experts)
+    return;
+  int64_t begin, end;
+  expertRows(offsets, rows, e, begin, end);
+  g.shapes[e] = Shape3(static_cast<int>(end - begin), n, k);
+  g.a[e] = a + begin * k;
+  g.b[e] = weights + static_cast<int64_t>(e) * n * k;
+  g.d[e] = d + begin * n;
+  g.c[e] = g.d[e]; // never read: beta is 0
+  g.strideA[e] = sa;
+  g.strideB[e] = sb;
+  g.strideC[e] = sc;
+  g.strideD[e] = sd;
+}
+
+/// The valid rows (below the last expert's end) rounded to bf16, 4 at a time.
+__global__ void roundRowsBF16(const float *lhs, const int32_t *offsets, int experts, int64_t rows,
+                              int64_t k, __nv_bfloat16 *out) {
+  int64_t valid = offsets ? offsets[experts - 1] : rows;
+  int64_t quads = valid * k / 4;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < quads;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float4 v = reinterpret_cast<const float4 *>(lhs)[i];
+    __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    reinterpret_cast<__nv_bfloat162 *>(out)[2 * i] = lo;
+    reinterpret_cast<__nv_bfloat162 *>(out)[2 * i + 1] = hi;
+  }
+}
+
+/// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows.
+__global__ void applyEpilogue(const float *product, const int32_t *offsets, int experts,
+                              int64_t rows, int n, int outColumns, const float *bias,
+                              cpu::Epilogue epilogue, float *out) {
+  int64_t valid = offsets ? offsets[experts - 1] : rows;
+  bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
+  for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
+    const float *biasRow = nullptr;
+    if (bias) {
+      int lo = 0, hi = experts - 1; // the first expert whose end is past r
+      while (offsets && lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (offsets[mid] > r)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      biasRow = bias + static_cast<int64_t>(lo) * n;
+    }
+    const float *row = product + r * n;
+    for (int j = threadIdx.x; j < outColumns; j += blockDim.x) {
+      float value;
+      if (gated) {
+        bool interleaved = epilogue.layout == cpu::GateUpLayout::Interleaved;
+        int g = interleaved ? 2 * j : j, u = interleaved ? 2 * j + 1 : j + outColumns;
+        float gate = row[g] + (biasRow ? biasRow[g] : 0.0f);
+        float up = row[u] + (biasRow ? biasRow[u] : 0.0f);
+        value = device::gatedEpilogue(epilogue, gate, up);
+      } else {
+        value = row[j] + (biasRow ? biasRow[j] : 0.0f);
+        if (epilogue.enabled)
+          value = device::activate(epilogue.kind, epilogue.alpha, value);
+      }
+      out[r * outColumns + j] = value;
+    }
+  }
+}
+
+/// The SM count and occupancy CUTLASS's persistent scheduler sizes its grid by
+/// (asked once per device).
+cutlass::KernelHardwareInfo hardwareInfo() {
+  static thread_local int device = -1;
+  static thread_local cutlass::KernelHardwareInfo info;
+  int current = 0;
+  cudaGetDevice(&current);
+  if (current != device) {
+    info = cutlass::KernelHardwareInfo::make_kernel_hardware_info<GemmKernel>(current);
+    device = current;
+  }
+  return info;
+}
+
+int blocksFor(int64_t work, int threads) {
+  return static_cast<int>(std::clamp<int64_t>((work + threads - 1) / threads, 1, 132 * 16));
+}
+
+} // namespace
+
+bool groupedMatmulCutlassSupports(int64_t k, int64_t n) {
+  return k % kAlignmentAB == 0 && n % kAlignmentD == 0 && k < (1 << 30) && n < (1 << 30);
+}
+
+Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uint16_t *weights,
+                            int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                            const cpu::Epilogue &epilogue, float *out, cudaStream_t stream) {
+  if (!groupedMatmulCutlassSupports(k, n))
+    return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) + ", N = " +
+                         std::to_string(n) + " are not multiples of 8 and 4");
+  bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
+  bool direct = !bias && !epilogue.enabled; // CUTLASS writes `out` itself
+  int outColumns = static_cast<int>(gated ? n / 2 : n);
+  int groups = static_cast<int>(experts);
+
+  StreamScratch scratch(stream);
+  __nv_bfloat16 *a = nullptr;
+  float *product = out;
+  GroupArrays g{};
+  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(rows * k), a));
+  if (!direct)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(rows * n), product));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.shapes));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.a));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.b));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.c));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.d));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideA));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideB));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
+
+  roundRowsBF16<<<blocksFor(rows * k / 4, 256), 256, 0, stream>>>(lhs, offsets, groups, rows, k,
+                                                                   a);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  // Row-major A and D, K-major B: strides that do not depend on M.
+  StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
+  StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1});
+  StrideC sc = cutlass::make_cute_packed_stride(StrideC{}, {1, static_cast<int>(n), 1});
+  StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1});
+  fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
+      g, reinterpret_cast<const ElementA *>(a), reinterpret_cast<const ElementB *>(weights),
+      product, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), sa, sb, sc, sd);
+  MOEC_CUDA_TRY(cudaGetLastError());
+
+  typename Gemm::Arguments args;
+  decltype(args.epilogue.thread) fusion;
+  fusion.alpha = 1.0f;
+  fusion.beta = 0.0f;
+  fusion.alpha_ptr = nullptr;
+  fusion.beta_ptr = nullptr;
+  fusion.alpha_ptr_array = nullptr;
+  fusion.beta_ptr_array = nullptr;
+  fusion.dAlpha = {_0{}, _0{}, 0};
+  fusion.dBeta = {_0{}, _0{}, 0};
+  args = typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
+                                  {groups, g.shapes, nullptr},
+                                  {g.a, g.strideA, g.b, g.strideB},
+                                  {fusion, g.c, g.strideC, g.d, g.strideD},
+                                  hardwareInfo()};
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess)
+    return Status::error("groupedMatmulCutlass: CUTLASS cannot implement K = " +
+                         std::to_string(k) + ", N = " + std::to_string(n));
+  unsigned char *workspace = nullptr;
+  MOEC_RETURN_IF_ERROR(scratch.allocate(Gemm::get_workspace_size(args), workspace));
+  cutlass::Status status = gemm.initialize(args, workspace, stream);
+  if (status == cutlass::Status::kSuccess)
+    status = gemm.run(stream);
+  if (status != cutlass::Status::kSuccess)
+    return Status::error(std::string("groupedMatmulCutlass: ") +
+                         cutlass::cutlassGetStatusString(status));
+  MOEC_CUDA_TRY(cudaGetLastError());
+
+  if (!direct) {
+    applyEpilogue<<<static_cast<int>(std::min<int64_t>(rows, 132 * 8)), 256, 0, stream>>>(
+        product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue, out);
+    MOEC_CUDA_TRY(cudaGetLastError());
+  }
+  return Status::ok();
+}
+
+} // namespace moec::rt::cuda::detail

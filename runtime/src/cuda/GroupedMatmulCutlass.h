@@ -1,0 +1,29 @@
+//===- GroupedMatmulCutlass.h - prefill grouped matmul on wgmma -*- C++ -*-===//
+//
+// Internal to the CUDA runtime: groupedMatmulBF16 (MoEKernels.h) hands its
+// prefill shapes here when the runtime was built with CUTLASS
+// (MOEC_HAVE_CUTLASS). Same contract as groupedMatmulBF16.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOEC_RUNTIME_SRC_CUDA_GROUPEDMATMULCUTLASS_H
+#define MOEC_RUNTIME_SRC_CUDA_GROUPEDMATMULCUTLASS_H
+
+#include "moec/runtime/Status.h"
+#include "moec/runtime/cpu/MoEKernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace moec::rt::cuda::detail {
+
+/// Whether the kernel takes K and N (16-byte rows of bf16 operands and f32 output).
+bool groupedMatmulCutlassSupports(int64_t k, int64_t n);
+
+Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uint16_t *weights,
+                            int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                            const cpu::Epilogue &epilogue, float *out, cudaStream_t stream);
+
+} // namespace moec::rt::cuda::detail
+
+#endif // MOEC_RUNTIME_SRC_CUDA_GROUPEDMATMULCUTLASS_H
