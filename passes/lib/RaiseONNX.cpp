@@ -766,8 +766,7 @@ struct ConstantDequantize {
     return c;
   }
 
-  /// The scale element (e, r, c) uses. Each layout's scale index is a sum of
-  /// one term per dimension, so the three are computed apart.
+  /// The scale element (e, r, c) uses.
   int64_t scaleIndex(int64_t e, int64_t r, int64_t c) const {
     return layout.scaleIndex((e * rows + r) * cols + c);
   }
@@ -775,8 +774,10 @@ struct ConstantDequantize {
   /// One scale per 128x128 block of the stored [E, rows, cols] x, or nullopt
   /// when some block holds two.
   std::optional<std::vector<float>> blockScales() const {
-    // The distinct scale-index terms of each dimension, so a block costs its
-    // distinct scales, not its elements.
+    // Every DequantizeLinear layout's scale index is a sum of one term per
+    // dimension of x (0 at coordinate 0): per tensor none, per axis one, blocked
+    // one per dimension. So the terms are computed per row and per column apart,
+    // and a block costs its distinct scales, not its 128 x 128 elements.
     std::vector<int64_t> byRow(rows), byCol(cols);
     for (int64_t r = 0; r < rows; ++r)
       byRow[r] = scaleIndex(0, r, 0);
