@@ -38,28 +38,6 @@ using namespace moec::moe;
 
 namespace {
 
-/// The value of element `index` of a float constant's raw bytes.
-float decode(Type type, ArrayRef<char> bytes, int64_t index) {
-  if (type.isF32()) {
-    float value;
-    std::memcpy(&value, bytes.data() + index * 4, 4);
-    return value;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, bytes.data() + index * 2, 2);
-  if (type.isBF16()) {
-    uint32_t wide = uint32_t(bits) << 16;
-    float value;
-    std::memcpy(&value, &wide, 4);
-    return value;
-  }
-  // f16 (and anything else 16-bit) through APFloat.
-  llvm::APFloat value(cast<FloatType>(type).getFloatSemantics(), llvm::APInt(16, bits));
-  bool losesInfo;
-  value.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
-  return value.convertToFloat();
-}
-
 /// e4m3 (finite only) of `value`: round to nearest even, saturating at ±448.
 uint8_t toE4M3(float value) {
   float clamped = std::fmax(std::fmin(value, float(kE4M3Max)), -float(kE4M3Max));
@@ -85,14 +63,14 @@ void castBlocks(Type elementType, ArrayRef<char> bytes, int64_t experts, int64_t
         float amax = 0.0f;
         for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
           for (int64_t c = kb * kScaleBlock; c < colEnd; ++c)
-            amax = std::fmax(amax, std::fabs(decode(elementType, bytes, (e * n + r) * k + c)));
+            amax = std::fmax(amax, std::fabs(*decodeAsFloat(elementType, bytes, (e * n + r) * k + c)));
         float scale = amax > 0.0f ? amax / float(kE4M3Max) : 1.0f;
         scales[(e * nBlocks + nb) * kBlocks + kb] = scale;
         for (int64_t r = nb * kScaleBlock; r < rowEnd; ++r)
           for (int64_t c = kb * kScaleBlock; c < colEnd; ++c) {
             int64_t index = (e * n + r) * k + c;
             quantized[index] =
-                static_cast<char>(toE4M3(decode(elementType, bytes, index) / scale));
+                static_cast<char>(toE4M3(*decodeAsFloat(elementType, bytes, index) / scale));
           }
       }
 }
@@ -136,7 +114,7 @@ struct QuantizeGroupedMatmul : OpRewritePattern<GroupedMatmulOp> {
         return rewriter.notifyMatchFailure(op, "weights are not a constant");
       // A splat (a shape without its weights, as benchmarks write them) stays
       // a splat: every block has the same amax, so the same scale and code.
-      float value = decode(elementType, splat.getRawData(), 0);
+      float value = *decodeAsFloat(elementType, splat.getRawData(), 0);
       float scale = value != 0.0f ? std::fabs(value) / float(kE4M3Max) : 1.0f;
       uint8_t code = toE4M3(value / scale);
       llvm::APFloat e4m3(llvm::APFloat::Float8E4M3FN(), llvm::APInt(8, code));

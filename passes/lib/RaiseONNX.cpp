@@ -670,36 +670,13 @@ std::optional<std::vector<float>> constantFloats(Value value) {
   if (!type || !type.hasStaticShape())
     return std::nullopt;
   Type element = type.getElementType();
-  auto decode = [&](const char *p) -> std::optional<float> {
-    if (element.isF32()) {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    if (element.isInteger(8))
-      return element.isUnsignedInteger() ? static_cast<float>(static_cast<uint8_t>(*p))
-                                         : static_cast<float>(static_cast<int8_t>(*p));
-    const llvm::fltSemantics *semantics = nullptr;
-    unsigned bits = 16;
-    if (isa<Float8E4M3FNType>(element))
-      semantics = &APFloat::Float8E4M3FN(), bits = 8;
-    else if (element.isF16())
-      semantics = &APFloat::IEEEhalf();
-    else if (element.isBF16())
-      semantics = &APFloat::BFloat();
-    if (!semantics)
-      return std::nullopt;
-    uint64_t raw = 0;
-    std::memcpy(&raw, p, bits / 8);
-    return APFloat(*semantics, APInt(bits, raw)).convertToFloat();
-  };
   int64_t count = type.getNumElements(), size = elementBytes(element);
   std::vector<float> values(count);
   if (std::optional<ArrayRef<char>> bytes = getConstantBytes(value)) {
     if (static_cast<int64_t>(bytes->size()) != count * size)
       return std::nullopt;
     for (int64_t i = 0; i < count; ++i) {
-      std::optional<float> v = decode(bytes->data() + i * size);
+      std::optional<float> v = decodeAsFloat(element, *bytes, i);
       if (!v)
         return std::nullopt;
       values[i] = *v;
@@ -714,7 +691,7 @@ std::optional<std::vector<float>> constantFloats(Value value) {
     dense = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!dense || !dense.isSplat())
     return std::nullopt;
-  std::optional<float> v = decode(dense.getRawData().data());
+  std::optional<float> v = decodeAsFloat(element, dense.getRawData(), 0);
   if (!v)
     return std::nullopt;
   values.assign(count, *v);
@@ -842,8 +819,10 @@ Value floatConstant(PatternRewriter &rewriter, Location loc, ArrayRef<int64_t> s
 
 /// Whether layerWeight can build the weight moe.layer gets for `w`; it checks
 /// before anything is built because a pattern that fails must leave the IR as
-/// it found it.
-LogicalResult checkLayerWeight(const StackedWeight &w, std::string &why) {
+/// it found it. A weight read through DequantizeLinear leaves its match in
+/// `dequantize`, so that its scales are decoded once.
+LogicalResult checkLayerWeight(const StackedWeight &w,
+                               std::optional<ConstantDequantize> &dequantize, std::string &why) {
   auto dq = def<ox::DequantizeLinearOp>(w.value);
   if (!dq) {
     if (getConstantBytes(w.value))
@@ -851,7 +830,8 @@ LogicalResult checkLayerWeight(const StackedWeight &w, std::string &why) {
     why = "expert weights must be constants";
     return failure();
   }
-  if (failed(ConstantDequantize::match(dq, why)))
+  FailureOr<ConstantDequantize> matched = ConstantDequantize::match(dq, why);
+  if (failed(matched))
     return failure();
   Type element = cast<RankedTensorType>(dq.getX().getType()).getElementType();
   if (!(isa<Float8E4M3FNType>(element) || element.isInteger(8) || element.isF16() ||
@@ -859,18 +839,17 @@ LogicalResult checkLayerWeight(const StackedWeight &w, std::string &why) {
     why = "DequantizeLinear of a weight whose type moec does not read";
     return failure();
   }
+  dequantize = std::move(*matched);
   return success();
 }
 
-/// The weight moe.layer gets for a stacked weight found by the matcher (checked
-/// by checkLayerWeight).
+/// The weight moe.layer gets for a stacked weight found by the matcher, with
+/// what checkLayerWeight matched.
 LayerWeight layerWeight(PatternRewriter &rewriter, Location loc, const StackedWeight &w,
-                        StringRef name) {
-  auto dq = def<ox::DequantizeLinearOp>(w.value);
-  if (!dq)
+                        const std::optional<ConstantDequantize> &dequantize, StringRef name) {
+  if (!dequantize)
     return {w.inputMajor ? transposeLastTwo(rewriter, loc, w.value, name) : w.value, Value()};
-  std::string why;
-  ConstantDequantize c = *ConstantDequantize::match(dq, why);
+  const ConstantDequantize &c = *dequantize;
   // e4m3 without a zero point whose scale is one number per 128x128 block of
   // the [E, out, in] weight: kept as it is (the blocks of a transposed weight
   // are the transposed blocks).
@@ -911,11 +890,14 @@ struct RaiseBatchedMoE : OpRewritePattern<ox::ReduceSumOp> {
     // or DequantizeLinear of constants.
     Location loc = sum.getLoc();
     std::string why;
-    if (failed(checkLayerWeight(block.gateUp, why)) || failed(checkLayerWeight(block.down, why)))
+    std::optional<ConstantDequantize> gateUpDequantize, downDequantize;
+    if (failed(checkLayerWeight(block.gateUp, gateUpDequantize, why)) ||
+        failed(checkLayerWeight(block.down, downDequantize, why)))
       return rewriter.notifyMatchFailure(sum, why);
     matcher.matchSharedExpert(sum);
-    LayerWeight gateUp = layerWeight(rewriter, loc, block.gateUp, "gate_up_weight");
-    LayerWeight down = layerWeight(rewriter, loc, block.down, "down_weight");
+    LayerWeight gateUp =
+        layerWeight(rewriter, loc, block.gateUp, gateUpDequantize, "gate_up_weight");
+    LayerWeight down = layerWeight(rewriter, loc, block.down, downDequantize, "down_weight");
     Value router = block.routerTransposed
                        ? transposeLastTwo(rewriter, loc, block.routerWeight, "router_weight")
                        : block.routerWeight;

@@ -8,10 +8,41 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
+#include <cstring>
+
 using namespace mlir;
 
 int64_t moec::elementBytes(Type elementType) {
   return (elementType.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+std::optional<float> moec::decodeAsFloat(Type elementType, ArrayRef<char> bytes, int64_t index) {
+  // f32 and bf16 without APFloat: the FP8 cast decodes every weight of a model.
+  if (elementType.isF32()) {
+    float value;
+    std::memcpy(&value, bytes.data() + index * 4, 4);
+    return value;
+  }
+  if (elementType.isBF16()) {
+    uint16_t bits;
+    std::memcpy(&bits, bytes.data() + index * 2, 2);
+    uint32_t wide = uint32_t(bits) << 16;
+    float value;
+    std::memcpy(&value, &wide, 4);
+    return value;
+  }
+  if (elementType.isInteger(8)) {
+    char byte = bytes[index];
+    return elementType.isUnsignedInteger() ? float(static_cast<uint8_t>(byte))
+                                           : float(static_cast<int8_t>(byte));
+  }
+  if (!elementType.isF16() && !isa<Float8E4M3FNType>(elementType))
+    return std::nullopt;
+  unsigned bits = elementType.getIntOrFloatBitWidth();
+  uint64_t raw = 0;
+  std::memcpy(&raw, bytes.data() + index * (bits / 8), bits / 8);
+  return APFloat(cast<FloatType>(elementType).getFloatSemantics(), APInt(bits, raw))
+      .convertToFloat();
 }
 
 std::optional<ArrayRef<char>> moec::getConstantBytes(Value value) {

@@ -31,6 +31,12 @@ mlir::Value makeConstant(mlir::OpBuilder &builder, mlir::Location loc,
 /// Bytes per element of a constant's storage.
 int64_t elementBytes(mlir::Type elementType);
 
+/// Element `index` of a constant's raw bytes (getConstantBytes, or a splat's
+/// one element) as a float: f32, bf16, f16, f8E4M3FN and 8-bit integers
+/// (signless read as signed), all exactly; nullopt for other element types.
+std::optional<float> decodeAsFloat(mlir::Type elementType, llvm::ArrayRef<char> bytes,
+                                   int64_t index);
+
 } // namespace moec
 
 #endif // MOEC_DIALECT_UTILS_CONSTANTDATA_H
