@@ -36,8 +36,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from moe_block import layer_mlir, random_experts, random_tokens, reference  # noqa: E402
+from moec_tools import NO_COMPILER, NO_DEVICE, run_tool  # noqa: E402
 
-SKIP = 77
 
 
 def write_partial_blocks_case(work):
@@ -134,14 +134,10 @@ def prepare(args, model, inputs, work):
     subprocess.run([tool("moec-interp"), fp8, "--inputs", inputs, "--outputs",
                     os.path.join(work, "interp.npz")], check=True)
     artifact = os.path.join(work, "artifact")
-    done = subprocess.run([tool("moec"), "compile", model, "--fp8", f"--target={args.target}",
-                           "-o", artifact], capture_output=True, text=True)
-    if done.returncode != 0:
-        print(done.stderr, end="")
-        if args.target == "cuda" and ("nvcc" in done.stderr or "without CUDA" in done.stderr):
-            print("skipped: no CUDA compiler")
-            return SKIP
-        return 1
+    rc = run_tool([tool("moec"), "compile", model, "--fp8", f"--target={args.target}", "-o",
+                   artifact], args.target, NO_COMPILER)
+    if rc:
+        return rc
     with open(os.path.join(artifact, "manifest.txt")) as f:
         if " f8e4m3 " not in f.read():
             sys.exit("the artifact holds no e4m3 weights")
@@ -150,14 +146,10 @@ def prepare(args, model, inputs, work):
 
 def run_and_check(args, fixture, inputs, work):
     run_out = os.path.join(work, "run.npz")
-    done = subprocess.run([os.path.join(args.bin, "moec-run"), os.path.join(work, "artifact"),
-                           "--inputs", inputs, "--outputs", run_out], capture_output=True, text=True)
-    if done.returncode != 0:
-        print(done.stderr, end="")
-        if args.target == "cuda" and "no CUDA device" in done.stderr:
-            print("skipped: no CUDA device")
-            return SKIP
-        return 1
+    rc = run_tool([os.path.join(args.bin, "moec-run"), os.path.join(work, "artifact"), "--inputs",
+                   inputs, "--outputs", run_out], args.target, NO_DEVICE)
+    if rc:
+        return rc
     interp, run = dict(np.load(os.path.join(work, "interp.npz"))), dict(np.load(run_out))
     failures = 0
     for name, want32 in np.load(os.path.join(fixture, "expected.npz")).items():

@@ -24,16 +24,15 @@ checks (needs moec-run and numpy only: the GPU machine); `all` does both. Exit
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from moe_block import layer_mlir, random_experts, random_tokens, reference  # noqa: E402
+from moec_tools import NO_COMPILER, NO_DEVICE, run_tool  # noqa: E402
 
 T, H, I, E, K = 7, 32, 16, 4, 2
-SKIP = 77
 
 
 def prepare(args):
@@ -56,14 +55,7 @@ def prepare(args):
     cmd = [os.path.join(args.bin, "moec"), "compile", os.path.join(args.work, "model.mlir"),
            f"--target={args.target}", "--max-tokens=16", "-o",
            os.path.join(args.work, "artifact")] + args.compile_flags
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        print(done.stderr, end="")
-        if args.target == "cuda" and ("nvcc" in done.stderr or "without CUDA" in done.stderr):
-            print("skipped: no CUDA compiler")
-            return SKIP
-        return 1
-    return 0
+    return run_tool(cmd, args.target, NO_COMPILER)
 
 
 def run(args):
@@ -72,14 +64,10 @@ def run(args):
     outs = {}
     for case in ("a", "b"):
         out = os.path.join(args.work, f"out_{case}.npz")
-        done = subprocess.run([moec_run, artifact, "--inputs", os.path.join(args.work, f"{case}.npz"),
-                               "--outputs", out], capture_output=True, text=True)
-        if done.returncode != 0:
-            print(done.stderr, end="")
-            if args.target == "cuda" and "no CUDA device" in done.stderr:
-                print("skipped: no CUDA device")
-                return SKIP
-            return 1
+        rc = run_tool([moec_run, artifact, "--inputs", os.path.join(args.work, f"{case}.npz"),
+                       "--outputs", out], args.target, NO_DEVICE)
+        if rc:
+            return rc
         outs[case] = np.load(out)["out"]
     inputs = {c: np.load(os.path.join(args.work, f"{c}.npz")) for c in ("a", "b")}
     weights = np.load(os.path.join(args.work, "weights.npz"))
