@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Epilogue.cuh"
+#include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
@@ -191,10 +192,6 @@ cutlass::KernelHardwareInfo hardwareInfo() {
   return info;
 }
 
-int blocksFor(int64_t work, int threads) {
-  return static_cast<int>(std::clamp<int64_t>((work + threads - 1) / threads, 1, 132 * 16));
-}
-
 } // namespace
 
 bool groupedMatmulCutlassSupports(int64_t k, int64_t n) {
@@ -229,8 +226,8 @@ Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uin
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
 
-  roundRowsBF16<<<blocksFor(rows * k / 4, 256), 256, 0, stream>>>(lhs, offsets, groups, rows, k,
-                                                                   a);
+  roundRowsBF16<<<blocksFor(rows * k / 4, 256, 16 * kSMs), 256, 0, stream>>>(
+      lhs, offsets, groups, rows, k, a);
   MOEC_CUDA_TRY(cudaGetLastError());
   // Row-major A and D, K-major B: strides that do not depend on M.
   StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
@@ -272,7 +269,7 @@ Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uin
   MOEC_CUDA_TRY(cudaGetLastError());
 
   if (!direct) {
-    applyEpilogue<<<static_cast<int>(std::min<int64_t>(rows, 132 * 8)), 256, 0, stream>>>(
+    applyEpilogue<<<blocksFor(rows, 1, 8 * kSMs), 256, 0, stream>>>(
         product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue, out);
     MOEC_CUDA_TRY(cudaGetLastError());
   }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Epilogue.cuh"
+#include "GridSize.h"
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
@@ -197,8 +198,8 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     if (rowTiles > 65535)
       return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
     int64_t columnTiles = (n + kTileColumns - 1) / kTileColumns;
-    // Enough blocks for two waves on 132 SMs, each split at least 256 deep.
-    int64_t splits = std::clamp<int64_t>((2 * 132 + columnTiles * rowTiles - 1) /
+    // Enough blocks for two waves on the SMs, each split at least 256 deep.
+    int64_t splits = std::clamp<int64_t>((2 * detail::kSMs + columnTiles * rowTiles - 1) /
                                              (columnTiles * rowTiles),
                                          1, std::max<int64_t>(1, k / 256));
     int64_t kPerSplit = ((k + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
@@ -213,8 +214,8 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
                                                      partial);
     MOEC_CUDA_TRY(cudaGetLastError());
     if (partial) {
-      reduceSplits<<<static_cast<unsigned>(std::min<int64_t>((m * n + 255) / 256, 132 * 8)), 256,
-                     0, stream>>>(partial, static_cast<int>(splits), m, n, bias, epilogue, y);
+      reduceSplits<<<detail::blocksFor(m * n, 256, 8 * detail::kSMs), 256, 0, stream>>>(
+          partial, static_cast<int>(splits), m, n, bias, epilogue, y);
       MOEC_CUDA_TRY(cudaGetLastError());
     }
     return Status::ok();

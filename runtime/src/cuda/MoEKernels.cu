@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Epilogue.cuh"
+#include "GridSize.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -26,6 +27,8 @@ using cpu::RoutingKind;
 
 constexpr int kRouteThreads = 128;
 
+using detail::blocksFor;
+using detail::kSMs;
 using device::activate;
 using device::sigmoidf;
 
@@ -296,10 +299,6 @@ __global__ void narrowIdsKernel(const int64_t *ids, int64_t count, int32_t *out)
     out[i] = ids[i] >= INT32_MIN && ids[i] <= INT32_MAX ? static_cast<int32_t>(ids[i]) : -1;
 }
 
-int blocksFor(int64_t work, int threads) {
-  int64_t blocks = (work + threads - 1) / threads;
-  return static_cast<int>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
-}
 
 int keyBits(int64_t numExperts) {
   int bits = 1;
@@ -382,7 +381,7 @@ Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutati
                cudaStream_t stream) {
   if (slots == 0)
     return Status::ok();
-  permuteKernel<<<static_cast<unsigned>(std::min<int64_t>(slots, 132 * 16)), 256, 0, stream>>>(
+  permuteKernel<<<blocksFor(slots, 1, 16 * kSMs), 256, 0, stream>>>(
       hidden, hiddenSize, permutation, numValid, topK, rows);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
