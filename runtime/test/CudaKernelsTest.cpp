@@ -188,6 +188,20 @@ std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
   return bits;
 }
 
+/// Columns of a grouped matmul's output: N, or N / 2 when a gated epilogue halves it.
+int64_t outputWidth(const cpu::Epilogue &epilogue, int64_t n) {
+  return epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? n / 2 : n;
+}
+
+/// The rows of `got` below `valid` match `want`; the sentinel rows after them
+/// were never written (they still hold the NaN poison).
+void expectRowsThenUntouchedTail(const std::vector<float> &want, const std::vector<float> &got,
+                                 int64_t valid, int64_t width, const char *what) {
+  expectNear(want, got, 1e-4, 1e-4, what, valid * width);
+  for (size_t i = valid * width; i < got.size(); ++i)
+    ASSERT_TRUE(std::isnan(got[i])) << what << ": sentinel row element " << i << " was written";
+}
+
 /// groupedMatmulBF16 with `tile` on the GPU (into NaN-poisoned output, read back
 /// into `got`) and cpu::groupedMatmul on the same bf16-rounded weights (`want`).
 void runOnGpuAndCpu(cuda::BF16Tile tile, const std::vector<float> &lhs, int64_t S,
@@ -196,7 +210,7 @@ void runOnGpuAndCpu(cuda::BF16Tile tile, const std::vector<float> &lhs, int64_t 
                     const std::vector<int32_t> &offsets, const std::vector<float> &bias,
                     const cpu::Epilogue &epilogue, std::vector<float> &want,
                     std::vector<float> &got) {
-  int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+  int64_t width = outputWidth(epilogue, N);
   cpu::ThreadPool pool(2);
   want.assign(S * width, 0.0f);
   // An empty bias is no bias (a null pointer on both sides).
@@ -247,20 +261,20 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
       SCOPED_TRACE(std::string("tile ") + cuda::bf16TileName(tile) + ", layout " +
                    std::to_string(int(epilogue.layout)) + ", enabled " +
                    std::to_string(epilogue.enabled));
-      int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+      int64_t width = outputWidth(epilogue, N);
       std::vector<float> want, got;
       ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(tile, lhs, S, K, weights,
                                              weightsBF16, E, N, offsets, bias, epilogue, want,
                                              got));
-      expectNear(want, got, 1e-4, 1e-4, "tensor-core grouped matmul", valid * width);
-      for (int64_t i = valid * width; i < S * width; ++i)
-        ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+      ASSERT_NO_FATAL_FAILURE(
+          expectRowsThenUntouchedTail(want, got, valid, width, "tensor-core grouped matmul"));
     }
   }
 }
 
 /// Prefill shapes, where Auto takes the wgmma tiles (runtimes with CUTLASS):
-/// experts of 0, 1, 129, 300 and 420 rows (partial and whole 128-row tiles), K over several 64-deep stages, N over several 128-wide tiles, every
+/// experts of 0, 1, 129, 300 and 420 rows (partial and whole 128-row tiles),
+/// K over several 64-deep stages, N over several 128-wide tiles, every
 /// epilogue, and a NaN tail of sentinel rows that must stay unwritten.
 TEST(CudaKernels, TensorCoreGroupedMatmulPrefill) {
   std::mt19937 rng(17);
@@ -278,15 +292,14 @@ TEST(CudaKernels, TensorCoreGroupedMatmulPrefill) {
     for (bool withBias : {false, true}) {
       SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
                    std::to_string(epilogue.enabled) + ", bias " + std::to_string(withBias));
-      int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+      int64_t width = outputWidth(epilogue, N);
       std::vector<float> want, got;
       ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(cuda::BF16Tile::Auto, lhs, S, K, weights,
                                              weightsBF16, E, N, offsets,
                                              withBias ? bias : std::vector<float>{}, epilogue,
                                              want, got));
-      expectNear(want, got, 1e-4, 1e-4, "grouped matmul, prefill", valid * width);
-      for (int64_t i = valid * width; i < S * width; ++i)
-        ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+      ASSERT_NO_FATAL_FAILURE(
+          expectRowsThenUntouchedTail(want, got, valid, width, "grouped matmul, prefill"));
     }
   }
 }
@@ -358,7 +371,7 @@ void checkLinear(int64_t M, int64_t K) {
   for (const cpu::Epilogue &epilogue : allEpilogues()) {
     SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
                  std::to_string(epilogue.enabled));
-    int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+    int64_t width = outputWidth(epilogue, N);
     std::vector<float> want(M * width);
     cpu::linear(pool, x.data(), M, K, w.data(), N, bias.data(), epilogue, want.data());
     for (bool bf16 : {false, true}) {
@@ -466,7 +479,7 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
         SCOPED_TRACE("K " + std::to_string(K) + ", tile " + cuda::fp8TileName(tile) +
                      ", layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
                      std::to_string(epilogue.enabled));
-        int64_t width = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None ? N / 2 : N;
+        int64_t width = outputWidth(epilogue, N);
         std::vector<float> want(S * width);
         cpu::groupedMatmulFP8(pool, lq.data(), lscale.data(), K, wq.data(), wscale.data(), E, N,
                               offsets.data(), bias.data(), epilogue, want.data());
@@ -477,9 +490,8 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
                                          epilogue, dOut.dataAs<float>(), nullptr, tile));
         ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
         std::vector<float> got = download<float>(dOut, S * width);
-        expectNear(want, got, 1e-4, 1e-4, "FP8 grouped matmul", valid * width);
-        for (int64_t i = valid * width; i < S * width; ++i)
-          ASSERT_TRUE(std::isnan(got[i])) << "sentinel row element " << i << " was written";
+        ASSERT_NO_FATAL_FAILURE(
+            expectRowsThenUntouchedTail(want, got, valid, width, "FP8 grouped matmul"));
       }
     }
   }
