@@ -362,6 +362,14 @@ def run_model(name, args, rows):
         row = dict(model=name, T=T, distinct=distinct, bytes_GB=bytes_ / 1e9, flops=flops,
                    moec_rel_err=err, moec_max_abs=maxabs, check="ok" if err <= args.rtol else "FAIL")
         row.update(outlier_rows(x.view(-1, H), y, ref, router, K, cfg))
+        if args.ncu:  # one profiled call, nothing else timed (bench/ncu_summary.py reads the log)
+            torch.cuda.cudart().cudaProfilerStart()
+            moec.run()
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStop()
+            log(f"ncu cell: {name} T={T} distinct={distinct} bytes={bytes_} flops={flops}")
+            del xh, yh, y
+            continue
         for impl in IMPLS:
             torch.cuda.empty_cache()
             gathered = T * K * pe_bytes
@@ -503,6 +511,9 @@ def main():
     p.add_argument("--tokens", default="1,16,128,1024,8192")
     p.add_argument("--profile", action="store_true",
                    help="also print moec's per-kernel GPU times per cell (torch.profiler)")
+    p.add_argument("--ncu", action="store_true",
+                   help="profile one moec call per cell between cudaProfilerStart/Stop and time nothing "
+                        "(run under ncu --profile-from-start off; see bench/ncu_summary.py)")
     p.add_argument("--host-io", action="store_true",
                    help="moec's input and output in pinned host memory (default: GPU memory)")
     p.add_argument("--rtol", type=float, default=1e-4, help="max relative L2 error of moec vs f32 eager")

@@ -5,9 +5,11 @@
 #include "moec/runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
-#include <thread>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace moec::rt::cuda {
 
@@ -83,30 +85,75 @@ Status requireDevice() {
   return Status::ok();
 }
 
-Status uploadThroughPinned(const void *host, size_t bytes, void *device) {
+namespace {
+
+/// Pinned staging kept for the process's later uploads: pinning costs about
+/// 0.6-1 ms per MiB on the H200's host (bench/upload.cpp), as much as copying
+/// a small model, so a second artifact (or a reload) reuses the buffers of the
+/// first. An upload running while another holds them pins its own.
+class StagingCache {
+public:
+  /// `count` buffers of `bytes` each: the cached ones when free and big enough.
+  Status acquire(size_t bytes, int count, std::vector<PinnedBuffer> &out) {
+    size_t cachedBytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      out = std::move(buffers_); // too small or too few: freed below
+      buffers_.clear();
+      cachedBytes = bytes_;
+    }
+    if (out.size() == static_cast<size_t>(count) && cachedBytes >= bytes)
+      return Status::ok();
+    out.clear();
+    out.resize(count);
+    for (PinnedBuffer &buffer : out)
+      MOEC_RETURN_IF_ERROR(PinnedBuffer::allocate(bytes, buffer));
+    return Status::ok();
+  }
+  void release(size_t bytes, std::vector<PinnedBuffer> &buffers) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!buffers_.empty() && bytes_ >= bytes)
+      return; // as good are cached already: these are freed
+    buffers_ = std::move(buffers);
+    bytes_ = bytes;
+  }
+
+private:
+  std::mutex mutex_;
+  std::vector<PinnedBuffer> buffers_;
+  size_t bytes_ = 0;
+};
+
+StagingCache &stagingCache() {
+  static StagingCache *cache = new StagingCache; // never destroyed: outlives every upload
+  return *cache;
+}
+
+} // namespace
+
+Status uploadThroughPinned(const void *host, size_t bytes, void *device, const UploadPlan &plan) {
   if (bytes == 0)
     return Status::ok();
+  if (plan.chunkBytes == 0 || plan.buffers < 2)
+    return Status::error("uploadThroughPinned: a plan needs chunks and two buffers at least");
   // A ring of pinned staging buffers: while the copy engine moves one to the
   // device, the host fills the next. The filling is spread over the host's
-  // cores: from a fresh mapping of weights.bin each page is first faulted in,
-  // and one thread doing that and the memcpy reached about 6 GB/s, a ninth of
-  // what PCIe carries from pinned memory.
-  constexpr size_t kChunk = size_t(64) << 20, kSlice = size_t(1) << 20;
-  constexpr int kBuffers = 4;
-  size_t chunk = std::min(bytes, kChunk);
-  PinnedBuffer staging[kBuffers];
-  for (PinnedBuffer &buffer : staging)
-    MOEC_RETURN_IF_ERROR(PinnedBuffer::allocate(chunk, buffer));
+  // cores: one thread copying out of a fresh mapping of weights.bin reached
+  // about 5 GB/s, 16 threads 56 GB/s (bench/upload.cpp on the H200 machine).
+  constexpr size_t kSlice = size_t(1) << 20;
+  size_t chunk = std::min(bytes, plan.chunkBytes);
+  std::vector<PinnedBuffer> staging;
+  MOEC_RETURN_IF_ERROR(stagingCache().acquire(chunk, plan.buffers, staging));
   unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  cpu::ThreadPool pool(std::min(hardware, 16u));
+  cpu::ThreadPool pool(std::min(hardware, plan.threads));
   cudaStream_t copy = nullptr;
   MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
-  cudaEvent_t done[kBuffers] = {};
+  std::vector<cudaEvent_t> done(plan.buffers, nullptr);
   Status status = [&]() -> Status {
     for (cudaEvent_t &event : done)
       MOEC_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    bool used[kBuffers] = {};
-    for (size_t at = 0, i = 0; at < bytes; at += chunk, i = (i + 1) % kBuffers) {
+    std::vector<bool> used(plan.buffers, false);
+    for (size_t at = 0, i = 0; at < bytes; at += chunk, i = (i + 1) % plan.buffers) {
       size_t n = std::min(chunk, bytes - at);
       if (used[i]) // the copy that last read this staging buffer is done
         MOEC_CUDA_TRY(cudaEventSynchronize(done[i]));
@@ -128,6 +175,8 @@ Status uploadThroughPinned(const void *host, size_t bytes, void *device) {
     if (event)
       cudaEventDestroy(event);
   cudaStreamDestroy(copy);
+  if (status)
+    stagingCache().release(chunk, staging);
   return status;
 }
 

@@ -5,7 +5,7 @@
 // near-tied top-k choices. Few rows (decode): the weight [N, K] is read once
 // per 16 input rows: each warp owns one output column (its gate and up rows
 // when gated) and walks K with coalesced loads, against the 16 rows staged in
-// shared memory. Many rows (prefill) and no gate: a register-tiled kernel.
+// shared memory; K is split over blocks when the columns are few. Many rows (prefill) and no gate: a register-tiled kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,9 +45,12 @@ __device__ __forceinline__ void accumulate(const float *wRow, int64_t left, int 
       acc[r] += wv[j] * rows[r][lane + 32 * j];
 }
 
+/// Split K (blockIdx.z; `partial` non-null, ungated only): each split sums
+/// [z·kPerSplit, (z+1)·kPerSplit) into partial[z] and reduceSplits finishes, so
+/// that a router of 8 experts at T = 1 runs on 16 blocks instead of one.
 __global__ void __launch_bounds__(kThreads)
 linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
-             cpu::Epilogue epilogue, int64_t width, float *y) {
+             cpu::Epilogue epilogue, int64_t width, float *y, int64_t kPerSplit, float *partial) {
   __shared__ float rows[kRowsPerBlock][kChunk];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t firstRow = int64_t(blockIdx.y) * kRowsPerBlock;
@@ -64,18 +67,20 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
   const bool active = column < width;
 
   float acc[2][kRowsPerBlock] = {};
-  for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
+  const int64_t kBegin = int64_t(blockIdx.z) * kPerSplit;
+  const int64_t kEnd = kBegin + kPerSplit < k ? kBegin + kPerSplit : k;
+  for (int64_t k0 = kBegin; k0 < kEnd; k0 += kChunk) {
     __syncthreads();
     for (int i = threadIdx.x; i < kRowsPerBlock * kChunk; i += kThreads) {
       int r = i / kChunk, c = i % kChunk;
-      rows[r][c] = r < rowCount && k0 + c < k ? x[(firstRow + r) * k + k0 + c] : 0.0f;
+      rows[r][c] = r < rowCount && k0 + c < kEnd ? x[(firstRow + r) * k + k0 + c] : 0.0f;
     }
     __syncthreads();
     if (!active)
       continue;
-    accumulate(w + weightRow[0] * k + k0, k - k0, lane, rows, acc[0]);
+    accumulate(w + weightRow[0] * k + k0, kEnd - k0, lane, rows, acc[0]);
     if (gated)
-      accumulate(w + weightRow[1] * k + k0, k - k0, lane, rows, acc[1]);
+      accumulate(w + weightRow[1] * k + k0, kEnd - k0, lane, rows, acc[1]);
   }
   if (!active)
     return;
@@ -92,6 +97,10 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
   for (int r = 0; r < kRowsPerBlock; ++r) {
     if (lane != r || r >= rowCount)
       continue;
+    if (partial) {
+      partial[int64_t(blockIdx.z) * m * n + (firstRow + r) * n + column] = acc[0][r];
+      continue;
+    }
     float g = acc[0][r] + (bias ? bias[weightRow[0]] : 0.0f);
     float result = g;
     if (gated)
@@ -183,6 +192,26 @@ __global__ void reduceSplits(const float *partial, int splits, int64_t m, int64_
   }
 }
 
+/// Runs `launch(partial)`: with null when `splits` is 1 (the kernel writes y),
+/// else with scratch for `splits` partial sums, which reduceSplits then adds in
+/// a fixed order (with the bias and activation) into y.
+template <typename Launch>
+Status launchSplit(int64_t m, int64_t n, int64_t splits, const float *bias,
+                   const cpu::Epilogue &epilogue, float *y, cudaStream_t stream, Launch &&launch) {
+  detail::StreamScratch scratch(stream);
+  float *partial = nullptr;
+  if (splits > 1)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(splits * m * n), partial));
+  launch(partial);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  if (partial) {
+    reduceSplits<<<detail::blocksFor(m * n, 256, 8 * detail::kSMs), 256, 0, stream>>>(
+        partial, static_cast<int>(splits), m, n, bias, epilogue, y);
+    MOEC_CUDA_TRY(cudaGetLastError());
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
@@ -204,30 +233,33 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
                                          1, std::max<int64_t>(1, k / 256));
     int64_t kPerSplit = ((k + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
     splits = (k + kPerSplit - 1) / kPerSplit;
-    detail::StreamScratch scratch(stream);
-    float *partial = nullptr;
-    if (splits > 1)
-      MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(splits * m * n), partial));
-    dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(rowTiles),
-              static_cast<unsigned>(splits));
-    linearTiledKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y, kPerSplit,
-                                                     partial);
-    MOEC_CUDA_TRY(cudaGetLastError());
-    if (partial) {
-      reduceSplits<<<detail::blocksFor(m * n, 256, 8 * detail::kSMs), 256, 0, stream>>>(
-          partial, static_cast<int>(splits), m, n, bias, epilogue, y);
-      MOEC_CUDA_TRY(cudaGetLastError());
-    }
-    return Status::ok();
+    return launchSplit(m, n, splits, bias, epilogue, y, stream, [&](float *partial) {
+      dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(rowTiles),
+                static_cast<unsigned>(splits));
+      linearTiledKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y,
+                                                       kPerSplit, partial);
+    });
   }
   int64_t rowBlocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
   if (rowBlocks > 65535)
     return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
-  dim3 grid(static_cast<unsigned>((width + kColumnsPerBlock - 1) / kColumnsPerBlock),
-            static_cast<unsigned>(rowBlocks));
-  linearKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, width, y);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+  int64_t columnBlocks = (width + kColumnsPerBlock - 1) / kColumnsPerBlock;
+  // Decode routers are a few blocks deep: split K (ungated) until two waves of
+  // blocks cover the SMs, each split at least one staged chunk deep.
+  int64_t splits = 1;
+  if (!gated)
+    splits = std::clamp<int64_t>((2 * detail::kSMs + columnBlocks * rowBlocks - 1) /
+                                     (columnBlocks * rowBlocks),
+                                 1, std::max<int64_t>(1, k / kChunk));
+  int64_t kPerSplit = ((k + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
+  splits = (k + kPerSplit - 1) / kPerSplit;
+  return launchSplit(
+      m, n, splits, bias, epilogue, y, stream, [&](float *partial) {
+        dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(rowBlocks),
+                  static_cast<unsigned>(splits));
+        linearKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, width, y,
+                                                    kPerSplit, partial);
+      });
 }
 
 } // namespace moec::rt::cuda

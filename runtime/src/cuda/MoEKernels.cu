@@ -12,6 +12,7 @@
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
@@ -37,9 +38,22 @@ __device__ bool better(float a, int ia, float b, int ib) {
   return a > b || (a == b && ia < ib) || (ib < 0 && ia >= 0);
 }
 
-/// The index of the largest `values[i]` not yet `taken`, ties to the lower index.
-__device__ int blockArgmax(const float *values, const bool *taken, int n, float *scratchValue,
-                           int *scratchIndex) {
+constexpr int kRouteWarps = kRouteThreads / 32;
+
+/// Per-warp partial results of the block reductions below, double-buffered so
+/// that consecutive reductions need one barrier each.
+struct RouteScratch {
+  float value[2][kRouteWarps];
+  int index[2][kRouteWarps];
+  double sum[kRouteWarps];
+};
+
+/// The index of the largest `values[i]` not yet `taken`, ties to the lower
+/// index, in every thread: warp shuffles, then the warps' winners through
+/// `scratch` (buffer `parity`): one barrier. `better` is a total order, so the
+/// result does not depend on the reduction's shape.
+__device__ int blockArgmax(const float *values, const bool *taken, int n, RouteScratch &scratch,
+                           int parity) {
   float best = -INFINITY;
   int bestIndex = -1;
   for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -47,23 +61,56 @@ __device__ int blockArgmax(const float *values, const bool *taken, int n, float 
       best = values[i];
       bestIndex = i;
     }
-  scratchValue[threadIdx.x] = best;
-  scratchIndex[threadIdx.x] = bestIndex;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      int other = threadIdx.x + stride;
-      if (better(scratchValue[other], scratchIndex[other], scratchValue[threadIdx.x],
-                 scratchIndex[threadIdx.x])) {
-        scratchValue[threadIdx.x] = scratchValue[other];
-        scratchIndex[threadIdx.x] = scratchIndex[other];
-      }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    float otherValue = __shfl_xor_sync(0xffffffffu, best, offset);
+    int otherIndex = __shfl_xor_sync(0xffffffffu, bestIndex, offset);
+    if (better(otherValue, otherIndex, best, bestIndex)) {
+      best = otherValue;
+      bestIndex = otherIndex;
     }
-    __syncthreads();
   }
-  int result = scratchIndex[0];
+  if (threadIdx.x % 32 == 0) {
+    scratch.value[parity][threadIdx.x / 32] = best;
+    scratch.index[parity][threadIdx.x / 32] = bestIndex;
+  }
   __syncthreads();
-  return result;
+  best = scratch.value[parity][0];
+  bestIndex = scratch.index[parity][0];
+  for (int w = 1; w < kRouteWarps; ++w)
+    if (better(scratch.value[parity][w], scratch.index[parity][w], best, bestIndex)) {
+      best = scratch.value[parity][w];
+      bestIndex = scratch.index[parity][w];
+    }
+  return bestIndex;
+}
+
+/// max over the block of `v`, in every thread (exact in any order).
+__device__ float blockMax(float v, RouteScratch &scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  if (threadIdx.x % 32 == 0)
+    scratch.value[0][threadIdx.x / 32] = v;
+  __syncthreads();
+  v = scratch.value[0][0];
+  for (int w = 1; w < kRouteWarps; ++w)
+    v = fmaxf(v, scratch.value[0][w]);
+  return v;
+}
+
+/// The sum over the block of `v` (double), in every thread.
+__device__ double blockSum(double v, RouteScratch &scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % 32 == 0)
+    scratch.sum[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = scratch.sum[0];
+  for (int w = 1; w < kRouteWarps; ++w)
+    v += scratch.sum[w];
+  return v;
 }
 
 /// One block per token. Shared memory: scores[E], selection[E], taken[E].
@@ -73,26 +120,21 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
   float *scores = reinterpret_cast<float *>(shared);
   float *selection = scores + experts;
   bool *taken = reinterpret_cast<bool *>(selection + experts);
-  __shared__ float scratchValue[kRouteThreads];
-  __shared__ int scratchIndex[kRouteThreads];
-  __shared__ float reduction;
+  __shared__ RouteScratch scratch;
   const float *l = logits + static_cast<int64_t>(blockIdx.x) * experts;
   int k = routing.topK;
 
   if (routing.kind == RoutingKind::SoftmaxTopK) {
-    if (threadIdx.x == 0) {
-      float m = -INFINITY;
-      for (int e = 0; e < experts; ++e)
-        m = fmaxf(m, l[e]);
-      double sum = 0;
-      for (int e = 0; e < experts; ++e)
-        sum += expf(l[e] - m);
-      reduction = m;
-      scratchValue[0] = static_cast<float>(sum);
-    }
-    __syncthreads();
-    float m = reduction, sum = scratchValue[0];
-    __syncthreads();
+    // Softmax over all experts: max and sum reduced over the block (the sum in
+    // double, as the CPU kernel keeps it).
+    float m = -INFINITY;
+    for (int e = threadIdx.x; e < experts; e += blockDim.x)
+      m = fmaxf(m, l[e]);
+    m = blockMax(m, scratch);
+    double partial = 0;
+    for (int e = threadIdx.x; e < experts; e += blockDim.x)
+      partial += expf(l[e] - m);
+    float sum = static_cast<float>(blockSum(partial, scratch));
     for (int e = threadIdx.x; e < experts; e += blockDim.x)
       scores[e] = expf(l[e] - m) / sum;
   } else {
@@ -145,12 +187,13 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
   int32_t *tokenIds = ids + static_cast<int64_t>(blockIdx.x) * k;
   float *w = weights + static_cast<int64_t>(blockIdx.x) * k;
   for (int i = 0; i < k; ++i) {
-    int chosen = blockArgmax(selection, taken, experts, scratchValue, scratchIndex);
-    if (threadIdx.x == 0) {
+    // Every thread learns `chosen`; the thread that scans index `chosen` marks
+    // it, so the next round needs no barrier of its own.
+    int chosen = blockArgmax(selection, taken, experts, scratch, i % 2);
+    if (threadIdx.x == 0)
       tokenIds[i] = chosen;
+    if (chosen >= 0 && chosen % blockDim.x == threadIdx.x)
       taken[chosen] = true;
-    }
-    __syncthreads();
   }
   if (threadIdx.x == 0) {
     if (routing.kind == RoutingKind::TopKSoftmax) {
@@ -193,14 +236,29 @@ __global__ void sortKeysKernel(const int32_t *ids, int64_t slots, int64_t numExp
   }
 }
 
+/// Inclusive ends of the experts' rows: one block scans the counts (up to
+/// kMaxLocalExperts, kOffsetsItems per thread), where one thread walking 128
+/// counts in global memory took 9 µs of a decode step.
+constexpr int kOffsetsThreads = 256, kOffsetsItems = 16;
+constexpr int64_t kMaxLocalExperts = kOffsetsThreads * kOffsetsItems;
+
 __global__ void offsetsKernel(const int32_t *counts, int64_t numExperts, int32_t *offsets,
                               int32_t *numValid) {
-  int32_t running = 0;
-  for (int64_t e = 0; e < numExperts; ++e) {
-    running += counts[e];
-    offsets[e] = running;
-  }
-  *numValid = running;
+  using Scan = cub::BlockScan<int32_t, kOffsetsThreads>;
+  __shared__ typename Scan::TempStorage storage;
+  int32_t items[kOffsetsItems];
+  int64_t first = int64_t(threadIdx.x) * kOffsetsItems;
+#pragma unroll
+  for (int i = 0; i < kOffsetsItems; ++i)
+    items[i] = first + i < numExperts ? counts[first + i] : 0;
+  int32_t total = 0;
+  Scan(storage).InclusiveSum(items, items, total);
+#pragma unroll
+  for (int i = 0; i < kOffsetsItems; ++i)
+    if (first + i < numExperts)
+      offsets[first + i] = items[i];
+  if (threadIdx.x == 0)
+    *numValid = total;
 }
 
 /// A block per row (grid-stride): 16-byte copies when rows allow them, and no
@@ -274,18 +332,56 @@ __global__ void inversePermutationKernel(const int32_t *permutation, int64_t slo
       rowOfSlot[permutation[r]] = static_cast<int32_t>(r);
 }
 
-/// One block per token; a sentinel slot (row -1) adds nothing and is never read.
+/// Columns of one token that a combine block writes: 128 threads x 4.
+constexpr int kCombineThreads = 128, kCombineColumns = 4 * kCombineThreads;
+
+/// Block (token, column chunk); a sentinel slot (row -1) adds nothing and is
+/// never read. The token's rows and weights are read once into shared memory,
+/// and each thread sums 4 adjacent columns (16-byte accesses when aligned), the
+/// slots in order, so that a decode step is a few blocks of short chains
+/// rather than one block walking the whole row.
 __global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
                               const float *weights, int64_t topK, const float *addend,
                               const float *addendGate, float *out) {
+  extern __shared__ unsigned char shared[];
+  int32_t *slotRow = reinterpret_cast<int32_t *>(shared);
+  float *slotWeight = reinterpret_cast<float *>(slotRow + topK);
   int64_t t = blockIdx.x;
+  for (int64_t k = threadIdx.x; k < topK; k += blockDim.x) {
+    slotRow[k] = rowOfSlot[t * topK + k];
+    slotWeight[k] = weights[t * topK + k];
+  }
+  __syncthreads();
   float gate = addendGate ? sigmoidf(addendGate[t]) : 1.0f;
-  for (int64_t h = threadIdx.x; h < hiddenSize; h += blockDim.x) {
+  int64_t h0 = int64_t(blockIdx.y) * kCombineColumns + 4 * threadIdx.x;
+  bool vector = hiddenSize % 4 == 0 && reinterpret_cast<uintptr_t>(rows) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(addend) % 16 == 0;
+  if (vector) {
+    if (h0 >= hiddenSize)
+      return;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t k = 0; k < topK; ++k) {
+      int32_t r = slotRow[k];
+      if (r < 0)
+        continue;
+      float w = slotWeight[k];
+      float4 v = *reinterpret_cast<const float4 *>(rows + int64_t(r) * hiddenSize + h0);
+      acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+    }
+    if (addend) {
+      float4 a = *reinterpret_cast<const float4 *>(addend + t * hiddenSize + h0);
+      acc.x += gate * a.x, acc.y += gate * a.y, acc.z += gate * a.z, acc.w += gate * a.w;
+    }
+    *reinterpret_cast<float4 *>(out + t * hiddenSize + h0) = acc;
+    return;
+  }
+  for (int64_t h = h0; h < h0 + 4 && h < hiddenSize; ++h) {
     float acc = 0.0f;
     for (int64_t k = 0; k < topK; ++k) {
-      int32_t r = rowOfSlot[t * topK + k];
+      int32_t r = slotRow[k];
       if (r >= 0)
-        acc += weights[t * topK + k] * rows[int64_t(r) * hiddenSize + h];
+        acc += slotWeight[k] * rows[int64_t(r) * hiddenSize + h];
     }
     if (addend)
       acc += gate * addend[t * hiddenSize + h];
@@ -318,8 +414,8 @@ Status sortWorkspaceBytes(int64_t slots, size_t &bytes) {
                                                 static_cast<int32_t *>(nullptr),
                                                 static_cast<int32_t *>(nullptr),
                                                 static_cast<int>(slots)));
-  // keys in, keys out, values in, counts (up to 4096 experts + sentinel), CUB's own.
-  bytes = 3 * alignUp(slots * 4) + alignUp(4097 * 4) + alignUp(cubBytes);
+  // keys in, keys out, values in, counts (the local experts + the sentinel), CUB's own.
+  bytes = 3 * alignUp(slots * 4) + alignUp((kMaxLocalExperts + 1) * 4) + alignUp(cubBytes);
   return Status::ok();
 }
 
@@ -347,8 +443,9 @@ Status route(const float *logits, int64_t tokens, int64_t experts, const float *
 Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
                     int32_t *permutation, int32_t *offsets, int32_t *numValid, void *workspace,
                     size_t workspaceBytes, cudaStream_t stream) {
-  if (numExperts > 4096)
-    return Status::error("sortByExpert: more than 4096 local experts");
+  if (numExperts > kMaxLocalExperts)
+    return Status::error("sortByExpert: more than " + std::to_string(kMaxLocalExperts) +
+                         " local experts");
   size_t needed = 0;
   MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(slots, needed));
   if (workspaceBytes < needed)
@@ -359,8 +456,8 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
   auto *keysOut = reinterpret_cast<uint32_t *>(base + alignUp(slots * 4));
   auto *valuesIn = reinterpret_cast<int32_t *>(base + 2 * alignUp(slots * 4));
   auto *counts = reinterpret_cast<int32_t *>(base + 3 * alignUp(slots * 4));
-  void *cubTemp = base + 3 * alignUp(slots * 4) + alignUp(4097 * 4);
-  size_t cubBytes = needed - (3 * alignUp(slots * 4) + alignUp(4097 * 4));
+  void *cubTemp = base + 3 * alignUp(slots * 4) + alignUp((kMaxLocalExperts + 1) * 4);
+  size_t cubBytes = needed - (3 * alignUp(slots * 4) + alignUp((kMaxLocalExperts + 1) * 4));
   MOEC_CUDA_TRY(cudaMemsetAsync(counts, 0, (numExperts + 1) * sizeof(int32_t), stream));
   if (slots > 0) {
     sortKeysKernel<<<blocksFor(slots, 256), 256, 0, stream>>>(ids, slots, numExperts, firstExpert,
@@ -371,7 +468,7 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
                                                   permutation, static_cast<int>(slots), 0,
                                                   keyBits(numExperts), stream));
   }
-  offsetsKernel<<<1, 1, 0, stream>>>(counts, numExperts, offsets, numValid);
+  offsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(counts, numExperts, offsets, numValid);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
@@ -408,8 +505,16 @@ Status combine(const float *rows, const int32_t *permutation, int64_t slots, int
   inversePermutationKernel<<<blocksFor(slots, 256), 256, 0, stream>>>(permutation, slots,
                                                                       numValid, rowOfSlot);
   MOEC_CUDA_TRY(cudaGetLastError());
-  combineKernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
-      rows, rowOfSlot, hiddenSize, weights, topK, addend, addendGate, out);
+  int64_t chunks = (hiddenSize + kCombineColumns - 1) / kCombineColumns;
+  if (tokens > INT32_MAX || chunks > 65535)
+    return Status::error("combine: " + std::to_string(tokens) + " tokens of " +
+                         std::to_string(hiddenSize) + " exceed the grid's limit");
+  if (topK > 4096)
+    return Status::error("combine: top-k " + std::to_string(topK) + " exceeds 4096");
+  size_t shared = static_cast<size_t>(topK) * (sizeof(int32_t) + sizeof(float));
+  combineKernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)),
+                  kCombineThreads, shared, stream>>>(rows, rowOfSlot, hiddenSize, weights, topK,
+                                                     addend, addendGate, out);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }

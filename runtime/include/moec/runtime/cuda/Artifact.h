@@ -68,10 +68,21 @@ private:
 /// OK where a CUDA device answers; else "no CUDA device answers (REASON)".
 Status requireDevice();
 
-/// Copies `bytes` bytes host → device through two pinned staging buffers on
-/// a stream of its own (the copy of one chunk overlaps the staging of the
-/// next); returns once the data is on the device.
-Status uploadThroughPinned(const void *host, size_t bytes, void *device);
+/// How uploadThroughPinned stages: `buffers` pinned buffers of `chunkBytes`
+/// in a ring, each filled by up to `threads` host threads. The defaults are
+/// the fastest measured on the H200 machine (docs/performance.md, loading).
+struct UploadPlan {
+  size_t chunkBytes = size_t(16) << 20;
+  int buffers = 4;
+  unsigned threads = 16;
+};
+
+/// Copies `bytes` bytes host → device through a ring of pinned staging
+/// buffers on a stream of its own (the copy of one chunk overlaps the staging
+/// of the next); returns once the data is on the device. The staging stays
+/// pinned for the process's next upload.
+Status uploadThroughPinned(const void *host, size_t bytes, void *device,
+                           const UploadPlan &plan = {});
 
 /// Writes `status`'s message (NUL-terminated, truncated) into `error`;
 /// returns 0 for OK, 1 otherwise: the artifact ABI's error convention.
