@@ -331,6 +331,103 @@ TEST(CudaKernels, TensorCoreGroupedMatmulPrefill) {
   }
 }
 
+/// bf16 rows in and/or bf16 results out (the activations between kernels under
+/// --expert-weights=bf16) change nothing but the storage: for every tile and
+/// epilogue, bf16 rows give the f32 rows' results bit for bit (every tile
+/// rounds f32 rows to bf16 first), bf16 results are the f32 results rounded to
+/// nearest even, and the sentinel tail stays unwritten (0xFFFF poison).
+void checkBF16Activations(int64_t K, int64_t N, const std::vector<int32_t> &offsets, int64_t S,
+                          cuda::BF16Tile tile) {
+  std::mt19937 rng(23);
+  const int64_t E = static_cast<int64_t>(offsets.size()), valid = offsets.back();
+  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  auto weights = randomVector(E * N * K, rng, 0.2f);
+  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
+  std::vector<uint16_t> lhsBF16(lhs.size());
+  for (size_t i = 0; i < lhs.size(); ++i)
+    lhsBF16[i] = toBF16(lhs[i]); // lhs itself stays f32: the kernels round it
+  DeviceBuffer dLhs = upload(lhs), dLhsBF16 = upload(lhsBF16), dWeights = upload(weightsBF16),
+               dOffsets = upload(offsets), dBias = upload(bias);
+  for (const cpu::Epilogue &epilogue : allEpilogues())
+    for (bool withBias : {true, false}) {
+      SCOPED_TRACE(std::string("tile ") + cuda::bf16TileName(tile) + ", layout " +
+                   std::to_string(int(epilogue.layout)) + ", enabled " +
+                   std::to_string(epilogue.enabled) + ", bias " + std::to_string(withBias));
+      int64_t width = outputWidth(epilogue, N);
+      DeviceBuffer dRef = poisoned(S * width * 4), dFromBF16 = poisoned(S * width * 4),
+                   dToBF16 = poisoned(S * width * 2), dBoth = poisoned(S * width * 2);
+      auto run = [&](auto *in, auto *out) {
+        return cuda::groupedMatmulBF16(
+            in, S, K, dWeights.dataAs<uint16_t>(), E, N, dOffsets.dataAs<int32_t>(),
+            withBias ? dBias.dataAs<float>() : nullptr, epilogue, out, nullptr, tile);
+      };
+      ASSERT_OK(run(dLhs.dataAs<float>(), dRef.dataAs<float>()));
+      ASSERT_OK(run(dLhsBF16.dataAs<cuda::BF16>(), dFromBF16.dataAs<float>()));
+      ASSERT_OK(run(dLhs.dataAs<float>(), dToBF16.dataAs<cuda::BF16>()));
+      ASSERT_OK(run(dLhsBF16.dataAs<cuda::BF16>(), dBoth.dataAs<cuda::BF16>()));
+      ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+      std::vector<float> ref = download<float>(dRef, S * width);
+      std::vector<uint32_t> refBits(ref.size()),
+          fromBits = download<uint32_t>(dFromBF16, S * width);
+      std::memcpy(refBits.data(), ref.data(), ref.size() * 4);
+      std::vector<uint16_t> toBits = download<uint16_t>(dToBF16, S * width),
+                            bothBits = download<uint16_t>(dBoth, S * width);
+      for (int64_t i = 0; i < valid * width; ++i) {
+        ASSERT_FALSE(std::isnan(ref[i])) << "element " << i;
+        ASSERT_EQ(fromBits[i], refBits[i]) << "bf16 rows in, element " << i;
+        ASSERT_EQ(toBits[i], toBF16(ref[i])) << "bf16 results out, element " << i;
+        ASSERT_EQ(bothBits[i], toBits[i]) << "bf16 in and out, element " << i;
+      }
+      for (int64_t i = valid * width; i < S * width; ++i) {
+        ASSERT_EQ(toBits[i], 0xFFFF) << "sentinel element " << i << " written (bf16 out)";
+        ASSERT_EQ(bothBits[i], 0xFFFF) << "sentinel element " << i << " written (bf16 in and out)";
+      }
+    }
+}
+
+TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
+  // Decode-like (idle experts, partial tiles) on every mma.sync tile, and a
+  // prefill shape on the wgmma tiles.
+  const std::vector<int32_t> decode = {0, 0, 3, 3, 73, 74, 74, 90, 107, 107, 108, 108};
+  for (cuda::BF16Tile tile :
+       {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
+    ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
+  if (cuda::bf16TileAvailable(cuda::BF16Tile::Wgmma))
+    ASSERT_NO_FATAL_FAILURE(
+        checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, cuda::BF16Tile::Wgmma));
+}
+
+/// permute into bf16 rows: the f32 permute's rows rounded to nearest even,
+/// the rows past the valid count unwritten; H = 1030 takes the element path.
+TEST(CudaKernels, PermuteBF16IsTheRoundedF32Permute) {
+  std::mt19937 rng(29);
+  for (int64_t H : {96, 1030}) {
+    SCOPED_TRACE("hidden " + std::to_string(H));
+    const int64_t T = 37, K = 3, S = T * K, valid = S - 5;
+    auto x = randomVector(T * H, rng);
+    std::vector<int32_t> perm(S);
+    for (int64_t i = 0; i < S; ++i)
+      perm[i] = static_cast<int32_t>((i * 7) % S);
+    DeviceBuffer dX = upload(x), dPerm = upload(perm),
+                 dValid = upload(std::vector<int32_t>{int32_t(valid)});
+    DeviceBuffer dRows = poisoned(S * H * 4), dRowsBF16 = poisoned(S * H * 2);
+    ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                            dValid.dataAs<int32_t>(), S, K, dRows.dataAs<float>(), nullptr));
+    ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                            dValid.dataAs<int32_t>(), S, K, dRowsBF16.dataAs<cuda::BF16>(),
+                            nullptr));
+    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+    std::vector<float> rows = download<float>(dRows, S * H);
+    std::vector<uint16_t> bits = download<uint16_t>(dRowsBF16, S * H);
+    for (int64_t i = 0; i < valid * H; ++i) {
+      ASSERT_EQ(rows[i], x[(perm[i / H] / K) * H + i % H]) << "f32 row element " << i;
+      ASSERT_EQ(bits[i], toBF16(rows[i])) << "bf16 row element " << i;
+    }
+    for (int64_t i = valid * H; i < S * H; ++i)
+      ASSERT_EQ(bits[i], 0xFFFF) << "row element " << i << " past the valid count written";
+  }
+}
+
 /// Decode shapes for the tensor-core kernel: 1-3 slots, spread and all in one
 /// expert, with the tile the dispatcher picks.
 TEST(CudaKernels, TensorCoreGroupedMatmulFewSlots) {

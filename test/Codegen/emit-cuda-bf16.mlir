@@ -1,8 +1,10 @@
 // REQUIRES: cuda-build
 // `moec compile --target=cuda --expert-weights=bf16`: moe.grouped_matmul's
 // weights are stored in weights.bin as bf16 (half the bytes; the manifest says
-// `bf16`) and multiplied on the tensor cores by groupedMatmulBF16; everything else (the
-// router, biases, rows, accumulation) stays f32.
+// `bf16`) and multiplied on the tensor cores by groupedMatmulBF16. The rows those
+// kernels read (permute's, the gate/up result) are held as bf16 (BF16 *), since
+// the kernels round them so anyway; the router, biases, accumulation, the down
+// projection's result and the output stay f32.
 
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/mixtral
@@ -11,10 +13,17 @@
 // MANIFEST-NEXT: weight experts.gate_up_proj bf16 [8,80,64] 2112 81920
 // MANIFEST-NEXT: weight experts.down_proj bf16 [8,64,40] 84032 40960
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cu
-// CODE: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2112); // experts.gate_up_proj (bf16)
-// CODE: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84032); // experts.down_proj (bf16)
+// CODE: float *v0 = reinterpret_cast<float *>(workspace + 4096);
+// CODE: BF16 *v6 = reinterpret_cast<BF16 *>(workspace + 5120);
+// CODE-NEXT: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2112); // experts.gate_up_proj (bf16)
+// CODE-NEXT: BF16 *v7 = reinterpret_cast<BF16 *>(workspace + 9216);
+// CODE-NEXT: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84032); // experts.down_proj (bf16)
+// CODE-NEXT: float *v8 = reinterpret_cast<float *>(workspace + 11776);
+// CODE-NEXT: float *v9 = reinterpret_cast<float *>(workspace + 19968);
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
+// CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
 // CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
+// CODE-SAME: v7, stream));
 // CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v7, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v8, stream));
 // CODE-NOT: groupedMatmul(
 
@@ -27,6 +36,7 @@
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/f32
 // RUN: FileCheck %s --check-prefix=F32 < %t/f32/model.cu
 // F32-NOT: groupedMatmulBF16
+// F32-NOT: BF16 *
 // F32: groupedMatmul(
 
 // The bf16 bits are those of the f32 weights rounded to nearest even; the
@@ -54,8 +64,17 @@
 // SHARED-MANIFEST: weight shared_gate_up_weight bf16 [48,64]
 // SHARED-MANIFEST: weight shared_down_weight bf16 [64,24]
 // RUN: FileCheck %s --check-prefix=SHARED < %t/deepseek/model.cu
+// SHARED: BF16 *v9 = reinterpret_cast<BF16 *>(
 // SHARED: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 16, nullptr, Epilogue{}, v0, stream));
 // SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
 // SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
 // SHARED: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 64, w4, 48, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
 // SHARED: MOEC_RETURN_IF_ERROR(linearBF16(v9, T, 24, w5, 64, nullptr, Epilogue{}, v10, stream));
+
+// With --fp8 the experts' gate/up result goes to moe.quantize, which reads f32:
+// it stays f32 (only rows every reader rounds to bf16 are held as bf16).
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --fp8 --max-tokens=16 -o %t/deepseek-fp8
+// RUN: FileCheck %s --check-prefix=FP8 < %t/deepseek-fp8/model.cu
+// FP8: float *v8 = reinterpret_cast<float *>(
+// FP8-NOT: BF16 *
+// FP8: quantizeE4M3(v8,

@@ -153,6 +153,9 @@ struct ValueInfo {
   std::string var;       // the C++ pointer variable
   SmallVector<Dim> dims; // its shape
   Type elementType;
+  /// CUDA, --expert-weights=bf16: an f32 value held as bf16 (BF16 *), since
+  /// only bf16-weight kernels read it and they round it so anyway.
+  bool bf16 = false;
 };
 
 struct WeightEntry {
@@ -246,6 +249,15 @@ private:
   std::string epilogue(std::optional<moe::ActivationAttr> activation,
                        std::optional<moe::GateUpLayout> layout);
   Value viewRoot(Value value);
+
+  /// Whether moe.linear `op` multiplies by a bf16 weight (a constant, not the
+  /// router's) under --expert-weights=bf16.
+  bool linearTakesBF16(moe::LinearOp op);
+  /// Whether `value` is held as bf16 rows: every use reads it as the rows of a
+  /// bf16-weight grouped matmul or linear, which round f32 rows to bf16 first,
+  /// so storing them rounded changes no bit of any result and halves their
+  /// bytes (docs/design.md, "bf16 activations").
+  bool storedAsBF16(Value value);
 
   LogicalResult emitView(Operation *op);
   LogicalResult emitLinear(moe::LinearOp op);
@@ -366,7 +378,8 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   info.var = "v" + std::to_string(nextVar++);
   info.dims = *dims;
   info.elementType = element;
-  std::string cppType = *cppElementType(element);
+  info.bf16 = storedAsBF16(result);
+  std::string cppType = info.bf16 ? "BF16" : *cppElementType(element);
   // CUDA: outputs are host memory; results live on the device and are copied
   // back at the end.
   if (auto it = outputOf.find(result); !cuda && it != outputOf.end()) {
@@ -377,7 +390,7 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   // Planned for the largest T; every intermediate keeps its own slot (the
   // grouped phase has a handful, so reuse would save little).
   uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
-  uint64_t offset = reserve(elements * (element.getIntOrFloatBitWidth() / 8));
+  uint64_t offset = reserve(elements * (info.bf16 ? 2 : element.getIntOrFloatBitWidth() / 8));
   decl(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
        std::to_string(offset) + ");");
   return &info;
@@ -604,10 +617,7 @@ LogicalResult Emitter::emitView(Operation *op) {
   return success();
 }
 
-LogicalResult Emitter::emitLinear(moe::LinearOp op) {
-  comment(op);
-  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
-    return failure();
+bool Emitter::linearTakesBF16(moe::LinearOp op) {
   // Shared experts' weights follow --expert-weights=bf16 onto the tensor cores;
   // the router's stay f32, since its logits choose the experts and bf16 would
   // flip near ties. Weights that are not constants, or whose K the bf16 kernel
@@ -616,10 +626,35 @@ LogicalResult Emitter::emitLinear(moe::LinearOp op) {
                              [](Operation *user) { return isa<moe::RouteOp>(user); });
   auto weightType = dyn_cast<RankedTensorType>(op.getWeight().getType());
   Operation *weightDef = op.getWeight().getDefiningOp();
-  bool bf16 = cuda && bf16ExpertWeights && !router && weightType &&
-              weightType.hasStaticShape() && weightType.getRank() == 2 &&
-              weightType.getDimSize(1) % 8 == 0 && weightDef &&
-              isa<arith::ConstantOp, onnx::ConstantOp>(weightDef);
+  return cuda && bf16ExpertWeights && !router && weightType && weightType.hasStaticShape() &&
+         weightType.getRank() == 2 && weightType.getDimSize(1) % 8 == 0 && weightDef &&
+         isa<arith::ConstantOp, onnx::ConstantOp>(weightDef);
+}
+
+bool Emitter::storedAsBF16(Value value) {
+  if (!cuda || !bf16ExpertWeights || value.use_empty() ||
+      !cast<RankedTensorType>(value.getType()).getElementType().isF32())
+    return false;
+  Operation *def = value.getDefiningOp();
+  if (!def || !isa<moe::PermuteOp, moe::GroupedMatmulOp, moe::LinearOp>(def))
+    return false;
+  return llvm::all_of(value.getUses(), [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(user))
+      return use.get() == matmul.getLhs() && !matmul.getLhsScales() &&
+             !matmul.getWeightScales() && matmul.getLhs() != matmul.getWeights();
+    if (auto linear = dyn_cast<moe::LinearOp>(user))
+      return use.get() == linear.getInput() && linear.getInput() != linear.getWeight() &&
+             linearTakesBF16(linear);
+    return false;
+  });
+}
+
+LogicalResult Emitter::emitLinear(moe::LinearOp op) {
+  comment(op);
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  bool bf16 = linearTakesBF16(op);
   FailureOr<ValueInfo *> x = operand(op, op.getInput(), "the input");
   FailureOr<ValueInfo *> w = bf16 ? bf16Weight(op, op.getWeight(), "the weight")
                                   : operand(op, op.getWeight(), "the weight");

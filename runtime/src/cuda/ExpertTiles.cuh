@@ -16,6 +16,8 @@
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/Status.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -41,7 +43,8 @@ struct Layout {
   const float *bias;
   cpu::Epilogue epilogue;
   int64_t rowTiles, columnTiles; // the grid: rowTiles x columnTiles
-  float *out;
+  float *out;                    // f32 results, or
+  uint16_t *outBF16 = nullptr;   // bf16 results (bits), rounded to nearest even
 
   __host__ __device__ bool gated() const {
     return epilogue.enabled && epilogue.layout != GateUpLayout::None;
@@ -184,13 +187,19 @@ __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile
       int token = t * 8 + 2 * (lane % 4) + (i & 1);
       if (token >= rows)
         continue;
-      float *outRow = p.out + (firstRow + token) * p.width;
+      int64_t rowStart = (firstRow + token) * p.width;
+      auto store = [&](int64_t column, float value) {
+        if (p.outBF16)
+          p.outBF16[rowStart + column] = __bfloat16_as_ushort(__float2bfloat16_rn(value));
+        else
+          p.out[rowStart + column] = value;
+      };
       if (gated) {
         if (row0 < 0)
           continue;
         int64_t column = columnTile * (kWeightRows / 2) + warp * 16 + r;
-        outRow[column] = device::gatedEpilogue(p.epilogue, acc[0][t][i] + bias0,
-                                               acc[1][t][i] + bias1);
+        store(column,
+              device::gatedEpilogue(p.epilogue, acc[0][t][i] + bias0, acc[1][t][i] + bias1));
         continue;
       }
       float values[2] = {acc[0][t][i] + bias0, acc[1][t][i] + bias1};
@@ -202,7 +211,7 @@ __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile
         float value = values[h];
         if (p.epilogue.enabled)
           value = device::activate(p.epilogue.kind, p.epilogue.alpha, value);
-        outRow[rowsOf[h]] = value;
+        store(rowsOf[h], value);
       }
     }
   }

@@ -1,9 +1,9 @@
 //===- GroupedMatmulBF16.cu - tensor-core grouped matmul, bf16 weights -----===//
 //
-// moe.grouped_matmul with bf16 expert weights [E, N, K] and f32 rows, on the
-// tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate), for any number of
-// rows per expert: decode, where each touched expert's weights must be streamed
-// once at the copy bandwidth, and prefill, where the same tiles reuse them.
+// moe.grouped_matmul with bf16 expert weights [E, N, K] and f32 or bf16 rows
+// (results f32 or bf16), on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate), for any
+// number of rows per expert: decode, where each touched expert's weights must be streamed once at
+// the copy bandwidth, and prefill, where the same tiles reuse them.
 //
 // Why "swap AB": at decode an expert has 1-16 rows but thousands of weight rows,
 // so the weights take the MMA's M side (16 per instruction) and the tokens its N
@@ -31,18 +31,21 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace moec::rt::cuda {
 namespace {
 
 using namespace tiles;
 
-constexpr int kTileK = 64;                // K per pipeline stage: 128-byte weight rows
-constexpr int kRowStrideF32 = kTileK + 8; // padded: B-fragment loads are conflict-free
+constexpr int kTileK = 64;             // K per pipeline stage: 128-byte weight rows
+constexpr int kRowStride = kTileK + 8; // elements; padded: B-fragment loads are conflict-free
 
 /// Shared bytes of one pipeline stage: the weight tile (bf16, 128-byte rows,
-/// swizzled) and TOK activation rows (f32, padded).
-constexpr int stageBytes(int tok) { return kWeightRows * kTileK * 2 + tok * kRowStrideF32 * 4; }
+/// swizzled) and TOK activation rows (f32 or bf16, padded).
+template <typename Lhs> constexpr int stageBytes(int tok) {
+  return kWeightRows * kTileK * 2 + tok * kRowStride * static_cast<int>(sizeof(Lhs));
+}
 
 __device__ inline unsigned packBF16(float lo, float hi) {
   __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
@@ -56,15 +59,28 @@ __device__ inline void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned 
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-struct Problem {
+/// The B fragment (rows k = 2c, 2c+1 and 2c+8, 2c+9 of token column lane/4) from
+/// a staged row: f32 rows are rounded here, bf16 rows are taken as they are --
+/// the same bits either way.
+__device__ inline void fragmentB(const float *x, unsigned &b0, unsigned &b1) {
+  float2 lo = *reinterpret_cast<const float2 *>(x);
+  float2 hi = *reinterpret_cast<const float2 *>(x + 8);
+  b0 = packBF16(lo.x, lo.y);
+  b1 = packBF16(hi.x, hi.y);
+}
+__device__ inline void fragmentB(const BF16 *x, unsigned &b0, unsigned &b1) {
+  b0 = *reinterpret_cast<const unsigned *>(x);
+  b1 = *reinterpret_cast<const unsigned *>(x + 8);
+}
+
+template <typename Lhs> struct Problem {
   Layout layout;
-  const float *lhs;
+  const Lhs *lhs; // f32 rows, or bf16 rows (BF16)
   const uint16_t *weights;
 };
 
-template <int TOK, int STAGES>
-__global__ void __launch_bounds__(kThreads)
-groupedMatmulBF16Kernel(Problem problem) {
+template <int TOK, int STAGES, typename Lhs>
+__global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs> problem) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
   const Layout &p = problem.layout;
@@ -75,25 +91,27 @@ groupedMatmulBF16Kernel(Problem problem) {
   if (!findRowTile<TOK>(p, rowTile, expert, firstRow, rows))
     return;
 
-  // This thread's share of each stage's loads: 8 weight chunks, TOK/8 row chunks.
+  // This thread's share of each stage's loads: 8 weight chunks, and 16-byte
+  // chunks of the TOK rows (4 f32 or 8 bf16 each; idle threads past the last).
   const uint16_t *weightRow[8];
   weightRowsOfThread(p, columnTile, problem.weights + expert * p.n * p.k, weightRow);
   const int weightChunk = tid % 8;
-  constexpr int kRowChunks = TOK * (kTileK / 4) / kThreads; // 16-byte f32 chunks per thread
-  static_assert(kRowChunks >= 1 && TOK * (kTileK / 4) % kThreads == 0);
-  const float *tokenRow[kRowChunks];
+  constexpr int kChunkElements = 16 / sizeof(Lhs);
+  constexpr int kChunksPerRow = kTileK / kChunkElements;
+  constexpr int kRowChunks = (TOK * kChunksPerRow + kThreads - 1) / kThreads;
+  const Lhs *tokenRow[kRowChunks];
   int tokenChunk[kRowChunks], tokenIndex[kRowChunks];
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    int q = tid + i * kThreads; // chunk q: token q / 16, chunk q % 16
-    tokenIndex[i] = q / 16;
-    tokenChunk[i] = q % 16;
+    int q = tid + i * kThreads; // chunk q: token q / kChunksPerRow, chunk q % kChunksPerRow
+    tokenIndex[i] = q / kChunksPerRow;
+    tokenChunk[i] = q % kChunksPerRow;
     tokenRow[i] = tokenIndex[i] < rows ? problem.lhs + (firstRow + tokenIndex[i]) * p.k : nullptr;
   }
 
   const int64_t kTiles = (p.k + kTileK - 1) / kTileK;
   auto loadStage = [&](int64_t kt, int stage) {
-    unsigned char *base = shared + stage * stageBytes(TOK);
+    unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
     int64_t k0 = kt * kTileK;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -102,20 +120,22 @@ groupedMatmulBF16Kernel(Problem problem) {
       copyAsync16(base + swizzled(tid / 8 + 16 * i, weightChunk),
                   valid ? weightRow[i] + kk : problem.weights, valid ? 16 : 0);
     }
-    float *rowsTile = reinterpret_cast<float *>(base + kWeightRows * kTileK * 2);
+    Lhs *rowsTile = reinterpret_cast<Lhs *>(base + kWeightRows * kTileK * 2);
 #pragma unroll
     for (int i = 0; i < kRowChunks; ++i) {
-      int64_t kk = k0 + tokenChunk[i] * 4;
+      if (tokenIndex[i] >= TOK)
+        continue;
+      int64_t kk = k0 + tokenChunk[i] * kChunkElements;
       bool valid = tokenRow[i] && kk < p.k;
-      copyAsync16(rowsTile + tokenIndex[i] * kRowStrideF32 + tokenChunk[i] * 4,
+      copyAsync16(rowsTile + tokenIndex[i] * kRowStride + tokenChunk[i] * kChunkElements,
                   valid ? tokenRow[i] + kk : problem.lhs, valid ? 16 : 0);
     }
   };
 
   float acc[2][kTokenTiles][4] = {};
   runPipeline<STAGES>(kTiles, loadStage, [&](int64_t, int stage) {
-    const unsigned char *base = shared + stage * stageBytes(TOK);
-    const float *rowsTile = reinterpret_cast<const float *>(base + kWeightRows * kTileK * 2);
+    const unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
+    const Lhs *rowsTile = reinterpret_cast<const Lhs *>(base + kWeightRows * kTileK * 2);
 #pragma unroll
     for (int ks = 0; ks < kTileK / 16; ++ks) {
       unsigned a[2][4];
@@ -126,10 +146,8 @@ groupedMatmulBF16Kernel(Problem problem) {
       }
 #pragma unroll
       for (int t = 0; t < kTokenTiles; ++t) {
-        const float *x = rowsTile + (t * 8 + lane / 4) * kRowStrideF32 + ks * 16 + 2 * (lane % 4);
-        float2 lo = *reinterpret_cast<const float2 *>(x);
-        float2 hi = *reinterpret_cast<const float2 *>(x + 8);
-        unsigned b0 = packBF16(lo.x, lo.y), b1 = packBF16(hi.x, hi.y);
+        unsigned b0, b1;
+        fragmentB(rowsTile + (t * 8 + lane / 4) * kRowStride + ks * 16 + 2 * (lane % 4), b0, b1);
         mma16816(acc[0][t], a[0], b0, b1);
         mma16816(acc[1][t], a[1], b0, b1);
       }
@@ -138,10 +156,72 @@ groupedMatmulBF16Kernel(Problem problem) {
   storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
-template <int TOK, int STAGES>
-Status launch(const Problem &problem, int64_t slots, cudaStream_t stream) {
-  return launchTiles(groupedMatmulBF16Kernel<TOK, STAGES>, problem, slots, TOK,
-                     STAGES * stageBytes(TOK), "groupedMatmulBF16", stream);
+template <int TOK, int STAGES, typename Lhs>
+Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
+  return launchTiles(groupedMatmulBF16Kernel<TOK, STAGES, Lhs>, problem, slots, TOK,
+                     STAGES * stageBytes<Lhs>(TOK), "groupedMatmulBF16", stream);
+}
+
+/// groupedMatmulBF16 for f32 or bf16 rows (Lhs) and results (Out).
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
+                             int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                             const Epilogue &epilogue, Out *out, cudaStream_t stream,
+                             BF16Tile tile) {
+  constexpr bool kLhsBF16 = std::is_same_v<Lhs, BF16>, kOutBF16 = std::is_same_v<Out, BF16>;
+  if (k % 8 != 0)
+    return Status::error("groupedMatmulBF16: K = " + std::to_string(k) +
+                         " is not a multiple of 8 (16-byte weight loads)");
+  if (reinterpret_cast<uintptr_t>(weightsBF16) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(lhs) % 16 != 0)
+    return Status::error("groupedMatmulBF16: the weights or rows are not 16-byte aligned");
+  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
+  if (gated && n % 2 != 0)
+    return Status::error("groupedMatmulBF16: gated N = " + std::to_string(n) + " is odd");
+  if (slots <= 0 || experts <= 0)
+    return Status::ok();
+  if (!offsets && experts != 1)
+    return Status::error("groupedMatmulBF16: no offsets, but " + std::to_string(experts) +
+                         " experts");
+  float *outF32 = nullptr;
+  uint16_t *outBF16 = nullptr;
+  if constexpr (kOutBF16)
+    outBF16 = reinterpret_cast<uint16_t *>(out);
+  else
+    outF32 = out;
+  Problem<Lhs> p{
+      {k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, outF32, outBF16},
+      lhs,
+      weightsBF16};
+  if (tile == BF16Tile::Auto) {
+    tile = chooseBF16Tile(slots, experts);
+    if (tile == BF16Tile::Wgmma && !detail::groupedMatmulCutlassSupports(k, n))
+      tile = BF16Tile::Tok64;
+  }
+  switch (tile) {
+  case BF16Tile::Wgmma:
+#ifdef MOEC_HAVE_CUTLASS
+    if constexpr (kLhsBF16)
+      return detail::groupedMatmulCutlass(nullptr, reinterpret_cast<const uint16_t *>(lhs), slots,
+                                          k, weightsBF16, experts, n, offsets, bias, epilogue,
+                                          outF32, outBF16, stream);
+    else
+      return detail::groupedMatmulCutlass(lhs, nullptr, slots, k, weightsBF16, experts, n, offsets,
+                                          bias, epilogue, outF32, outBF16, stream);
+#else
+    return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
+#endif
+  case BF16Tile::Tok8:
+    return launch<8, 8>(p, slots, stream);
+  case BF16Tile::Tok16:
+    return launch<16, 6>(p, slots, stream);
+  case BF16Tile::Tok32:
+    return launch<32, 4>(p, slots, stream);
+  case BF16Tile::Tok64:
+  case BF16Tile::Auto:
+    return launch<64, 3>(p, slots, stream);
+  }
+  return Status::ok();
 }
 
 } // namespace
@@ -184,53 +264,33 @@ bool bf16TileAvailable(BF16Tile tile) {
 #endif
 }
 
-Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
                          int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
-                         const Epilogue &epilogue, float *out, cudaStream_t stream,
-                         BF16Tile tile) {
-  if (k % 8 != 0)
-    return Status::error("groupedMatmulBF16: K = " + std::to_string(k) +
-                         " is not a multiple of 8 (16-byte weight loads)");
-  if (reinterpret_cast<uintptr_t>(weightsBF16) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(lhs) % 16 != 0)
-    return Status::error("groupedMatmulBF16: the weights or rows are not 16-byte aligned");
-  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
-  if (gated && n % 2 != 0)
-    return Status::error("groupedMatmulBF16: gated N = " + std::to_string(n) + " is odd");
-  if (slots <= 0 || experts <= 0)
-    return Status::ok();
-  if (!offsets && experts != 1)
-    return Status::error("groupedMatmulBF16: no offsets, but " + std::to_string(experts) +
-                         " experts");
-  Problem p{{k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, out},
-            lhs,
-            weightsBF16};
-  if (tile == BF16Tile::Auto) {
-    tile = chooseBF16Tile(slots, experts);
-    if (tile == BF16Tile::Wgmma && !detail::groupedMatmulCutlassSupports(k, n))
-      tile = BF16Tile::Tok64;
-  }
-  switch (tile) {
-  case BF16Tile::Wgmma:
-#ifdef MOEC_HAVE_CUTLASS
-    return detail::groupedMatmulCutlass(lhs, slots, k, weightsBF16, experts, n, offsets, bias,
-                                        epilogue, out, stream);
-#else
-    return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
-#endif
-  case BF16Tile::Tok8: return launch<8, 8>(p, slots, stream);
-  case BF16Tile::Tok16: return launch<16, 6>(p, slots, stream);
-  case BF16Tile::Tok32: return launch<32, 4>(p, slots, stream);
-  case BF16Tile::Tok64:
-  case BF16Tile::Auto: return launch<64, 3>(p, slots, stream);
-  }
-  return Status::ok();
+                         const Epilogue &epilogue, Out *out, cudaStream_t stream, BF16Tile tile) {
+  return groupedMatmulBF16Impl(lhs, slots, k, weightsBF16, experts, n, offsets, bias, epilogue,
+                               out, stream, tile);
 }
 
-Status linearBF16(const float *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
-                  const float *bias, const Epilogue &epilogue, float *y, cudaStream_t stream) {
+template <typename Lhs, typename Out>
+Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
+                  const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream) {
   // One expert whose rows are all m: no offsets to read.
-  return groupedMatmulBF16(x, m, k, weightBF16, 1, n, nullptr, bias, epilogue, y, stream);
+  return groupedMatmulBF16Impl(x, m, k, weightBF16, 1, n, nullptr, bias, epilogue, y, stream,
+                               BF16Tile::Auto);
 }
+
+// Every combination of f32 and bf16 rows and results.
+#define MOEC_INSTANTIATE(LHS, OUT)                                                                 \
+  template Status groupedMatmulBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,     \
+                                    int64_t, const int32_t *, const float *, const Epilogue &,    \
+                                    OUT *, cudaStream_t, BF16Tile);                               \
+  template Status linearBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,            \
+                             const float *, const Epilogue &, OUT *, cudaStream_t);
+MOEC_INSTANTIATE(float, float)
+MOEC_INSTANTIATE(BF16, float)
+MOEC_INSTANTIATE(float, BF16)
+MOEC_INSTANTIATE(BF16, BF16)
+#undef MOEC_INSTANTIATE
 
 } // namespace moec::rt::cuda

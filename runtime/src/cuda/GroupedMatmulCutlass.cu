@@ -9,12 +9,12 @@
 // Still without a host synchronisation: the group sizes live on the device
 // (the sort's offsets), so a small kernel writes each expert's problem shape
 // and pointers there, and CUTLASS reads them there (no host problem shapes).
-// Around the GEMM, on the same stream: the f32 rows are rounded to bf16 (TMA
-// needs the operand as it is multiplied), and, when there is a bias or an
-// activation, the f32 product goes through a scratch buffer and a second
-// kernel applies them (Epilogue.cuh) into `out`; otherwise CUTLASS writes
-// `out` itself. Scratch comes from the stream-ordered allocator, so a CUDA
-// graph capture records it as graph memory.
+// Around the GEMM, on the same stream: f32 rows are rounded to bf16 (TMA needs
+// the operand as it is multiplied; bf16 rows from permute are taken as they
+// are), and, when there is a bias or an activation or the result is bf16, the
+// f32 product goes through a scratch buffer and a second kernel applies them
+// (Epilogue.cuh) into `out`; otherwise CUTLASS writes `out` itself. Scratch comes from the
+// stream-ordered allocator, so a CUDA graph capture records it as graph memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -140,10 +140,17 @@ __global__ void roundRowsBF16(const float *lhs, const int32_t *offsets, int expe
   }
 }
 
-/// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows.
+__device__ inline void storeValue(float *out, float value) { *out = value; }
+__device__ inline void storeValue(__nv_bfloat16 *out, float value) {
+  *out = __float2bfloat16_rn(value);
+}
+
+/// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows,
+/// f32 or rounded to bf16.
+template <typename Out>
 __global__ void applyEpilogue(const float *product, const int32_t *offsets, int experts,
                               int64_t rows, int n, int outColumns, const float *bias,
-                              cpu::Epilogue epilogue, float *out) {
+                              cpu::Epilogue epilogue, Out *out) {
   int64_t valid = offsets ? offsets[experts - 1] : rows;
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
   for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
@@ -173,7 +180,7 @@ __global__ void applyEpilogue(const float *product, const int32_t *offsets, int 
         if (epilogue.enabled)
           value = device::activate(epilogue.kind, epilogue.alpha, value);
       }
-      out[r * outColumns + j] = value;
+      storeValue(out + r * outColumns + j, value);
     }
   }
 }
@@ -198,22 +205,27 @@ bool groupedMatmulCutlassSupports(int64_t k, int64_t n) {
   return k % kAlignmentAB == 0 && n % kAlignmentD == 0 && k < (1 << 30) && n < (1 << 30);
 }
 
-Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uint16_t *weights,
-                            int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
-                            const cpu::Epilogue &epilogue, float *out, cudaStream_t stream) {
+Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t rows, int64_t k,
+                            const uint16_t *weights, int64_t experts, int64_t n,
+                            const int32_t *offsets, const float *bias,
+                            const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
+                            cudaStream_t stream) {
   if (!groupedMatmulCutlassSupports(k, n))
-    return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) + ", N = " +
-                         std::to_string(n) + " are not multiples of 8 and 4");
+    return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) +
+                         ", N = " + std::to_string(n) + " are not multiples of 8 and 4");
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
-  bool direct = !bias && !epilogue.enabled; // CUTLASS writes `out` itself
+  // CUTLASS writes an f32 `out` itself when there is nothing to apply.
+  bool direct = out && !bias && !epilogue.enabled;
   int outColumns = static_cast<int>(gated ? n / 2 : n);
   int groups = static_cast<int>(experts);
 
   StreamScratch scratch(stream);
-  __nv_bfloat16 *a = nullptr;
+  // bf16 rows are TMA's operand as they are; f32 rows are rounded first.
+  auto *a = reinterpret_cast<__nv_bfloat16 *>(const_cast<uint16_t *>(lhsBF16));
   float *product = out;
   GroupArrays g{};
-  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(rows * k), a));
+  if (!lhsBF16)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(rows * k), a));
   if (!direct)
     MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(rows * n), product));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.shapes));
@@ -226,9 +238,11 @@ Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uin
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
 
-  roundRowsBF16<<<blocksFor(rows * k / 4, 256, 16 * kSMs), 256, 0, stream>>>(
-      lhs, offsets, groups, rows, k, a);
-  MOEC_CUDA_TRY(cudaGetLastError());
+  if (!lhsBF16) {
+    roundRowsBF16<<<blocksFor(rows * k / 4, 256, 16 * kSMs), 256, 0, stream>>>(lhs, offsets, groups,
+                                                                               rows, k, a);
+    MOEC_CUDA_TRY(cudaGetLastError());
+  }
   // Row-major A and D, K-major B: strides that do not depend on M.
   StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
   StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1});
@@ -269,8 +283,14 @@ Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uin
   MOEC_CUDA_TRY(cudaGetLastError());
 
   if (!direct) {
-    applyEpilogue<<<blocksFor(rows, 1, 8 * kSMs), 256, 0, stream>>>(
-        product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue, out);
+    unsigned blocks = blocksFor(rows, 1, 8 * kSMs);
+    if (outBF16)
+      applyEpilogue<<<blocks, 256, 0, stream>>>(product, offsets, groups, rows, static_cast<int>(n),
+                                                outColumns, bias, epilogue,
+                                                reinterpret_cast<__nv_bfloat16 *>(outBF16));
+    else
+      applyEpilogue<<<blocks, 256, 0, stream>>>(product, offsets, groups, rows, static_cast<int>(n),
+                                                outColumns, bias, epilogue, out);
     MOEC_CUDA_TRY(cudaGetLastError());
   }
   return Status::ok();

@@ -20,9 +20,13 @@ namespace moec::rt::cuda::detail {
 /// Whether the kernel takes K and N (16-byte rows of bf16 operands and f32 output).
 bool groupedMatmulCutlassSupports(int64_t k, int64_t n);
 
-Status groupedMatmulCutlass(const float *lhs, int64_t rows, int64_t k, const uint16_t *weights,
-                            int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
-                            const cpu::Epilogue &epilogue, float *out, cudaStream_t stream);
+/// Rows in f32 (`lhs`, rounded here) or bf16 (`lhsBF16`), results out in f32
+/// (`out`) or bf16 (`outBF16`): one of each pair is null.
+Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t rows, int64_t k,
+                            const uint16_t *weights, int64_t experts, int64_t n,
+                            const int32_t *offsets, const float *bias,
+                            const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
+                            cudaStream_t stream);
 
 } // namespace moec::rt::cuda::detail
 

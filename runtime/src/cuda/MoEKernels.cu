@@ -14,6 +14,7 @@
 
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -261,22 +262,35 @@ __global__ void offsetsKernel(const int32_t *counts, int64_t numExperts, int32_t
     *numValid = total;
 }
 
-/// A block per row (grid-stride): 16-byte copies when rows allow them, and no
-/// 64-bit division per element.
+__device__ inline void storeRow(float *to, float4 v) { *reinterpret_cast<float4 *>(to) = v; }
+__device__ inline void storeRow(BF16 *to, float4 v) {
+  __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  uint2 bits{*reinterpret_cast<unsigned *>(&lo), *reinterpret_cast<unsigned *>(&hi)};
+  *reinterpret_cast<uint2 *>(to) = bits;
+}
+__device__ inline void storeElement(float *to, float v) { *to = v; }
+__device__ inline void storeElement(BF16 *to, float v) {
+  to->bits = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+/// A block per row (grid-stride): 16-byte loads when rows allow them, and no
+/// 64-bit division per element. Rows are written in f32, or rounded to bf16
+/// (nearest even) for a bf16-weight grouped matmul.
+template <typename Row>
 __global__ void permuteKernel(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-                              const int32_t *numValid, int64_t topK, float *rows) {
+                              const int32_t *numValid, int64_t topK, Row *rows) {
   int64_t valid = *numValid;
   bool vector = hiddenSize % 4 == 0 && reinterpret_cast<uintptr_t>(hidden) % 16 == 0 &&
-                reinterpret_cast<uintptr_t>(rows) % 16 == 0;
+                reinterpret_cast<uintptr_t>(rows) % (4 * sizeof(Row)) == 0;
   for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
     const float *src = hidden + (permutation[r] / topK) * hiddenSize;
-    float *dst = rows + r * hiddenSize;
+    Row *dst = rows + r * hiddenSize;
     if (vector) {
       for (int64_t h = threadIdx.x; h < hiddenSize / 4; h += blockDim.x)
-        reinterpret_cast<float4 *>(dst)[h] = reinterpret_cast<const float4 *>(src)[h];
+        storeRow(dst + 4 * h, reinterpret_cast<const float4 *>(src)[h]);
     } else {
       for (int64_t h = threadIdx.x; h < hiddenSize; h += blockDim.x)
-        dst[h] = src[h];
+        storeElement(dst + h, src[h]);
     }
   }
 }
@@ -473,15 +487,28 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
   return Status::ok();
 }
 
-Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-               const int32_t *numValid, int64_t slots, int64_t topK, float *rows,
-               cudaStream_t stream) {
+template <typename Row>
+Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+                   const int32_t *numValid, int64_t slots, int64_t topK, Row *rows,
+                   cudaStream_t stream) {
   if (slots == 0)
     return Status::ok();
   permuteKernel<<<blocksFor(slots, 1, 16 * kSMs), 256, 0, stream>>>(
       hidden, hiddenSize, permutation, numValid, topK, rows);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
+}
+
+Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+               const int32_t *numValid, int64_t slots, int64_t topK, float *rows,
+               cudaStream_t stream) {
+  return permuteRows(hidden, hiddenSize, permutation, numValid, slots, topK, rows, stream);
+}
+
+Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+               const int32_t *numValid, int64_t slots, int64_t topK, BF16 *rows,
+               cudaStream_t stream) {
+  return permuteRows(hidden, hiddenSize, permutation, numValid, slots, topK, rows, stream);
 }
 
 Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *weights,

@@ -27,6 +27,15 @@ namespace moec::rt::cuda {
 using cpu::Epilogue;
 using cpu::Routing;
 
+/// One bf16 activation (its bits): rows between the bf16-weight kernels. Every
+/// such kernel rounds its f32 rows to bf16 (nearest even) before multiplying,
+/// so a producer that writes them rounded already (permute, the gate/up
+/// epilogue) gives bit for bit the same result with half the bytes
+/// (docs/design.md, "bf16 activations").
+struct alignas(2) BF16 {
+  uint16_t bits;
+};
+
 /// Device workspace moe.sort needs for `slots` slots (CUB's radix sort).
 Status sortWorkspaceBytes(int64_t slots, size_t &bytes);
 
@@ -50,6 +59,10 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
 
 Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
                const int32_t *numValid, int64_t slots, int64_t topK, float *rows,
+               cudaStream_t stream);
+/// The same rows rounded to bf16, for a bf16-weight grouped matmul.
+Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
+               const int32_t *numValid, int64_t slots, int64_t topK, BF16 *rows,
                cudaStream_t stream);
 
 /// Rows at or past offsets[E-1] (read on the device) are not touched.
@@ -76,16 +89,22 @@ bool bf16TileAvailable(BF16Tile tile);
 /// slice of one expert's weights for up to TOK of its rows; blocks of experts
 /// with no rows exit before reading their weights. Rows at or past offsets[E-1]
 /// are not touched. K must be a multiple of 8; weights and rows 16-byte aligned.
-Status groupedMatmulBF16(const float *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
+///
+/// Rows (Lhs) and results (Out) are f32 (`float`) or bf16 (BF16): bf16 rows are
+/// what f32 rows would be rounded to, bf16 results are rounded to nearest even
+/// after bias and epilogue.
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
                          int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
-                         const Epilogue &epilogue, float *out, cudaStream_t stream,
+                         const Epilogue &epilogue, Out *out, cudaStream_t stream,
                          BF16Tile tile = BF16Tile::Auto);
 
 /// moe.linear with a bf16 weight [N, K] (shared experts under
 /// --expert-weights=bf16): the tensor-core kernel above with one expert and all
 /// m rows. K a multiple of 8.
-Status linearBF16(const float *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
-                  const float *bias, const Epilogue &epilogue, float *y, cudaStream_t stream);
+template <typename Lhs, typename Out>
+Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
+                  const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream);
 
 /// moe.quantize on the device: per row and 128-column group, scale =
 /// f32(max(amax / 448, 1e-12)) and q = e4m3(x / scale) (nearest even,
