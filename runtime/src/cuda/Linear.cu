@@ -5,7 +5,8 @@
 // near-tied top-k choices. Few rows (decode): the weight [N, K] is read once
 // per 16 input rows: each warp owns one output column (its gate and up rows
 // when gated) and walks K with coalesced loads, against the 16 rows staged in
-// shared memory; K is split over blocks when the columns are few. Many rows (prefill) and no gate: a register-tiled kernel.
+// shared memory; K is split over blocks when the columns are few. Many rows
+// and columns (prefill) and no gate: a register-tiled kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,63 +112,99 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
   }
 }
 
-/// Many rows (prefill routers): a register-tiled f32 matmul. Each block owns
-/// 128 rows x 64 columns and walks K 16 at a time through shared memory; each
-/// thread accumulates 8 rows x 4 columns, so x is read once per 64 columns and
-/// the weight once per 128 rows (the warp-per-column kernel above re-reads the
-/// rows for every 8 columns). Not gated: the bias and an activation only.
-constexpr int kTileRows = 128, kTileColumns = 64, kTileK = 16;
+/// Many rows and columns (prefill routers of 64+ experts): a register-tiled f32
+/// matmul. Each block owns 128 rows x 128 columns and walks K 8 at a time
+/// through double-buffered shared memory (the next tile is fetched into
+/// registers while this one is multiplied: one barrier per step); each thread
+/// accumulates 8 rows x 8 columns from two 16-byte reads of x and two of w per
+/// k, in ascending k. Not gated: the bias and an activation only.
+constexpr int kTileRows = 128, kTileColumns = 128, kTileK = 8;
+constexpr int kTilePad = 4; // keeps the transposing stores conflict-free, rows 16-byte aligned
+/// From this many columns on the tiled kernel; fewer (Mixtral's 8 experts)
+/// would leave most of a 128-column tile idle, and the warp-per-column kernel
+/// reads each row once for all of them.
+constexpr int64_t kTiledMinColumns = 64;
 
-/// Split K (blockIdx.z; `partial` non-null): too few tiles to fill the SMs
-/// (a router of 8 experts) -- each split writes its own partial sums and
-/// reduceSplits adds them in a fixed order, so logits do not depend on timing.
-__global__ void __launch_bounds__(kThreads)
+/// Four consecutive k of `row` (of `rows` rows, K contiguous) from k0 on, zero
+/// past the bounds; one 16-byte load when `vector` (k % 4 == 0, aligned).
+__device__ inline float4 loadQuad(const float *base, int64_t row, int64_t rows, int64_t k,
+                                  int64_t k0, int64_t kEnd, bool vector) {
+  if (row >= rows)
+    return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float *p = base + row * k + k0;
+  if (vector)
+    return k0 < kEnd ? __ldg(reinterpret_cast<const float4 *>(p)) : make_float4(0, 0, 0, 0);
+  float v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    v[i] = k0 + i < kEnd ? __ldg(p + i) : 0.0f;
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+
+/// Split K (blockIdx.z; `partial` non-null): too few tiles to fill the SMs --
+/// each split writes its own partial sums and reduceSplits adds them in a fixed
+/// order, so logits do not depend on timing.
+__global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128 registers
 linearTiledKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
                   const float *bias, cpu::Epilogue epilogue, float *y, int64_t kPerSplit,
                   float *partial) {
-  // Transposed ([k][row]) and padded by one so that the staging stores, which
-  // walk k fastest, hit distinct banks.
-  __shared__ float xs[kTileK][kTileRows + 1];
-  __shared__ float ws[kTileK][kTileColumns + 1];
+  // Transposed ([k][row], [k][column]) so that the products read 16 bytes.
+  __shared__ __align__(16) float xs[2][kTileK][kTileRows + kTilePad];
+  __shared__ __align__(16) float ws[2][kTileK][kTileColumns + kTilePad];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int64_t row0 = int64_t(blockIdx.y) * kTileRows, col0 = int64_t(blockIdx.x) * kTileColumns;
-  float acc[8][4] = {};
   const int64_t kBegin = int64_t(blockIdx.z) * kPerSplit, kEnd = min(k, kBegin + kPerSplit);
+  const bool vector = k % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  // This thread stages 4 k of one row of x and of one weight row per step.
+  const int stageRow = tid / 2, stageK = (tid % 2) * 4;
+  auto fetch = [&](int64_t k0, float4 &xq, float4 &wq) {
+    xq = loadQuad(x, row0 + stageRow, m, k, k0 + stageK, kEnd, vector);
+    wq = loadQuad(w, col0 + stageRow, n, k, k0 + stageK, kEnd, vector);
+  };
+  auto stage = [&](int buffer, const float4 &xq, const float4 &wq) {
+    const float xv[4] = {xq.x, xq.y, xq.z, xq.w}, wv[4] = {wq.x, wq.y, wq.z, wq.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      xs[buffer][stageK + i][stageRow] = xv[i];
+      ws[buffer][stageK + i][stageRow] = wv[i];
+    }
+  };
+  float acc[8][8] = {};
+  float4 xq, wq;
+  fetch(kBegin, xq, wq);
+  stage(0, xq, wq);
+  __syncthreads();
+  int buffer = 0;
   for (int64_t k0 = kBegin; k0 < kEnd; k0 += kTileK) {
-#pragma unroll
-    for (int j = 0; j < kTileRows * kTileK / kThreads; ++j) {
-      int i = tid + j * kThreads, r = i / kTileK, c = i % kTileK;
-      xs[c][r] = row0 + r < m && k0 + c < kEnd ? x[(row0 + r) * k + k0 + c] : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kTileColumns * kTileK / kThreads; ++j) {
-      int i = tid + j * kThreads, r = i / kTileK, c = i % kTileK;
-      ws[c][r] = col0 + r < n && k0 + c < kEnd ? __ldg(w + (col0 + r) * k + k0 + c) : 0.0f;
-    }
-    __syncthreads();
+    bool more = k0 + kTileK < kEnd;
+    if (more)
+      fetch(k0 + kTileK, xq, wq);
 #pragma unroll
     for (int kk = 0; kk < kTileK; ++kk) {
-      float a[8], b[4];
+      float4 a0 = *reinterpret_cast<const float4 *>(&xs[buffer][kk][ty * 4]);
+      float4 a1 = *reinterpret_cast<const float4 *>(&xs[buffer][kk][64 + ty * 4]);
+      float4 b0 = *reinterpret_cast<const float4 *>(&ws[buffer][kk][tx * 4]);
+      float4 b1 = *reinterpret_cast<const float4 *>(&ws[buffer][kk][64 + tx * 4]);
+      const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        a[i] = xs[kk][ty * 8 + i];
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        b[j] = ws[kk][tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < 8; ++j)
           acc[i][j] += a[i] * b[j];
     }
+    if (more) // the other buffer was last read before the previous barrier
+      stage(buffer ^ 1, xq, wq);
     __syncthreads();
+    buffer ^= 1;
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    int64_t r = row0 + ty * 8 + i;
+    int64_t r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      int64_t c = col0 + tx + 16 * j; // 16 consecutive columns per store
+    for (int j = 0; j < 8; ++j) {
+      int64_t c = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
       if (r >= m || c >= n)
         continue;
       if (partial) {
@@ -222,7 +259,7 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   if (gated && n % 2 != 0)
     return Status::error("linear: gated N = " + std::to_string(n) + " is odd");
   int64_t width = gated ? n / 2 : n;
-  if (!gated && m >= kTiledMinRows) {
+  if (!gated && m >= kTiledMinRows && n >= kTiledMinColumns) {
     int64_t rowTiles = (m + kTileRows - 1) / kTileRows;
     if (rowTiles > 65535)
       return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
