@@ -2,8 +2,9 @@
 """One table per benchmark cell from an ncu log of `bench_moe.py --ncu`.
 
     ncu --profile-from-start off --clock-control none --csv --page details \\
-        --section SpeedOfLight --section Occupancy --section LaunchStats \\
-        --metrics dram__bytes_read.sum,dram__bytes_write.sum --log-file ncu.csv \\
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\\
+    sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,\\
+    launch__registers_per_thread --log-file ncu.csv \\
         python3 bench/bench_moe.py --ncu ... > bench.log
     python3 bench/ncu_summary.py ncu.csv bench.log > ncu.md
 
@@ -36,8 +37,17 @@ def kernels(path):
         if key not in index:
             index[key] = len(out)
             out.append((key, row["Kernel Name"], row.get("Grid Size", ""), row.get("Block Size", ""), {}))
-        out[index[key]][4][row["Metric Name"]] = (row["Metric Value"], row["Metric Unit"])
+        metric = RAW.get(row["Metric Name"], row["Metric Name"])
+        out[index[key]][4][metric] = (row["Metric Value"], row["Metric Unit"])
     return out
+
+
+# The raw metrics (ncu --metrics ...) by the names of the sections' rows.
+RAW = {"gpu__time_duration.sum": "Duration",
+       "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM Throughput",
+       "sm__throughput.avg.pct_of_peak_sustained_elapsed": "Compute (SM) Throughput",
+       "sm__warps_active.avg.pct_of_peak_sustained_active": "Achieved Occupancy",
+       "launch__registers_per_thread": "Registers Per Thread"}
 
 
 def short(name):

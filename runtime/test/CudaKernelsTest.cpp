@@ -489,11 +489,13 @@ void checkLinear(int64_t M, int64_t K, int64_t N);
 TEST(CudaKernels, LinearMatchesCpu) {
   // {rows, K, N}: few rows (warp per column; K split over blocks from 1104 on,
   // a last split shorter than the others; 8 columns: Mixtral's router at T = 1),
-  // many rows (tiled, split K; K = 297: the tiles' element loads, f32 only),
+  // 64+ rows (tiled, split K; 100: one partial row tile; K = 297: the tiles'
+  // element loads, f32 only),
   // many rows but 8 columns (warp per column again).
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
                                 {1, 4096, 8},
+                                {100, 296, 140},
                                 {300, 296, 140},
                                 {300, 1104, 140},
                                 {300, 297, 140},

@@ -27,8 +27,10 @@ constexpr int kThreads = 256;
 constexpr int kColumnsPerBlock = kThreads / 32; // one output column per warp
 constexpr int kRowsPerBlock = 16;
 constexpr int kChunk = 256; // K staged per step: 16 rows x 256 floats = 16 KB
-/// From this many rows on, ungated linears take the tiled kernel below.
-constexpr int64_t kTiledMinRows = 256;
+/// From this many rows on, ungated linears of enough columns take the tiled
+/// kernel below (ncu, DeepSeek-V3's router at T = 128: 188 µs on the
+/// warp-per-column kernel, which re-reads 16 rows of K = 7168 per 8 columns).
+constexpr int64_t kTiledMinRows = 64;
 
 /// acc[r] += this lane's share of dot(rows[r][0, left), wRow[0, left)) over one
 /// staged chunk; all of the lane's 8 weight loads are issued before the products.
