@@ -487,6 +487,8 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
   return Status::ok();
 }
 
+namespace {
+/// permute's launch for f32 or bf16 rows.
 template <typename Row>
 Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
                    const int32_t *numValid, int64_t slots, int64_t topK, Row *rows,
@@ -498,6 +500,7 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
+} // namespace
 
 Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
                const int32_t *numValid, int64_t slots, int64_t topK, float *rows,

@@ -1,7 +1,9 @@
 //===- MoEKernels.h - CUDA kernels for the lowered moe ops -----*- C++ -*-===//
 //
 // The device twins of cpu/MoEKernels.h, with the same semantics
-// (docs/dialect.md): f32 storage and accumulation, row-major tensors. Every
+// (docs/dialect.md): f32 storage and accumulation, row-major tensors (and, as a
+// storage choice that changes no result, bf16 rows between the bf16-weight
+// kernels: BF16 below). Every
 // size that depends on the routing (the valid row count, the offsets) stays in
 // device memory and is read by the kernels themselves, so the whole chain from
 // route to combine runs without a host synchronisation and can be captured in a
