@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Usage: scripts/h200-bench.sh prepare          (here: MLIR build tree + nvcc, no GPU)
+#        scripts/h200-bench.sh STEP [MODELS]    (on the GPU machine, results under $OUT)
+#
+# The performance steps of a device session (docs/performance.md), each sized
+# to fit one device call (10 minutes, at most 8 result files):
+#   prepare  the four bench shapes compiled with --expert-weights=bf16 into
+#            .device/bench (bench/prepare.sh), the GPU unit tests and the upload
+#            benchmark into .device/bin. Carry .device (about 30 MiB).
+#   tests    the runtime's GPU unit tests; stops the session's script on failure.
+#   bench    bench/bench_moe.py, the same-run table (T = 1..8192), weights kept,
+#            then bench/load_weights.py on gpt-oss-120b and DeepSeek-V3.
+#   ncu      one profiled moec call per cell of MODELS (default all four; two
+#            models fit one call) -> ncu.csv, ncu.md (bench/ncu_summary.py).
+#            Clocks are left alone (--clock-control none).
+#   upload   bench/upload.cpp on a 6.4 GB file in the page cache.
+# Example (one device call): scripts/h200-bench.sh tests && scripts/h200-bench.sh bench
+set -uo pipefail
+cd "$(dirname "$0")/.."
+models=qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3
+art=.device/bench/art-bf16 lib=.device/bench/libmoec.so
+case ${1:-} in
+prepare)
+  set -e
+  build=${BUILD_DIR:-build}
+  EXPERT_WEIGHTS=bf16 bench/prepare.sh $models 8192
+  mkdir -p .device/bin
+  cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-upload" \
+    "$build/bench/moec-bench-grouped-matmul" .device/bin/
+  du -sh .device
+  ;;
+tests)
+  .device/bin/moec-runtime-gpu-tests >"$OUT/gpu-tests.txt" 2>&1
+  rc=$?
+  grep -E "FAILED|PASSED|Failure" -A3 "$OUT/gpu-tests.txt" | head -20
+  exit $rc
+  ;;
+bench)
+  timeout 420 python3 bench/bench_moe.py --artifacts $art --lib $lib --models "${2:-$models}" \
+    --tokens 1,16,128,1024,8192 --rtol 1e-2 --keep-weights >"$OUT/bench.log" 2>&1
+  echo "bench rc=$?"
+  sed -n '/grouped_mm+CG/,$p' "$OUT/bench_moe.md"
+  for m in gpt-oss-120b deepseek-v3; do
+    [[ -f $art/$m/weights.bin ]] && timeout 60 python3 bench/load_weights.py $art/$m $lib
+  done 2>&1 | tee "$OUT/load.txt"
+  ;;
+ncu)
+  # bench_moe.py writes its (empty) tables under $OUT too: elsewhere, to keep
+  # the files that come back few.
+  mkdir -p /tmp/moec-ncu-out
+  env OUT=/tmp/moec-ncu-out timeout "${NCU_LIMIT:-500}" /usr/local/cuda/bin/ncu --profile-from-start off --clock-control none \
+    --csv --page details --log-file "$OUT/ncu.csv" --metrics \
+    gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
+    python3 bench/bench_moe.py --ncu --artifacts $art --lib $lib --models "${2:-$models}" \
+    --tokens 1,16,128,1024,8192 >"$OUT/ncu-bench.log" 2>&1
+  echo "ncu rc=$?"
+  python3 bench/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu-bench.log" >"$OUT/ncu.md"
+  grep -c "^### " "$OUT/ncu.md"
+  ;;
+upload)
+  dd if=/dev/zero of=/tmp/moec-upload.bin bs=64M count=96 status=none
+  cat /tmp/moec-upload.bin >/dev/null # into the page cache
+  timeout 200 .device/bin/moec-bench-upload /tmp/moec-upload.bin 16 | tee "$OUT/upload.txt"
+  rm -f /tmp/moec-upload.bin
+  ;;
+*)
+  sed -n '2,19p' "$0"
+  exit 2
+  ;;
+esac
