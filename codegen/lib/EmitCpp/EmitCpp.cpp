@@ -635,8 +635,14 @@ bool Emitter::storedAsBF16(Value value) {
   if (!cuda || !bf16ExpertWeights || value.use_empty() ||
       !cast<RankedTensorType>(value.getType()).getElementType().isF32())
     return false;
+  // Producers that can write bf16: permute, and the bf16-weight kernels (not
+  // the FP8 grouped matmul, not an f32 linear).
   Operation *def = value.getDefiningOp();
-  if (!def || !isa<moe::PermuteOp, moe::GroupedMatmulOp, moe::LinearOp>(def))
+  auto producerMatmul = dyn_cast_or_null<moe::GroupedMatmulOp>(def);
+  auto producerLinear = dyn_cast_or_null<moe::LinearOp>(def);
+  if (!isa_and_nonnull<moe::PermuteOp>(def) &&
+      !(producerMatmul && !producerMatmul.getLhsScales() && !producerMatmul.getWeightScales()) &&
+      !(producerLinear && linearTakesBF16(producerLinear)))
     return false;
   return llvm::all_of(value.getUses(), [&](OpOperand &use) {
     Operation *user = use.getOwner();
