@@ -559,6 +559,8 @@ def main():
             traceback.print_exc()
             log(f"## {name}: failed: {e!r}")
         write(rows, out, meta)
+    if args.ncu:  # nothing checked: the profiles are the result
+        return 0
     return 0 if all(r["check"] == "ok" for r in rows) and rows else 1
 
 

@@ -73,7 +73,7 @@ def main():
     groups, current = [], []
     for k in ks:
         current.append(k)
-        if short(k[1]) == "combineKernel":
+        if short(k[1]).split("<")[0] == "combineKernel":
             groups.append(current)
             current = []
     if current:
