@@ -1,6 +1,7 @@
 //===- CudaTest.cpp - device memory, pinned staging, checked calls ----------===//
 
 #include "moec/runtime/Cuda.h"
+#include "moec/runtime/cuda/Artifact.h"
 
 #include "TestUtil.h"
 
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace moec::rt;
@@ -57,6 +59,45 @@ TEST(Cuda, PinnedRoundTripIsExact) {
   ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
   ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "cudaStreamDestroy", __FILE__, __LINE__));
   EXPECT_EQ(std::memcmp(values, expected.data(), kCount * sizeof(float)), 0);
+}
+
+/// uploadThroughPinned moves every byte, whatever the size against its chunks:
+/// smaller than one chunk, several chunks wrapping a two-buffer ring with a
+/// short last one, and again after the process's staging is cached (a bigger
+/// upload must not reuse smaller cached buffers).
+TEST(Cuda, UploadThroughPinnedIsExact) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255);
+  struct Case {
+    size_t bytes;
+    cuda::UploadPlan plan;
+  };
+  const Case cases[] = {
+      {12345, {}},                                       // below one chunk
+      {(size_t(5) << 20) + 77, {size_t(1) << 20, 2, 4}}, // 6 chunks over 2 buffers
+      {(size_t(5) << 20) + 77, {size_t(1) << 20, 2, 4}}, // the same, staging cached
+      {(size_t(9) << 20) + 5, {size_t(2) << 20, 3, 16}}, // bigger chunks than cached
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.bytes) + " bytes in chunks of " +
+                 std::to_string(c.plan.chunkBytes));
+    std::vector<unsigned char> host(c.bytes);
+    for (unsigned char &b : host)
+      b = static_cast<unsigned char>(byte(rng));
+    DeviceBuffer device;
+    ASSERT_OK(DeviceBuffer::allocate(c.bytes, device));
+    ASSERT_OK(poisonDeviceMemory(device.data(), c.bytes, nullptr));
+    ASSERT_OK(cuda::uploadThroughPinned(host.data(), c.bytes, device.data(), c.plan));
+    std::vector<unsigned char> back(c.bytes);
+    ASSERT_OK(cudaStatus(cudaMemcpy(back.data(), device.data(), c.bytes, cudaMemcpyDeviceToHost),
+                         "download", __FILE__, __LINE__));
+    ASSERT_EQ(std::memcmp(back.data(), host.data(), c.bytes), 0);
+  }
+  // A plan without a ring is refused.
+  DeviceBuffer device;
+  ASSERT_OK(DeviceBuffer::allocate(64, device));
+  unsigned char host[64] = {};
+  EXPECT_FALSE(cuda::uploadThroughPinned(host, 64, device.data(), {size_t(1) << 20, 1, 1}).isOk());
 }
 
 Status copyFromBogusPointer() {
