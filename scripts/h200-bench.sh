@@ -14,6 +14,9 @@
 #            models fit one call) -> ncu.csv, ncu.md (bench/ncu_summary.py).
 #            Clocks are left alone (--clock-control none).
 #   upload   bench/upload.cpp on a 6.4 GB file in the page cache.
+#   kernels  moec-bench-grouped-matmul: every tile (mma.sync, the CUTLASS
+#            configurations, FP8) at the four shapes, T = 1..8192 (or MODELS as
+#            a token list, e.g. 1024,8192).
 # Example (one device call): scripts/h200-bench.sh tests && scripts/h200-bench.sh bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +66,11 @@ upload)
   timeout 200 .device/bin/moec-bench-upload /tmp/moec-upload.bin 16 | tee "$OUT/upload.txt"
   rm -f /tmp/moec-upload.bin
   ;;
+kernels)
+  timeout 540 .device/bin/moec-bench-grouped-matmul ${2:+"$2"} | tee "$OUT/kernels.txt"
+  ;;
 *)
-  sed -n '2,19p' "$0"
+  sed -n '2,/^# Example/p' "$0"
   exit 2
   ;;
 esac
