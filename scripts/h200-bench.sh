@@ -5,11 +5,13 @@
 # The performance steps of a device session (docs/performance.md), each sized
 # to fit one device call (10 minutes, at most 8 result files):
 #   prepare  the four bench shapes compiled with --expert-weights=bf16 into
-#            .device/bench (bench/prepare.sh), the GPU unit tests and the upload
-#            benchmark into .device/bin. Carry .device (about 30 MiB).
+#            .device/bench (bench/prepare.sh; --fp8 ones too), the GPU unit tests
+#            and the benchmarks into .device/bin. Carry .device (about 36 MiB).
 #   tests    the runtime's GPU unit tests; stops the session's script on failure.
 #   bench    bench/bench_moe.py, the same-run table (T = 1..8192), weights kept,
 #            then bench/load_weights.py on gpt-oss-120b and DeepSeek-V3.
+#   fp8      bench/bench_moe.py with the --fp8 artifacts beside the bf16 ones
+#            (MODELS: default all four; one or two per call at T = 8192).
 #   ncu      one profiled moec call per cell of MODELS (default all four; two
 #            models fit one call) -> ncu.csv, ncu.md (bench/ncu_summary.py).
 #            Clocks are left alone (--clock-control none).
@@ -27,6 +29,7 @@ prepare)
   set -e
   build=${BUILD_DIR:-build}
   EXPERT_WEIGHTS=bf16 bench/prepare.sh $models 8192
+  FP8=1 bench/prepare.sh $models 8192
   mkdir -p .device/bin
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-upload" \
     "$build/bench/moec-bench-grouped-matmul" .device/bin/
@@ -46,6 +49,13 @@ bench)
   for m in gpt-oss-120b deepseek-v3; do
     [[ -f $art/$m/weights.bin ]] && timeout 60 python3 bench/load_weights.py $art/$m $lib
   done 2>&1 | tee "$OUT/load.txt"
+  ;;
+fp8)
+  timeout 540 python3 bench/bench_moe.py --artifacts $art --lib $lib --fp8-artifacts .device/bench/art-fp8 \
+    --models "${2:-$models}" --tokens 1,16,128,1024,8192 --rtol 1e-2 --compiled "" \
+    >"$OUT/bench.log" 2>&1
+  echo "bench rc=$?"
+  grep -E "^\| " "$OUT/bench_moe.md" | head -24
   ;;
 ncu)
   # bench_moe.py writes its (empty) tables under $OUT too: elsewhere, to keep
