@@ -231,6 +231,21 @@ __global__ void reduceSplits(const float *partial, int splits, int64_t m, int64_
   }
 }
 
+/// How deep each K split is: enough splits that `blocks` blocks per split cover
+/// two waves of the SMs, each split at least `minDepth` deep and a multiple of
+/// `step`; the count is then what that depth needs.
+struct KSplit {
+  int64_t splits, perSplit;
+};
+KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step) {
+  if (k <= 0)
+    return {1, 0}; // nothing to sum: one split writes the bias
+  int64_t splits = std::clamp<int64_t>((2 * detail::kSMs + blocks - 1) / blocks, 1,
+                                       std::max<int64_t>(1, k / minDepth));
+  int64_t perSplit = ((k + splits - 1) / splits + step - 1) / step * step;
+  return {(k + perSplit - 1) / perSplit, perSplit};
+}
+
 /// Runs `launch(partial)`: with null when `splits` is 1 (the kernel writes y),
 /// else with scratch for `splits` partial sums, which reduceSplits then adds in
 /// a fixed order (with the bias and activation) into y.
@@ -266,39 +281,27 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     if (rowTiles > 65535)
       return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
     int64_t columnTiles = (n + kTileColumns - 1) / kTileColumns;
-    // Enough blocks for two waves on the SMs, each split at least 256 deep.
-    int64_t splits = std::clamp<int64_t>((2 * detail::kSMs + columnTiles * rowTiles - 1) /
-                                             (columnTiles * rowTiles),
-                                         1, std::max<int64_t>(1, k / 256));
-    int64_t kPerSplit = ((k + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
-    splits = (k + kPerSplit - 1) / kPerSplit;
-    return launchSplit(m, n, splits, bias, epilogue, y, stream, [&](float *partial) {
+    KSplit split = planSplits(k, columnTiles * rowTiles, 256, kTileK);
+    return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
       dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(rowTiles),
-                static_cast<unsigned>(splits));
+                static_cast<unsigned>(split.splits));
       linearTiledKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y,
-                                                       kPerSplit, partial);
+                                                       split.perSplit, partial);
     });
   }
   int64_t rowBlocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
   if (rowBlocks > 65535)
     return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
   int64_t columnBlocks = (width + kColumnsPerBlock - 1) / kColumnsPerBlock;
-  // Decode routers are a few blocks deep: split K (ungated) until two waves of
-  // blocks cover the SMs, each split at least one staged chunk deep.
-  int64_t splits = 1;
-  if (!gated)
-    splits = std::clamp<int64_t>((2 * detail::kSMs + columnBlocks * rowBlocks - 1) /
-                                     (columnBlocks * rowBlocks),
-                                 1, std::max<int64_t>(1, k / kChunk));
-  int64_t kPerSplit = ((k + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
-  splits = (k + kPerSplit - 1) / kPerSplit;
-  return launchSplit(
-      m, n, splits, bias, epilogue, y, stream, [&](float *partial) {
-        dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(rowBlocks),
-                  static_cast<unsigned>(splits));
-        linearKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, width, y,
-                                                    kPerSplit, partial);
-      });
+  // Decode routers are a few blocks deep: split K (ungated; the gated epilogue
+  // needs both halves' full sums), each split at least one staged chunk deep.
+  KSplit split = gated ? KSplit{1, k} : planSplits(k, columnBlocks * rowBlocks, kChunk, kChunk);
+  return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
+    dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(rowBlocks),
+              static_cast<unsigned>(split.splits));
+    linearKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, width, y,
+                                                split.perSplit, partial);
+  });
 }
 
 } // namespace moec::rt::cuda
