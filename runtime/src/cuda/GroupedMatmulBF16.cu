@@ -1,9 +1,10 @@
 //===- GroupedMatmulBF16.cu - tensor-core grouped matmul, bf16 weights -----===//
 //
 // moe.grouped_matmul with bf16 expert weights [E, N, K] and f32 or bf16 rows
-// (results f32 or bf16), on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate), for any
-// number of rows per expert: decode, where each touched expert's weights must be streamed once at
-// the copy bandwidth, and prefill, where the same tiles reuse them.
+// (results f32 or bf16), on the tensor cores (mma.sync m16n8k16, bf16 in, f32
+// accumulate), for any number of rows per expert: decode, where each touched
+// expert's weights must be streamed once at the copy bandwidth, and prefill,
+// where the same tiles reuse them.
 //
 // Why "swap AB": at decode an expert has 1-16 rows but thousands of weight rows,
 // so the weights take the MMA's M side (16 per instruction) and the tokens its N
@@ -168,7 +169,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
                              int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
                              const Epilogue &epilogue, Out *out, cudaStream_t stream,
                              BF16Tile tile) {
-  constexpr bool kLhsBF16 = std::is_same_v<Lhs, BF16>, kOutBF16 = std::is_same_v<Out, BF16>;
+  constexpr bool kOutBF16 = std::is_same_v<Out, BF16>;
   if (k % 8 != 0)
     return Status::error("groupedMatmulBF16: K = " + std::to_string(k) +
                          " is not a multiple of 8 (16-byte weight loads)");
@@ -201,13 +202,17 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
   switch (tile) {
   case BF16Tile::Wgmma:
 #ifdef MOEC_HAVE_CUTLASS
-    if constexpr (kLhsBF16)
-      return detail::groupedMatmulCutlass(nullptr, reinterpret_cast<const uint16_t *>(lhs), slots,
-                                          k, weightsBF16, experts, n, offsets, bias, epilogue,
-                                          outF32, outBF16, stream);
+  {
+    // One of each pair is null, as for the results above.
+    const float *lhsF32 = nullptr;
+    const uint16_t *lhsBF16 = nullptr;
+    if constexpr (std::is_same_v<Lhs, BF16>)
+      lhsBF16 = reinterpret_cast<const uint16_t *>(lhs);
     else
-      return detail::groupedMatmulCutlass(lhs, nullptr, slots, k, weightsBF16, experts, n, offsets,
-                                          bias, epilogue, outF32, outBF16, stream);
+      lhsF32 = lhs;
+    return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n,
+                                        offsets, bias, epilogue, outF32, outBF16, stream);
+  }
 #else
     return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
 #endif
