@@ -457,6 +457,37 @@ TEST(CudaKernels, TensorCoreGroupedMatmulFewSlots) {
   }
 }
 
+/// Decode with K split over blocks (few experts with rows, K deep enough): 4
+/// experts and 1040-deep rows split in 4 (the last 80 deep), every epilogue,
+/// with and without bias, idle experts, and a NaN tail of sentinel rows that the
+/// epilogue pass must leave unwritten.
+TEST(CudaKernels, TensorCoreGroupedMatmulSplitK) {
+  std::mt19937 rng(31);
+  const int64_t E = 4, K = 1040, N = 200;
+  const std::vector<int32_t> offsets = {0, 2, 2, 3};
+  const int64_t valid = 3, S = valid + 2;
+  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  auto weights = randomVector(E * N * K, rng, 0.2f);
+  roundToBF16(lhs);
+  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
+  ASSERT_EQ(cuda::chooseBF16Tile(S, E), cuda::BF16Tile::Tok8);
+  for (const cpu::Epilogue &epilogue : allEpilogues())
+    for (bool withBias : {false, true}) {
+      SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
+                   std::to_string(epilogue.enabled) + ", bias " + std::to_string(withBias));
+      std::vector<float> want, got;
+      ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(cuda::BF16Tile::Tok8, lhs, S, K, weights,
+                                             weightsBF16, E, N, offsets,
+                                             withBias ? bias : std::vector<float>{}, epilogue,
+                                             want, got));
+      ASSERT_NO_FATAL_FAILURE(expectRowsThenUntouchedTail(want, got, valid,
+                                                          outputWidth(epilogue, N),
+                                                          "grouped matmul, split K"));
+    }
+  // bf16 rows in and out on the split path: bit for bit the f32 path's results.
+  ASSERT_NO_FATAL_FAILURE(checkBF16Activations(K, N, offsets, S, cuda::BF16Tile::Tok8));
+}
+
 /// Bad calls are refused with a message, before any launch.
 TEST(CudaKernels, TensorCoreGroupedMatmulRefusesBadShapes) {
   DeviceBuffer rows = poisoned(4096), weights = poisoned(4096), offsets = poisoned(64),

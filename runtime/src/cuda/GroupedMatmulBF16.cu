@@ -22,8 +22,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "EpiloguePass.cuh"
 #include "ExpertTiles.cuh"
+#include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
+#include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -110,14 +113,16 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
     tokenRow[i] = tokenIndex[i] < rows ? problem.lhs + (firstRow + tokenIndex[i]) * p.k : nullptr;
   }
 
-  const int64_t kTiles = (p.k + kTileK - 1) / kTileK;
+  int64_t kBegin, kEnd; // all of K, or this block's split
+  p.splitRange(kBegin, kEnd);
+  const int64_t kTiles = (kEnd - kBegin + kTileK - 1) / kTileK;
   auto loadStage = [&](int64_t kt, int stage) {
     unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
-    int64_t k0 = kt * kTileK;
+    int64_t k0 = kBegin + kt * kTileK;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       int64_t kk = k0 + weightChunk * 8;
-      bool valid = weightRow[i] && kk < p.k;
+      bool valid = weightRow[i] && kk < kEnd;
       copyAsync16(base + swizzled(tid / 8 + 16 * i, weightChunk),
                   valid ? weightRow[i] + kk : problem.weights, valid ? 16 : 0);
     }
@@ -127,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
       if (tokenIndex[i] >= TOK)
         continue;
       int64_t kk = k0 + tokenChunk[i] * kChunkElements;
-      bool valid = tokenRow[i] && kk < p.k;
+      bool valid = tokenRow[i] && kk < kEnd;
       copyAsync16(rowsTile + tokenIndex[i] * kRowStride + tokenChunk[i] * kChunkElements,
                   valid ? tokenRow[i] + kk : problem.lhs, valid ? 16 : 0);
     }
@@ -161,6 +166,47 @@ template <int TOK, int STAGES, typename Lhs>
 Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
   return launchTiles(groupedMatmulBF16Kernel<TOK, STAGES, Lhs>, problem, slots, TOK,
                      STAGES * stageBytes<Lhs>(TOK), "groupedMatmulBF16", stream);
+}
+
+/// K splits for a decode launch: the blocks that can have rows are at most
+/// min(E, slots) experts x the column tiles; when they are fewer than four waves
+/// of one block per SM (the 8-row tiles' 8 stages fill most of an SM's shared
+/// memory) -- Qwen3 at T = 1: 8 experts x 12 tiles; Mixtral's down projection: 2
+/// x 32 -- K is split so that the last wave's idle SMs cost little, each split at
+/// least 4 stages deep. (ncu, v8: 96 blocks of Qwen3's gate/up read at 52 % of copy.)
+int64_t decodeSplits(const Layout &p, int64_t slots) {
+  int64_t columnsPerTile = p.gated() ? kWeightRows / 2 : kWeightRows;
+  int64_t busy = std::min(p.experts, slots) * ((p.width + columnsPerTile - 1) / columnsPerTile);
+  int64_t want = (4 * detail::kSMs + busy - 1) / std::max<int64_t>(1, busy);
+  return std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.k / (4 * kTileK)));
+}
+
+/// Runs the 8-row tiles, split over K when decodeSplits says so: the splits'
+/// products go through stream-ordered scratch and the epilogue pass, summed in
+/// a fixed order.
+template <typename Lhs, typename Out>
+Status launchDecode(Problem<Lhs> p, int64_t slots, Out *out, cudaStream_t stream) {
+  Layout &l = p.layout;
+  int64_t splits = decodeSplits(l, slots);
+  if (splits == 1)
+    return launch<8, 8>(p, slots, stream);
+  l.kPerSplit = ((l.k + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
+  l.kSplits = (l.k + l.kPerSplit - 1) / l.kPerSplit;
+  detail::StreamScratch scratch(stream);
+  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(l.kSplits * slots * l.n), l.partial));
+  MOEC_RETURN_IF_ERROR((launch<8, 8>(p, slots, stream)));
+  unsigned blocks = detail::blocksFor(slots, 1, 8 * detail::kSMs);
+  if constexpr (std::is_same_v<Out, BF16>)
+    device::epiloguePass<<<blocks, 256, 0, stream>>>(
+        l.partial, static_cast<int>(l.kSplits), slots * l.n, l.offsets, static_cast<int>(l.experts),
+        slots, static_cast<int>(l.n), static_cast<int>(l.width), l.bias, l.epilogue,
+        reinterpret_cast<__nv_bfloat16 *>(out));
+  else
+    device::epiloguePass<<<blocks, 256, 0, stream>>>(
+        l.partial, static_cast<int>(l.kSplits), slots * l.n, l.offsets, static_cast<int>(l.experts),
+        slots, static_cast<int>(l.n), static_cast<int>(l.width), l.bias, l.epilogue, out);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
 }
 
 /// groupedMatmulBF16 for f32 or bf16 rows (Lhs) and results (Out).
@@ -217,7 +263,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
     return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
 #endif
   case BF16Tile::Tok8:
-    return launch<8, 8>(p, slots, stream);
+    return launchDecode(p, slots, out, stream);
   case BF16Tile::Tok16:
     return launch<16, 6>(p, slots, stream);
   case BF16Tile::Tok32:

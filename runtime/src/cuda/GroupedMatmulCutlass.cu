@@ -13,12 +13,13 @@
 // the operand as it is multiplied; bf16 rows from permute are taken as they
 // are), and, when there is a bias or an activation or the result is bf16, the
 // f32 product goes through a scratch buffer and a second kernel applies them
-// (Epilogue.cuh) into `out`; otherwise CUTLASS writes `out` itself. Scratch comes from the
-// stream-ordered allocator, so a CUDA graph capture records it as graph memory.
+// (EpiloguePass.cuh) into `out`; otherwise CUTLASS writes `out` itself.
+// Scratch comes from the stream-ordered allocator, so a CUDA graph capture
+// records it as graph memory.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Epilogue.cuh"
+#include "EpiloguePass.cuh"
 #include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
 #include "StreamScratch.h"
@@ -140,51 +141,6 @@ __global__ void roundRowsBF16(const float *lhs, const int32_t *offsets, int expe
   }
 }
 
-__device__ inline void storeValue(float *out, float value) { *out = value; }
-__device__ inline void storeValue(__nv_bfloat16 *out, float value) {
-  *out = __float2bfloat16_rn(value);
-}
-
-/// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows,
-/// f32 or rounded to bf16.
-template <typename Out>
-__global__ void applyEpilogue(const float *product, const int32_t *offsets, int experts,
-                              int64_t rows, int n, int outColumns, const float *bias,
-                              cpu::Epilogue epilogue, Out *out) {
-  int64_t valid = offsets ? offsets[experts - 1] : rows;
-  bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
-  for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
-    const float *biasRow = nullptr;
-    if (bias) {
-      int lo = 0, hi = experts - 1; // the first expert whose end is past r
-      while (offsets && lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (offsets[mid] > r)
-          hi = mid;
-        else
-          lo = mid + 1;
-      }
-      biasRow = bias + static_cast<int64_t>(lo) * n;
-    }
-    const float *row = product + r * n;
-    for (int j = threadIdx.x; j < outColumns; j += blockDim.x) {
-      float value;
-      if (gated) {
-        bool interleaved = epilogue.layout == cpu::GateUpLayout::Interleaved;
-        int g = interleaved ? 2 * j : j, u = interleaved ? 2 * j + 1 : j + outColumns;
-        float gate = row[g] + (biasRow ? biasRow[g] : 0.0f);
-        float up = row[u] + (biasRow ? biasRow[u] : 0.0f);
-        value = device::gatedEpilogue(epilogue, gate, up);
-      } else {
-        value = row[j] + (biasRow ? biasRow[j] : 0.0f);
-        if (epilogue.enabled)
-          value = device::activate(epilogue.kind, epilogue.alpha, value);
-      }
-      storeValue(out + r * outColumns + j, value);
-    }
-  }
-}
-
 /// The SM count and occupancy CUTLASS's persistent scheduler sizes its grid by
 /// (asked once per device).
 cutlass::KernelHardwareInfo hardwareInfo() {
@@ -285,12 +241,13 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   if (!direct) {
     unsigned blocks = blocksFor(rows, 1, 8 * kSMs);
     if (outBF16)
-      applyEpilogue<<<blocks, 256, 0, stream>>>(product, offsets, groups, rows, static_cast<int>(n),
-                                                outColumns, bias, epilogue,
-                                                reinterpret_cast<__nv_bfloat16 *>(outBF16));
+      device::epiloguePass<<<blocks, 256, 0, stream>>>(
+          product, 1, 0, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue,
+          reinterpret_cast<__nv_bfloat16 *>(outBF16));
     else
-      applyEpilogue<<<blocks, 256, 0, stream>>>(product, offsets, groups, rows, static_cast<int>(n),
-                                                outColumns, bias, epilogue, out);
+      device::epiloguePass<<<blocks, 256, 0, stream>>>(product, 1, 0, offsets, groups, rows,
+                                                       static_cast<int>(n), outColumns, bias,
+                                                       epilogue, out);
     MOEC_CUDA_TRY(cudaGetLastError());
   }
   return Status::ok();

@@ -150,27 +150,46 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
 
   if (routing.kind == RoutingKind::SigmoidGroupTopK && routing.numGroups > 1) {
     // Group score: the sum of the group's two best; keep topkGroups groups,
-    // mask the rest to -inf. Groups are few: one thread does the bookkeeping.
-    if (threadIdx.x == 0) {
-      int groups = routing.numGroups, size = experts / groups;
-      float groupScore[64];
-      bool kept[64];
-      for (int g = 0; g < groups; ++g) {
-        float a = -INFINITY, b = -INFINITY;
-        int ia = -1;
-        for (int i = 0; i < size; ++i) {
-          float v = selection[g * size + i];
-          if (ia < 0 || v > a) {
-            b = a;
-            a = v;
-            ia = i;
-          } else if (v > b) {
-            b = v;
-          }
+    // mask the rest to -inf. A warp scores a group (lane-local best two, then
+    // merged with shuffles: the largest value and the largest of the others,
+    // whatever the order); thread 0 picks the groups (at most 64).
+    __shared__ float groupScore[64];
+    __shared__ bool kept[64];
+    const int groups = routing.numGroups, size = experts / groups;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int g = warp; g < groups; g += kRouteWarps) {
+      float a = -INFINITY, b = -INFINITY;
+      int ia = -1;
+      for (int i = lane; i < size; i += 32) {
+        float v = selection[g * size + i];
+        if (ia < 0 || v > a) {
+          b = a;
+          a = v;
+          ia = i;
+        } else if (v > b) {
+          b = v;
         }
-        groupScore[g] = a + b;
-        kept[g] = false;
       }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        float otherA = __shfl_xor_sync(0xffffffffu, a, offset);
+        float otherB = __shfl_xor_sync(0xffffffffu, b, offset);
+        int otherIa = __shfl_xor_sync(0xffffffffu, ia, offset);
+        if (better(otherA, otherIa, a, ia)) {
+          b = fmaxf(a, otherB);
+          a = otherA;
+          ia = otherIa;
+        } else {
+          b = fmaxf(b, otherA);
+        }
+      }
+      if (lane == 0)
+        groupScore[g] = a + b;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int g = 0; g < groups; ++g)
+        kept[g] = false;
       for (int round = 0; round < routing.topkGroups; ++round) {
         int best = -1;
         for (int g = 0; g < groups; ++g)
@@ -178,10 +197,11 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
             best = g;
         kept[best] = true;
       }
-      for (int e = 0; e < experts; ++e)
-        if (!kept[e / size])
-          selection[e] = -INFINITY;
     }
+    __syncthreads();
+    for (int e = threadIdx.x; e < experts; e += blockDim.x)
+      if (!kept[e / size])
+        selection[e] = -INFINITY;
     __syncthreads();
   }
 
