@@ -630,13 +630,15 @@ TEST(CudaKernels, PermuteQuantizeE4M3MatchesCpuExactly) {
 /// on the same codes and scales: K = 200 (4-byte loads, a partial K block) and
 /// K = 272 (16-byte loads), N spanning partial 128-blocks, idle experts, an
 /// expert over several tiles, a NaN-poisoned sentinel tail left unwritten.
-TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
+/// The FP8 grouped matmul against cpu::groupedMatmulFP8 on the same codes and
+/// scales, for each K, tile and epilogue, into NaN-poisoned output whose
+/// sentinel tail must stay unwritten. The wgmma tiles need K % 16 == 0.
+void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t S,
+              const std::vector<int64_t> &depths, const std::vector<cuda::FP8Tile> &tiles) {
   std::mt19937 rng(23);
-  const int64_t E = 5, N = 272;
-  const std::vector<int32_t> offsets = {0, 3, 3, 40, 41};
-  const int64_t valid = 41, S = valid + 4;
+  const int64_t valid = offsets.back();
   cpu::ThreadPool pool(2);
-  for (int64_t K : {200, 272}) {
+  for (int64_t K : depths) {
     int64_t kBlocks = (K + 127) / 128, nBlocks = (N + 127) / 128;
     auto x = randomVector(S * K, rng), bias = randomVector(E * N, rng);
     std::vector<uint8_t> lq(S * K), wq(E * N * K);
@@ -650,8 +652,9 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
       v = positive(rng);
     DeviceBuffer dLq = upload(lq), dLs = upload(lscale), dWq = upload(wq), dWs = upload(wscale),
                  dOffsets = upload(offsets), dBias = upload(bias);
-    for (cuda::FP8Tile tile :
-         {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16, cuda::FP8Tile::Tok32}) {
+    for (cuda::FP8Tile tile : tiles) {
+      if (!cuda::fp8TileAvailable(tile) || (tile == cuda::FP8Tile::Wgmma && K % 16 != 0))
+        continue;
       for (const cpu::Epilogue &epilogue : allEpilogues()) {
         SCOPED_TRACE("K " + std::to_string(K) + ", tile " + cuda::fp8TileName(tile) +
                      ", layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
@@ -672,6 +675,20 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
       }
     }
   }
+}
+
+TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
+  // Decode-like: every tile (wgmma too where K allows), partial K and N blocks.
+  ASSERT_NO_FATAL_FAILURE(checkFP8(5, 272, {0, 3, 3, 40, 41}, 45, {200, 272},
+                                   {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
+                                    cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma}));
+}
+
+/// Prefill: experts of 0, 1, 129, 300 and 420 rows, where Auto takes the wgmma
+/// tiles in runtimes with CUTLASS; partial K and N blocks (K = 272, N = 392).
+TEST(CudaKernels, FP8GroupedMatmulPrefill) {
+  ASSERT_NO_FATAL_FAILURE(checkFP8(6, 392, {0, 1, 130, 430, 430, 850}, 859, {272, 528},
+                                   {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32}));
 }
 
 } // namespace

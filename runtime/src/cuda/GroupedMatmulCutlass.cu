@@ -21,6 +21,7 @@
 
 #include "EpiloguePass.cuh"
 #include "GridSize.h"
+#include "CutlassGroupedRun.cuh"
 #include "GroupedMatmulCutlass.h"
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
@@ -141,20 +142,6 @@ __global__ void roundRowsBF16(const float *lhs, const int32_t *offsets, int expe
   }
 }
 
-/// The SM count and occupancy CUTLASS's persistent scheduler sizes its grid by
-/// (asked once per device).
-cutlass::KernelHardwareInfo hardwareInfo() {
-  static thread_local int device = -1;
-  static thread_local cutlass::KernelHardwareInfo info;
-  int current = 0;
-  cudaGetDevice(&current);
-  if (current != device) {
-    info = cutlass::KernelHardwareInfo::make_kernel_hardware_info<GemmKernel>(current);
-    device = current;
-  }
-  return info;
-}
-
 } // namespace
 
 bool groupedMatmulCutlassSupports(int64_t k, int64_t n) {
@@ -209,34 +196,10 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
       product, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), sa, sb, sc, sd);
   MOEC_CUDA_TRY(cudaGetLastError());
 
-  typename Gemm::Arguments args;
-  decltype(args.epilogue.thread) fusion;
-  fusion.alpha = 1.0f;
-  fusion.beta = 0.0f;
-  fusion.alpha_ptr = nullptr;
-  fusion.beta_ptr = nullptr;
-  fusion.alpha_ptr_array = nullptr;
-  fusion.beta_ptr_array = nullptr;
-  fusion.dAlpha = {_0{}, _0{}, 0};
-  fusion.dBeta = {_0{}, _0{}, 0};
-  args = typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
-                                  {groups, g.shapes, nullptr},
-                                  {g.a, g.strideA, g.b, g.strideB},
-                                  {fusion, g.c, g.strideC, g.d, g.strideD},
-                                  hardwareInfo()};
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess)
-    return Status::error("groupedMatmulCutlass: CUTLASS cannot implement K = " +
-                         std::to_string(k) + ", N = " + std::to_string(n));
-  unsigned char *workspace = nullptr;
-  MOEC_RETURN_IF_ERROR(scratch.allocate(Gemm::get_workspace_size(args), workspace));
-  cutlass::Status status = gemm.initialize(args, workspace, stream);
-  if (status == cutlass::Status::kSuccess)
-    status = gemm.run(stream);
-  if (status != cutlass::Status::kSuccess)
-    return Status::error(std::string("groupedMatmulCutlass: ") +
-                         cutlass::cutlassGetStatusString(status));
-  MOEC_CUDA_TRY(cudaGetLastError());
+  auto args = groupedArguments<Gemm>(groups, g.shapes,
+                                     typename GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB},
+                                     g.c, g.strideC, g.d, g.strideD);
+  MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n));
 
   if (!direct) {
     unsigned blocks = blocksFor(rows, 1, 8 * kSMs);

@@ -1,8 +1,8 @@
 //===- GroupedMatmulCutlass.h - prefill grouped matmul on wgmma -*- C++ -*-===//
 //
-// Internal to the CUDA runtime: groupedMatmulBF16 (MoEKernels.h) hands its
-// prefill shapes here when the runtime was built with CUTLASS
-// (MOEC_HAVE_CUTLASS). Same contract as groupedMatmulBF16.
+// Internal to the CUDA runtime: groupedMatmulBF16 and groupedMatmulFP8
+// (MoEKernels.h) hand their prefill shapes here when the runtime was built with
+// CUTLASS (MOEC_HAVE_CUTLASS). Same contracts as those.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_GROUPEDMATMULCUTLASS_H
@@ -27,6 +27,17 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
                             const int32_t *offsets, const float *bias,
                             const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
                             cudaStream_t stream);
+
+/// Whether the FP8 kernel takes K and N (16-byte rows of e4m3 operands, f32 output).
+bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n);
+
+/// groupedMatmulFP8 (MoEKernels.h) on wgmma: e4m3 rows with their row scales,
+/// e4m3 weights with their 128x128 block scales, per-expert offsets required.
+Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64_t rows,
+                               int64_t k, const uint8_t *weights, const float *weightScales,
+                               int64_t experts, int64_t n, const int32_t *offsets,
+                               const float *bias, const cpu::Epilogue &epilogue, float *out,
+                               cudaStream_t stream);
 
 } // namespace moec::rt::cuda::detail
 

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExpertTiles.cuh"
+#include "GroupedMatmulCutlass.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -225,8 +226,17 @@ const char *fp8TileName(FP8Tile tile) {
   case FP8Tile::Tok8: return "tok8x6";
   case FP8Tile::Tok16: return "tok16x5";
   case FP8Tile::Tok32: return "tok32x4";
+  case FP8Tile::Wgmma: return "wgmma128x128";
   }
   return "?";
+}
+
+bool fp8TileAvailable(FP8Tile tile) {
+#ifdef MOEC_HAVE_CUTLASS
+  return true;
+#else
+  return tile != FP8Tile::Wgmma;
+#endif
 }
 
 namespace {
@@ -281,8 +291,19 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
     int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
     int64_t rows = (slots + touched - 1) / touched;
     tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
+#ifdef MOEC_HAVE_CUTLASS
+    if (rows >= kWgmmaMinRows && offsets && detail::groupedMatmulFP8CutlassSupports(k, n))
+      tile = FP8Tile::Wgmma;
+#endif
   }
   switch (tile) {
+  case FP8Tile::Wgmma:
+#ifdef MOEC_HAVE_CUTLASS
+    return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales,
+                                           experts, n, offsets, bias, epilogue, out, stream);
+#else
+    return Status::error("groupedMatmulFP8: the wgmma tiles need a runtime built with CUTLASS");
+#endif
   case FP8Tile::Tok8: return launch<8, 6>(p, slots, stream);
   case FP8Tile::Tok16: return launch<16, 5>(p, slots, stream);
   case FP8Tile::Tok32:

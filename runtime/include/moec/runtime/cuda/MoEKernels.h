@@ -123,7 +123,11 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
                            float *scales, cudaStream_t stream);
 
 /// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16.
-enum class FP8Tile { Auto, Tok8, Tok16, Tok32 };
+/// Wgmma: CUTLASS's sm90 grouped GEMM with blockwise scaling (128x128 tiles),
+/// in runtimes built with CUTLASS; Auto takes it from kWgmmaMinRows rows per
+/// touched expert, as for bf16.
+enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma };
+bool fp8TileAvailable(FP8Tile tile);
 const char *fp8TileName(FP8Tile tile);
 
 /// moe.grouped_matmul with FP8 operands on the tensor cores (mma e4m3, f32

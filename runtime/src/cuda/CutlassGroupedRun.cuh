@@ -1,0 +1,84 @@
+//===- CutlassGroupedRun.cuh - running a CUTLASS sm90 grouped GEMM --------===//
+//
+// What the bf16 (GroupedMatmulCutlass.cu) and FP8 (GroupedMatmulFP8Cutlass.cu)
+// prefill GEMMs share once their per-expert arguments sit on the device: the
+// hardware info the persistent scheduler sizes its grid by, the epilogue's
+// D = 1 * accumulator (C never read), and can_implement / initialize / run
+// with the workspace from stream-ordered scratch.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOEC_RUNTIME_SRC_CUDA_CUTLASSGROUPEDRUN_CUH
+#define MOEC_RUNTIME_SRC_CUDA_CUTLASSGROUPEDRUN_CUH
+
+#include "StreamScratch.h"
+#include "moec/runtime/Cuda.h"
+#include "moec/runtime/Status.h"
+
+#include "cutlass/cutlass.h"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/kernel_hardware_info.h"
+
+#include <string>
+
+namespace moec::rt::cuda::detail {
+
+/// The SM count and occupancy CUTLASS's persistent scheduler sizes its grid by
+/// (asked once per device and kernel).
+template <typename GemmKernel> cutlass::KernelHardwareInfo hardwareInfo() {
+  static thread_local int device = -1;
+  static thread_local cutlass::KernelHardwareInfo info;
+  int current = 0;
+  cudaGetDevice(&current);
+  if (current != device) {
+    info = cutlass::KernelHardwareInfo::make_kernel_hardware_info<GemmKernel>(current);
+    device = current;
+  }
+  return info;
+}
+
+/// Arguments of kGrouped mode with D = accumulator (alpha 1, beta 0: C is
+/// never read); `mainloop` and `c`, `d` with their strides are per expert.
+template <typename Gemm, typename Mainloop, typename C, typename SC, typename D, typename SD>
+typename Gemm::Arguments groupedArguments(int groups, typename Gemm::GemmKernel::ProblemShape::UnderlyingProblemShape *shapes,
+                                          const Mainloop &mainloop, C c, SC strideC, D d,
+                                          SD strideD) {
+  typename Gemm::Arguments args;
+  decltype(args.epilogue.thread) fusion;
+  fusion.alpha = 1.0f;
+  fusion.beta = 0.0f;
+  fusion.alpha_ptr = nullptr;
+  fusion.beta_ptr = nullptr;
+  fusion.alpha_ptr_array = nullptr;
+  fusion.beta_ptr_array = nullptr;
+  fusion.dAlpha = {cute::_0{}, cute::_0{}, 0};
+  fusion.dBeta = {cute::_0{}, cute::_0{}, 0};
+  return typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
+                                  {groups, shapes, nullptr},
+                                  mainloop,
+                                  {fusion, c, strideC, d, strideD},
+                                  hardwareInfo<typename Gemm::GemmKernel>()};
+}
+
+/// can_implement, workspace (stream-ordered scratch), initialize, run on `stream`;
+/// errors name `what` and the shape.
+template <typename Gemm>
+Status runGrouped(const typename Gemm::Arguments &args, StreamScratch &scratch,
+                  cudaStream_t stream, const char *what, int64_t k, int64_t n) {
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess)
+    return Status::error(std::string(what) + ": CUTLASS cannot implement K = " +
+                         std::to_string(k) + ", N = " + std::to_string(n));
+  unsigned char *workspace = nullptr;
+  MOEC_RETURN_IF_ERROR(scratch.allocate(Gemm::get_workspace_size(args), workspace));
+  cutlass::Status status = gemm.initialize(args, workspace, stream);
+  if (status == cutlass::Status::kSuccess)
+    status = gemm.run(stream);
+  if (status != cutlass::Status::kSuccess)
+    return Status::error(std::string(what) + ": " + cutlass::cutlassGetStatusString(status));
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+} // namespace moec::rt::cuda::detail
+
+#endif // MOEC_RUNTIME_SRC_CUDA_CUTLASSGROUPEDRUN_CUH

@@ -1,0 +1,198 @@
+//===- GroupedMatmulFP8Cutlass.cu - FP8 prefill grouped matmul on wgmma ---===//
+//
+// moe.grouped_matmul with e4m3 weights (128x128 block scales) and e4m3 rows
+// (a scale per row and 128 columns) when the experts have many rows each:
+// CUTLASS 4.2's sm90 ptr-array grouped GEMM with blockwise scaling (the kernel
+// of its example 68: TMA + wgmma e4m3, the 128-deep partial sums promoted with
+// the row's and the weight block's scales, as DeepGEMM and the mma.sync kernel
+// of GroupedMatmulFP8.cu do), 128x128x128 cooperative tiles, 1x2 clusters.
+//
+// As in GroupedMatmulCutlass.cu: the experts' row counts stay on the device
+// (a small kernel writes each expert's shape, pointers and scale layouts from
+// the sort's offsets), CUTLASS writes the f32 product to stream-ordered scratch
+// and EpiloguePass.cuh applies bias and activation into `out`, or CUTLASS
+// writes `out` itself when there is nothing to apply. Both scale arrays are
+// K-major (the layouts moe.quantize and the FP8 cast write: docs/dialect.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "EpiloguePass.cuh"
+#include "GridSize.h"
+#include "CutlassGroupedRun.cuh"
+#include "GroupedMatmulCutlass.h"
+#include "StreamScratch.h"
+#include "moec/runtime/Cuda.h"
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/detail/blockwise_scale_layout.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+
+#include <string>
+
+namespace moec::rt::cuda::detail {
+namespace {
+
+using namespace cute;
+
+using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>; // M, N, K per expert
+using ElementA = cutlass::float_e4m3_t;
+using ElementB = cutlass::float_e4m3_t;
+using ElementD = float;
+using ElementScale = float;
+using LayoutA = cutlass::layout::RowMajor;    // rows [M, K]
+using LayoutB = cutlass::layout::ColumnMajor; // weights [N, K]: K contiguous
+using LayoutD = cutlass::layout::RowMajor;    // out [M, N]
+constexpr int kAlignmentAB = 16;              // 16 bytes of e4m3
+constexpr int kAlignmentD = 4;                // 16 bytes of f32
+constexpr int kBlock = 128;                   // the scales' block: 1 x 128 rows, 128 x 128 weights
+
+using TileShape = Shape<_128, _128, _128>;
+using ClusterShape = Shape<_1, _2, _1>;
+using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
+using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+
+// Row scales [M, K/128] and weight scales [N/128, K/128], both K-major.
+using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kBlock, kBlock, cute::GMMA::Major::K,
+                                                              cute::GMMA::Major::K>;
+using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+
+using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
+    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule,
+    cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+
+using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
+    cute::tuple<LayoutA *, LayoutSFA *>, kAlignmentAB, ElementB,
+    cute::tuple<LayoutB *, LayoutSFB *>, kAlignmentAB, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename CollectiveEpilogue::SharedStorage))>,
+    KernelSchedule>::CollectiveOp;
+
+using GemmKernel =
+    cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+using StrideA = typename GemmKernel::InternalStrideA;
+using StrideB = typename GemmKernel::InternalStrideB;
+using StrideC = typename GemmKernel::InternalStrideC;
+using StrideD = typename GemmKernel::InternalStrideD;
+using Shape3 = typename ProblemShape::UnderlyingProblemShape;
+
+/// The per-expert arguments CUTLASS reads on the device.
+struct GroupArrays {
+  Shape3 *shapes;
+  const ElementA **a;
+  const ElementB **b;
+  const ElementScale **scaleA;
+  const ElementScale **scaleB;
+  LayoutSFA *layoutA;
+  LayoutSFB *layoutB;
+  const ElementD **c;
+  ElementD **d;
+  StrideA *strideA;
+  StrideB *strideB;
+  StrideC *strideC;
+  StrideD *strideD;
+};
+
+__global__ void fillGroups(GroupArrays g, const ElementA *a, const float *rowScales,
+                           const ElementB *weights, const float *weightScales, ElementD *d,
+                           const int32_t *offsets, int experts, int n, int k, StrideA sa,
+                           StrideB sb, StrideC sc, StrideD sd) {
+  int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= experts)
+    return;
+  int64_t begin = e > 0 ? offsets[e - 1] : 0, end = offsets[e];
+  int m = static_cast<int>(end - begin);
+  int64_t kBlocks = (k + kBlock - 1) / kBlock, nBlocks = (n + kBlock - 1) / kBlock;
+  g.shapes[e] = Shape3(m, n, k);
+  g.a[e] = a + begin * k;
+  g.b[e] = weights + static_cast<int64_t>(e) * n * k;
+  g.scaleA[e] = rowScales + begin * kBlocks;
+  g.scaleB[e] = weightScales + static_cast<int64_t>(e) * nBlocks * kBlocks;
+  g.layoutA[e] = ScaleConfig::tile_atom_to_shape_SFA(make_shape(m, n, k, 1));
+  g.layoutB[e] = ScaleConfig::tile_atom_to_shape_SFB(make_shape(m, n, k, 1));
+  g.d[e] = d + begin * n;
+  g.c[e] = g.d[e]; // never read: beta is 0
+  g.strideA[e] = sa;
+  g.strideB[e] = sb;
+  g.strideC[e] = sc;
+  g.strideD[e] = sd;
+}
+
+} // namespace
+
+bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n) {
+  return k % kAlignmentAB == 0 && n % kAlignmentD == 0 && k < (1 << 30) && n < (1 << 30);
+}
+
+Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64_t rows,
+                               int64_t k, const uint8_t *weights, const float *weightScales,
+                               int64_t experts, int64_t n, const int32_t *offsets,
+                               const float *bias, const cpu::Epilogue &epilogue, float *out,
+                               cudaStream_t stream) {
+  if (!groupedMatmulFP8CutlassSupports(k, n))
+    return Status::error("groupedMatmulFP8Cutlass: K = " + std::to_string(k) + ", N = " +
+                         std::to_string(n) + " are not multiples of 16 and 4");
+  if (!offsets)
+    return Status::error("groupedMatmulFP8Cutlass: needs the experts' offsets");
+  bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
+  bool direct = !bias && !epilogue.enabled; // CUTLASS writes `out` itself
+  int outColumns = static_cast<int>(gated ? n / 2 : n);
+  int groups = static_cast<int>(experts);
+
+  StreamScratch scratch(stream);
+  float *product = out;
+  GroupArrays g{};
+  if (!direct)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(rows * n), product));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.shapes));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.a));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.b));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.scaleA));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.scaleB));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.layoutA));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.layoutB));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.c));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.d));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideA));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideB));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
+  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
+
+  // Row-major A and D, K-major B: strides that do not depend on M.
+  StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
+  StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1});
+  StrideC sc = cutlass::make_cute_packed_stride(StrideC{}, {1, static_cast<int>(n), 1});
+  StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1});
+  fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
+      g, reinterpret_cast<const ElementA *>(lhs), lhsScales,
+      reinterpret_cast<const ElementB *>(weights), weightScales, product, offsets, groups,
+      static_cast<int>(n), static_cast<int>(k), sa, sb, sc, sd);
+  MOEC_CUDA_TRY(cudaGetLastError());
+
+  auto args = groupedArguments<Gemm>(groups, g.shapes,
+                                     typename GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB, g.scaleA, g.layoutA, g.scaleB, g.layoutB},
+                                     g.c, g.strideC, g.d, g.strideD);
+  MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulFP8Cutlass", k, n));
+
+  if (!direct) {
+    device::epiloguePass<<<blocksFor(rows, 1, 8 * kSMs), 256, 0, stream>>>(
+        product, 1, 0, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue,
+        out);
+    MOEC_CUDA_TRY(cudaGetLastError());
+  }
+  return Status::ok();
+}
+
+} // namespace moec::rt::cuda::detail
