@@ -121,12 +121,12 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
   cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts);
   for (cuda::BF16Tile tile : {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16,
                               cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
-                              cuda::BF16Tile::Wgmma}) {
+                              cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
-    if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64 &&
-        tile != cuda::BF16Tile::Wgmma)
+    bool wgmma = tile == cuda::BF16Tile::Wgmma || tile == cuda::BF16Tile::WgmmaCooperative;
+    if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64 && !wgmma)
       continue;
-    if (!cuda::bf16TileAvailable(tile) || (tile == cuda::BF16Tile::Wgmma && tokens < 16))
+    if (!cuda::bf16TileAvailable(tile) || (wgmma && tokens < 16))
       continue;
     std::string name = std::string(cuda::bf16TileName(tile)) + (tile == chosen ? "*" : "");
     report(name.c_str(), time([&] {

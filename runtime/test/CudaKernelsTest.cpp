@@ -286,9 +286,9 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   auto weights = randomVector(E * N * K, rng, 0.2f);
   roundToBF16(lhs); // the kernel multiplies bf16 rows: give it exactly those
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8,
-                              cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
-                              cuda::BF16Tile::Wgmma}) {
+  for (cuda::BF16Tile tile :
+       {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32,
+        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative}) {
     if (!cuda::bf16TileAvailable(tile))
       continue;
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
@@ -322,20 +322,23 @@ TEST(CudaKernels, TensorCoreGroupedMatmulPrefill) {
   auto weights = randomVector(E * N * K, rng, 0.2f);
   roundToBF16(lhs);
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
-  for (const cpu::Epilogue &epilogue : allEpilogues()) {
-    for (bool withBias : {false, true}) {
-      SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
-                   std::to_string(epilogue.enabled) + ", bias " + std::to_string(withBias));
-      int64_t width = outputWidth(epilogue, N);
-      std::vector<float> want, got;
-      ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(cuda::BF16Tile::Auto, lhs, S, K, weights,
-                                             weightsBF16, E, N, offsets,
-                                             withBias ? bias : std::vector<float>{}, epilogue,
-                                             want, got));
-      ASSERT_NO_FATAL_FAILURE(
-          expectRowsThenUntouchedTail(want, got, valid, width, "grouped matmul, prefill"));
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::WgmmaCooperative})
+    for (const cpu::Epilogue &epilogue : allEpilogues()) {
+      if (!cuda::bf16TileAvailable(tile))
+        continue;
+      for (bool withBias : {false, true}) {
+        SCOPED_TRACE(std::string("tile ") + cuda::bf16TileName(tile) + ", layout " +
+                     std::to_string(int(epilogue.layout)) + ", enabled " +
+                     std::to_string(epilogue.enabled) + ", bias " + std::to_string(withBias));
+        int64_t width = outputWidth(epilogue, N);
+        std::vector<float> want, got;
+        ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(tile, lhs, S, K, weights, weightsBF16, E, N, offsets,
+                                               withBias ? bias : std::vector<float>{}, epilogue,
+                                               want, got));
+        ASSERT_NO_FATAL_FAILURE(
+            expectRowsThenUntouchedTail(want, got, valid, width, "grouped matmul, prefill"));
+      }
     }
-  }
 }
 
 /// bf16 rows in and/or bf16 results out (the activations between kernels under
@@ -399,10 +402,11 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
     ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
-  if (cuda::bf16TileAvailable(cuda::BF16Tile::Wgmma)) {
-    ASSERT_NO_FATAL_FAILURE(
-        checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, cuda::BF16Tile::Wgmma));
-  }
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative})
+    if (cuda::bf16TileAvailable(tile)) {
+      ASSERT_NO_FATAL_FAILURE(
+          checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, tile));
+    }
 }
 
 /// permute into bf16 rows: the f32 permute's rows rounded to nearest even,

@@ -247,6 +247,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
   }
   switch (tile) {
   case BF16Tile::Wgmma:
+  case BF16Tile::WgmmaCooperative:
 #ifdef MOEC_HAVE_CUTLASS
   {
     // One of each pair is null, as for the results above.
@@ -256,8 +257,10 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
       lhsBF16 = reinterpret_cast<const uint16_t *>(lhs);
     else
       lhsF32 = lhs;
+    bool cooperative = tile == BF16Tile::WgmmaCooperative;
     return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n,
-                                        offsets, bias, epilogue, outF32, outBF16, stream);
+                                        offsets, bias, epilogue, outF32, outBF16, cooperative,
+                                        stream);
   }
 #else
     return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
@@ -285,6 +288,7 @@ const char *bf16TileName(BF16Tile tile) {
   case BF16Tile::Tok32: return "tok32x4";
   case BF16Tile::Tok64: return "tok64x3";
   case BF16Tile::Wgmma: return "wgmma128x128";
+  case BF16Tile::WgmmaCooperative: return "wgmma256x128";
   }
   return "?";
 }
@@ -311,7 +315,7 @@ bool bf16TileAvailable(BF16Tile tile) {
 #ifdef MOEC_HAVE_CUTLASS
   return true;
 #else
-  return tile != BF16Tile::Wgmma;
+  return tile != BF16Tile::Wgmma && tile != BF16Tile::WgmmaCooperative;
 #endif
 }
 

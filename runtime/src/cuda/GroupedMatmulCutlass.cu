@@ -2,8 +2,8 @@
 //
 // moe.grouped_matmul with bf16 expert weights when the experts have many rows
 // each (prefill): CUTLASS's sm90 ptr-array grouped GEMM, TMA loads and wgmma
-// in a warp-specialized persistent kernel (pingpong: one warp group's epilogue
-// overlaps the other's mainloop), 128x128x64 tiles. The mma.sync kernel of
+// in a warp-specialized persistent kernel: 128x128x64 pingpong tiles (one warp
+// group's epilogue overlaps the other's mainloop) or 256x128x64 cooperative ones. The mma.sync kernel of
 // GroupedMatmulBF16.cu stays for decode, where 128-row tiles would mostly pad.
 //
 // Still without a host synchronisation: the group sizes live on the device
@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 namespace moec::rt::cuda::detail {
 namespace {
@@ -56,27 +57,41 @@ using LayoutD = cutlass::layout::RowMajor;    // out [M, N]
 constexpr int kAlignmentAB = 8;               // 16 bytes of bf16
 constexpr int kAlignmentD = 4;                // 16 bytes of f32
 
-using TileShape = Shape<_128, _128, _64>;
-using ClusterShape = Shape<_2, _1, _1>;
-using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
-using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+/// One CUTLASS configuration of the grouped GEMM: tile, cluster, schedules.
+template <typename TileShape, typename ClusterShape, typename KernelSchedule,
+          typename EpilogueSchedule>
+struct Config {
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
+      kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule,
+      cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
+      ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using GemmKernel =
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+};
 
-using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
-    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule,
-    cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+/// 128x128x64 pingpong, 2x1 clusters: one warp group's epilogue overlaps the
+/// other's mainloop (v7's only configuration).
+using Pingpong = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>,
+                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+/// 256x128x64 cooperative, 1x2 clusters: both warp groups on one 256-row tile,
+/// half the weight reads per row of Pingpong (the probe's best bf16 schedule on
+/// some MoE shapes: shared/reference/cutlass-probe.md).
+using Cooperative = Config<Shape<_256, _128, _64>, Shape<_1, _2, _1>,
+                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
-    ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    KernelSchedule>::CollectiveOp;
-
-using GemmKernel =
-    cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for both
+static_assert(std::is_same_v<GemmKernel::InternalStrideA, Cooperative::GemmKernel::InternalStrideA> &&
+              std::is_same_v<GemmKernel::InternalStrideD, Cooperative::GemmKernel::InternalStrideD>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -152,7 +167,7 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
                             const uint16_t *weights, int64_t experts, int64_t n,
                             const int32_t *offsets, const float *bias,
                             const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
-                            cudaStream_t stream) {
+                            bool cooperative, cudaStream_t stream) {
   if (!groupedMatmulCutlassSupports(k, n))
     return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) +
                          ", N = " + std::to_string(n) + " are not multiples of 8 and 4");
@@ -196,10 +211,15 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
       product, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), sa, sb, sc, sd);
   MOEC_CUDA_TRY(cudaGetLastError());
 
-  auto args = groupedArguments<Gemm>(groups, g.shapes,
-                                     typename GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB},
-                                     g.c, g.strideC, g.d, g.strideD);
-  MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n));
+  auto run = [&](auto config) {
+    using Chosen = decltype(config);
+    auto args = groupedArguments<typename Chosen::Gemm>(
+        groups, g.shapes,
+        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, g.c,
+        g.strideC, g.d, g.strideD);
+    return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
+  };
+  MOEC_RETURN_IF_ERROR(cooperative ? run(Cooperative{}) : run(Pingpong{}));
 
   if (!direct) {
     unsigned blocks = blocksFor(rows, 1, 8 * kSMs);

@@ -26,7 +26,7 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
                             const uint16_t *weights, int64_t experts, int64_t n,
                             const int32_t *offsets, const float *bias,
                             const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
-                            cudaStream_t stream);
+                            bool cooperative, cudaStream_t stream);
 
 /// Whether the FP8 kernel takes K and N (16-byte rows of e4m3 operands, f32 output).
 bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n);

@@ -77,7 +77,9 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
 /// grouped GEMM (TMA + wgmma, 128x128 tiles of rows x weight rows) for prefill,
 /// in runtimes built with CUTLASS. Auto picks by the mean rows per touched
 /// expert (chooseBF16Tile); the others exist for benchmarks and tests.
-enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64, Wgmma };
+/// WgmmaCooperative: CUTLASS's 256x128 cooperative tiles instead of Wgmma's
+/// 128x128 pingpong ones (for benchmarks until measured: Auto takes Wgmma).
+enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64, Wgmma, WgmmaCooperative };
 /// From this many rows per touched expert on, Auto takes the wgmma tiles.
 inline constexpr int64_t kWgmmaMinRows = 128;
 const char *bf16TileName(BF16Tile tile);
