@@ -118,7 +118,7 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
                 100.0 * flops / (ms * 1e-3) / (fp8 ? kFP8Ceiling : kBF16Ceiling), fp8 ? "fp8" : "bf16");
     std::fflush(stdout);
   };
-  cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts);
+  cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated);
   for (cuda::BF16Tile tile : {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16,
                               cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
                               cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative}) {
@@ -145,8 +145,11 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
   CHECK(cudaStatus(cudaMemset(weightScales.data(), 0x3C, weightScales.size()), "memset", __FILE__,
                    __LINE__));
   for (cuda::FP8Tile tile : {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
-                             cuda::FP8Tile::Tok32}) {
-    if (tokens >= 1024 && tile != cuda::FP8Tile::Auto)
+                             cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma}) {
+    if (tokens >= 1024 && tile != cuda::FP8Tile::Auto && tile != cuda::FP8Tile::Tok32 &&
+        tile != cuda::FP8Tile::Wgmma)
+      continue;
+    if (!cuda::fp8TileAvailable(tile) || (tile == cuda::FP8Tile::Wgmma && tokens < 16))
       continue;
     std::string name = std::string("fp8 ") + cuda::fp8TileName(tile);
     report(name.c_str(), time([&] {

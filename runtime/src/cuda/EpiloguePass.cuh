@@ -1,11 +1,9 @@
 //===- EpiloguePass.cuh - the grouped matmul's epilogue as a second pass --===//
 //
 // When a grouped matmul's products cannot take the epilogue in registers --
-// CUTLASS's GEMM writes an f32 product, a K-split mma.sync kernel writes one
-// partial product per split -- this kernel finishes them: the splits summed in
-// a fixed order (so results do not depend on timing), the expert's bias, the
-// activation (gated or not), f32 or bf16 out. Only the valid rows (below the
-// last expert's end) are read or written: the sentinel tail stays untouched.
+// CUTLASS's GEMMs (bf16 and FP8) write an f32 product -- this kernel finishes
+// them: the expert's bias, the activation (gated or not), f32 or bf16 out. Only the valid rows
+// (below the last expert's end) are read or written: the sentinel tail stays untouched.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_EPILOGUEPASS_CUH
@@ -24,13 +22,12 @@ __device__ inline void storeValue(__nv_bfloat16 *out, float value) {
   *out = __float2bfloat16_rn(value);
 }
 
-/// out[r, j] = epilogue(sum over splits s of product[s][r, :] + bias[expert of r, :])
-/// for the valid rows r; product[s] is `splitStride` floats after product[s-1].
+/// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows r.
 /// A block per row (grid-stride), threads over the output columns.
 template <typename Out>
-__global__ void epiloguePass(const float *product, int splits, int64_t splitStride,
-                             const int32_t *offsets, int experts, int64_t rows, int n,
-                             int outColumns, const float *bias, cpu::Epilogue epilogue, Out *out) {
+__global__ void epiloguePass(const float *product, const int32_t *offsets, int experts,
+                             int64_t rows, int n, int outColumns, const float *bias,
+                             cpu::Epilogue epilogue, Out *out) {
   int64_t valid = offsets ? offsets[experts - 1] : rows;
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
   bool interleaved = epilogue.layout == cpu::GateUpLayout::Interleaved;
@@ -47,12 +44,7 @@ __global__ void epiloguePass(const float *product, int splits, int64_t splitStri
       }
       biasRow = bias + static_cast<int64_t>(lo) * n;
     }
-    auto column = [&](int64_t c) {
-      float sum = product[r * n + c];
-      for (int s = 1; s < splits; ++s)
-        sum += product[s * splitStride + r * n + c];
-      return sum + (biasRow ? biasRow[c] : 0.0f);
-    };
+    auto column = [&](int64_t c) { return product[r * n + c] + (biasRow ? biasRow[c] : 0.0f); };
     for (int j = threadIdx.x; j < outColumns; j += blockDim.x) {
       float value;
       if (gated) {

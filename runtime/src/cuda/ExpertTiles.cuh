@@ -45,18 +45,6 @@ struct Layout {
   int64_t rowTiles, columnTiles; // the grid: rowTiles x columnTiles
   float *out;                    // f32 results, or
   uint16_t *outBF16 = nullptr;   // bf16 results (bits), rounded to nearest even
-  /// Split K (decode: too few blocks to fill the SMs): block row blockIdx.y
-  /// multiplies K [y·kPerSplit, (y+1)·kPerSplit) and writes its raw products
-  /// (weight-row space, [rows, n]) to partial + y·rows·n; EpiloguePass.cuh
-  /// finishes them. kSplits 1: the epilogue runs in registers into out.
-  int64_t kSplits = 1, kPerSplit = 0;
-  float *partial = nullptr;
-
-  /// K [begin, end) of this block's split.
-  __device__ void splitRange(int64_t &begin, int64_t &end) const {
-    begin = kSplits > 1 ? int64_t(blockIdx.y) * kPerSplit : 0;
-    end = kSplits > 1 && begin + kPerSplit < k ? begin + kPerSplit : k;
-  }
 
   __host__ __device__ bool gated() const {
     return epilogue.enabled && epilogue.layout != GateUpLayout::None;
@@ -185,26 +173,6 @@ template <int TOKEN_TILES>
 __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile,
                              int64_t firstRow, int rows, const float (&acc)[2][TOKEN_TILES][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (p.partial) { // a K split: raw products by weight row, finished by EpiloguePass.cuh
-    float *split = p.partial + int64_t(blockIdx.y) * p.rows * p.n;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      int r = lane / 4 + (i >= 2 ? 8 : 0);
-      int v0 = warp * kRowsPerWarp + r;
-      int64_t rowsOf[2] = {weightRowOf(p, columnTile, v0), weightRowOf(p, columnTile, v0 + 16)};
-#pragma unroll
-      for (int t = 0; t < TOKEN_TILES; ++t) {
-        int token = t * 8 + 2 * (lane % 4) + (i & 1);
-        if (token >= rows)
-          continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          if (rowsOf[h] >= 0)
-            split[(firstRow + token) * p.n + rowsOf[h]] = acc[h][t][i];
-      }
-    }
-    return;
-  }
   const float *expertBias = p.bias ? p.bias + expert * p.n : nullptr;
   const bool gated = p.gated();
 #pragma unroll
@@ -307,8 +275,7 @@ Status launchTiles(void (*kernel)(Problem), Problem problem, int64_t slots, int 
   int64_t blocks = 0;
   MOEC_RETURN_IF_ERROR(planGrid(problem.layout, slots, tok, name, blocks));
   MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-  dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(problem.layout.kSplits));
-  kernel<<<grid, kThreads, shared, stream>>>(problem);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(problem);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }

@@ -22,11 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "EpiloguePass.cuh"
 #include "ExpertTiles.cuh"
-#include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
-#include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -113,16 +110,14 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
     tokenRow[i] = tokenIndex[i] < rows ? problem.lhs + (firstRow + tokenIndex[i]) * p.k : nullptr;
   }
 
-  int64_t kBegin, kEnd; // all of K, or this block's split
-  p.splitRange(kBegin, kEnd);
-  const int64_t kTiles = (kEnd - kBegin + kTileK - 1) / kTileK;
+  const int64_t kTiles = (p.k + kTileK - 1) / kTileK;
   auto loadStage = [&](int64_t kt, int stage) {
     unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
-    int64_t k0 = kBegin + kt * kTileK;
+    int64_t k0 = kt * kTileK;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       int64_t kk = k0 + weightChunk * 8;
-      bool valid = weightRow[i] && kk < kEnd;
+      bool valid = weightRow[i] && kk < p.k;
       copyAsync16(base + swizzled(tid / 8 + 16 * i, weightChunk),
                   valid ? weightRow[i] + kk : problem.weights, valid ? 16 : 0);
     }
@@ -132,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
       if (tokenIndex[i] >= TOK)
         continue;
       int64_t kk = k0 + tokenChunk[i] * kChunkElements;
-      bool valid = tokenRow[i] && kk < kEnd;
+      bool valid = tokenRow[i] && kk < p.k;
       copyAsync16(rowsTile + tokenIndex[i] * kRowStride + tokenChunk[i] * kChunkElements,
                   valid ? tokenRow[i] + kk : problem.lhs, valid ? 16 : 0);
     }
@@ -168,47 +163,6 @@ Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
                      STAGES * stageBytes<Lhs>(TOK), "groupedMatmulBF16", stream);
 }
 
-/// K splits for a decode launch: the blocks that can have rows are at most
-/// min(E, slots) experts x the column tiles; when they are fewer than four waves
-/// of one block per SM (the 8-row tiles' 8 stages fill most of an SM's shared
-/// memory) -- Qwen3 at T = 1: 8 experts x 12 tiles; Mixtral's down projection: 2
-/// x 32 -- K is split so that the last wave's idle SMs cost little, each split at
-/// least 4 stages deep. (ncu, v8: 96 blocks of Qwen3's gate/up read at 52 % of copy.)
-int64_t decodeSplits(const Layout &p, int64_t slots) {
-  int64_t columnsPerTile = p.gated() ? kWeightRows / 2 : kWeightRows;
-  int64_t busy = std::min(p.experts, slots) * ((p.width + columnsPerTile - 1) / columnsPerTile);
-  int64_t want = (4 * detail::kSMs + busy - 1) / std::max<int64_t>(1, busy);
-  return std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.k / (4 * kTileK)));
-}
-
-/// Runs the 8-row tiles, split over K when decodeSplits says so: the splits'
-/// products go through stream-ordered scratch and the epilogue pass, summed in
-/// a fixed order.
-template <typename Lhs, typename Out>
-Status launchDecode(Problem<Lhs> p, int64_t slots, Out *out, cudaStream_t stream) {
-  Layout &l = p.layout;
-  int64_t splits = decodeSplits(l, slots);
-  if (splits == 1)
-    return launch<8, 8>(p, slots, stream);
-  l.kPerSplit = ((l.k + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
-  l.kSplits = (l.k + l.kPerSplit - 1) / l.kPerSplit;
-  detail::StreamScratch scratch(stream);
-  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(l.kSplits * slots * l.n), l.partial));
-  MOEC_RETURN_IF_ERROR((launch<8, 8>(p, slots, stream)));
-  unsigned blocks = detail::blocksFor(slots, 1, 8 * detail::kSMs);
-  if constexpr (std::is_same_v<Out, BF16>)
-    device::epiloguePass<<<blocks, 256, 0, stream>>>(
-        l.partial, static_cast<int>(l.kSplits), slots * l.n, l.offsets, static_cast<int>(l.experts),
-        slots, static_cast<int>(l.n), static_cast<int>(l.width), l.bias, l.epilogue,
-        reinterpret_cast<__nv_bfloat16 *>(out));
-  else
-    device::epiloguePass<<<blocks, 256, 0, stream>>>(
-        l.partial, static_cast<int>(l.kSplits), slots * l.n, l.offsets, static_cast<int>(l.experts),
-        slots, static_cast<int>(l.n), static_cast<int>(l.width), l.bias, l.epilogue, out);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
-}
-
 /// groupedMatmulBF16 for f32 or bf16 rows (Lhs) and results (Out).
 template <typename Lhs, typename Out>
 Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
@@ -241,8 +195,8 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
       lhs,
       weightsBF16};
   if (tile == BF16Tile::Auto) {
-    tile = chooseBF16Tile(slots, experts);
-    if (tile == BF16Tile::Wgmma && !detail::groupedMatmulCutlassSupports(k, n))
+    tile = chooseBF16Tile(slots, experts, k, gated);
+    if (tile == BF16Tile::WgmmaCooperative && !detail::groupedMatmulCutlassSupports(k, n))
       tile = BF16Tile::Tok64;
   }
   switch (tile) {
@@ -266,7 +220,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
     return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
 #endif
   case BF16Tile::Tok8:
-    return launchDecode(p, slots, out, stream);
+    return launch<8, 8>(p, slots, stream);
   case BF16Tile::Tok16:
     return launch<16, 6>(p, slots, stream);
   case BF16Tile::Tok32:
@@ -293,20 +247,25 @@ const char *bf16TileName(BF16Tile tile) {
   return "?";
 }
 
-BF16Tile chooseBF16Tile(int64_t slots, int64_t experts) {
+BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
   // By the mean rows per touched expert, slots / min(experts, slots). Measured on
-  // the H200 (bench/grouped_matmul.cpp, docs/performance.md v5): 8-row tiles are
-  // best up to ~4 rows (decode), 32-row tiles around 8 (Qwen3 at T = 128: 7-12 %
-  // faster than 16), 64-row tiles from ~32 on (Mixtral T = 128, all prefill).
+  // the H200 (bench/grouped_matmul.cpp, docs/performance.md v5 and v9): 8-row
+  // tiles are best up to ~4 rows (decode), 32-row tiles up to 16 (Qwen3 at
+  // T = 128: 7-12 % faster than 16) and for down projections of up to 32 rows
+  // with K <= 4096 (gpt-oss and DeepSeek-V3 at T = 1024: 24 % and 32 % faster
+  // than 64; Mixtral's K = 14336 is 14 % slower), 64-row tiles for the rest
+  // below 64 rows, and CUTLASS's cooperative 256x128 tiles from 64 rows (Qwen3
+  // at T = 1024: 1 % and 40 % faster than 64-row tiles; at T = 8192 3-34 %
+  // faster than the 128x128 pingpong tiles, but for Qwen3's down at 9 % slower).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if (rows <= 4)
     return BF16Tile::Tok8;
-  if (rows <= 16)
+  if (rows <= 16 || (rows <= 32 && !gated && k <= 4096))
     return BF16Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
   if (rows >= kWgmmaMinRows)
-    return BF16Tile::Wgmma;
+    return BF16Tile::WgmmaCooperative;
 #endif
   return BF16Tile::Tok64;
 }

@@ -225,12 +225,11 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
     unsigned blocks = blocksFor(rows, 1, 8 * kSMs);
     if (outBF16)
       device::epiloguePass<<<blocks, 256, 0, stream>>>(
-          product, 1, 0, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue,
+          product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue,
           reinterpret_cast<__nv_bfloat16 *>(outBF16));
     else
-      device::epiloguePass<<<blocks, 256, 0, stream>>>(product, 1, 0, offsets, groups, rows,
-                                                       static_cast<int>(n), outColumns, bias,
-                                                       epilogue, out);
+      device::epiloguePass<<<blocks, 256, 0, stream>>>(
+          product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue, out);
     MOEC_CUDA_TRY(cudaGetLastError());
   }
   return Status::ok();

@@ -188,8 +188,7 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
 
   if (!direct) {
     device::epiloguePass<<<blocksFor(rows, 1, 8 * kSMs), 256, 0, stream>>>(
-        product, 1, 0, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue,
-        out);
+        product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue, out);
     MOEC_CUDA_TRY(cudaGetLastError());
   }
   return Status::ok();

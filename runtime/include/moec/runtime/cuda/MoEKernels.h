@@ -73,17 +73,18 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
                      const Epilogue &epilogue, float *out, cudaStream_t stream);
 
 /// Tiles of groupedMatmulBF16: TOK rows (tokens) of one expert per block against
-/// 128 weight rows, and the depth of the load pipeline; or Wgmma, CUTLASS's sm90
-/// grouped GEMM (TMA + wgmma, 128x128 tiles of rows x weight rows) for prefill,
-/// in runtimes built with CUTLASS. Auto picks by the mean rows per touched
-/// expert (chooseBF16Tile); the others exist for benchmarks and tests.
-/// WgmmaCooperative: CUTLASS's 256x128 cooperative tiles instead of Wgmma's
-/// 128x128 pingpong ones (for benchmarks until measured: Auto takes Wgmma).
+/// 128 weight rows, and the depth of the load pipeline; or CUTLASS's sm90
+/// grouped GEMM (TMA + wgmma) for prefill, in runtimes built with CUTLASS:
+/// Wgmma with 128x128 pingpong tiles (rows x weight rows), WgmmaCooperative
+/// with 256x128 cooperative tiles and 1x2 clusters. Auto picks by shape
+/// (chooseBF16Tile); the others exist for benchmarks and tests.
 enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64, Wgmma, WgmmaCooperative };
 /// From this many rows per touched expert on, Auto takes the wgmma tiles.
-inline constexpr int64_t kWgmmaMinRows = 128;
+inline constexpr int64_t kWgmmaMinRows = 64;
 const char *bf16TileName(BF16Tile tile);
-BF16Tile chooseBF16Tile(int64_t slots, int64_t experts);
+/// The tile Auto runs for `slots` rows over `experts` experts, K deep; `gated`:
+/// a gate/up projection (its epilogue halves the output).
+BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated);
 /// Whether this runtime has `tile` (Wgmma only with CUTLASS).
 bool bf16TileAvailable(BF16Tile tile);
 
@@ -126,9 +127,10 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
 
 /// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16.
 /// Wgmma: CUTLASS's sm90 grouped GEMM with blockwise scaling (128x128 tiles),
-/// in runtimes built with CUTLASS; Auto takes it from kWgmmaMinRows rows per
-/// touched expert, as for bf16.
+/// in runtimes built with CUTLASS; Auto takes it from kFP8WgmmaMinRows rows per
+/// touched expert.
 enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma };
+inline constexpr int64_t kFP8WgmmaMinRows = 16;
 bool fp8TileAvailable(FP8Tile tile);
 const char *fp8TileName(FP8Tile tile);
 
