@@ -2,29 +2,82 @@
 //
 // When a grouped matmul's products cannot take the epilogue in registers --
 // CUTLASS's GEMMs (bf16 and FP8) write an f32 product -- this kernel finishes
-// them: the expert's bias, the activation (gated or not), f32 or bf16 out. Only the valid rows
-// (below the last expert's end) are read or written: the sentinel tail stays untouched.
+// them: the expert's bias, the activation (gated or not), f32 or bf16 out. Only
+// the valid rows (below the last expert's end) are read or written: the
+// sentinel tail stays untouched.
+//
+// It is a pure stream (read the product once, write the result once), so it is
+// written for bandwidth: four output columns per thread with 16-byte loads
+// wherever the row width allows (ncu v8: the one-column version ran at 32-57 %
+// of copy, instruction-bound at 62-68 % SM, 0.18-0.78 ms at T = 8192).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_EPILOGUEPASS_CUH
 #define MOEC_RUNTIME_SRC_CUDA_EPILOGUEPASS_CUH
 
 #include "Epilogue.cuh"
+#include "GridSize.h"
 
 #include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 namespace moec::rt::cuda::device {
 
-__device__ inline void storeValue(float *out, float value) { *out = value; }
-__device__ inline void storeValue(__nv_bfloat16 *out, float value) {
-  *out = __float2bfloat16_rn(value);
+/// x[0..N) = p[0..N), with 16-byte loads when N is a multiple of 4 (p aligned).
+template <int N> __device__ inline void loadFloats(const float *p, float (&x)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      float4 v = *reinterpret_cast<const float4 *>(p + i);
+      x[i] = v.x, x[i + 1] = v.y, x[i + 2] = v.z, x[i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      x[i] = p[i];
+  }
+}
+
+/// x[0..N) += p[0..N) when p is not null.
+template <int N> __device__ inline void addFloats(const float *p, float (&x)[N]) {
+  if (!p)
+    return;
+  float b[N];
+  loadFloats(p, b);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    x[i] += b[i];
+}
+
+template <int N> __device__ inline void storeValues(float *out, const float (&v)[N]) {
+  if constexpr (N == 4)
+    *reinterpret_cast<float4 *>(out) = make_float4(v[0], v[1], v[2], v[3]);
+  else
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      out[i] = v[i];
+}
+
+template <int N> __device__ inline void storeValues(__nv_bfloat16 *out, const float (&v)[N]) {
+  if constexpr (N == 4) {
+    __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]), hi = __floats2bfloat162_rn(v[2], v[3]);
+    uint2 bits;
+    bits.x = *reinterpret_cast<unsigned *>(&lo);
+    bits.y = *reinterpret_cast<unsigned *>(&hi);
+    *reinterpret_cast<uint2 *>(out) = bits;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      out[i] = __float2bfloat16_rn(v[i]);
+  }
 }
 
 /// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows r.
-/// A block per row (grid-stride), threads over the output columns.
-template <typename Out>
+/// A block per row (grid-stride), each thread VEC adjacent output columns; VEC 4
+/// needs n % 8 == 0 (16-byte aligned rows, gate and up halves included).
+template <int VEC, typename Out>
 __global__ void epiloguePass(const float *product, const int32_t *offsets, int experts,
                              int64_t rows, int n, int outColumns, const float *bias,
                              cpu::Epilogue epilogue, Out *out) {
@@ -44,20 +97,53 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
       }
       biasRow = bias + static_cast<int64_t>(lo) * n;
     }
-    auto column = [&](int64_t c) { return product[r * n + c] + (biasRow ? biasRow[c] : 0.0f); };
-    for (int j = threadIdx.x; j < outColumns; j += blockDim.x) {
-      float value;
-      if (gated) {
-        int64_t g = interleaved ? 2 * j : j, u = interleaved ? 2 * j + 1 : j + outColumns;
-        value = gatedEpilogue(epilogue, column(g), column(u));
+    const float *row = product + r * n;
+    for (int j = threadIdx.x * VEC; j < outColumns; j += blockDim.x * VEC) {
+      float value[VEC];
+      if (gated && interleaved) { // gate, up, gate, up, ...
+        float pairs[2 * VEC];
+        loadFloats(row + 2 * j, pairs);
+        addFloats(biasRow ? biasRow + 2 * j : nullptr, pairs);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+          value[i] = gatedEpilogue(epilogue, pairs[2 * i], pairs[2 * i + 1]);
+      } else if (gated) { // all gates, then all ups
+        float gate[VEC], up[VEC];
+        loadFloats(row + j, gate);
+        loadFloats(row + outColumns + j, up);
+        addFloats(biasRow ? biasRow + j : nullptr, gate);
+        addFloats(biasRow ? biasRow + outColumns + j : nullptr, up);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+          value[i] = gatedEpilogue(epilogue, gate[i], up[i]);
       } else {
-        value = column(j);
+        loadFloats(row + j, value);
+        addFloats(biasRow ? biasRow + j : nullptr, value);
         if (epilogue.enabled)
-          value = activate(epilogue.kind, epilogue.alpha, value);
+#pragma unroll
+          for (int i = 0; i < VEC; ++i)
+            value[i] = activate(epilogue.kind, epilogue.alpha, value[i]);
       }
-      storeValue(out + r * outColumns + j, value);
+      storeValues(out + r * outColumns + j, value);
     }
   }
+}
+
+/// Launches epiloguePass on `stream`: four columns per thread where n % 8 == 0
+/// and the buffers are 16-byte aligned (codegen's are 64), one otherwise.
+template <typename Out>
+cudaError_t launchEpiloguePass(const float *product, const int32_t *offsets, int experts,
+                               int64_t rows, int n, int outColumns, const float *bias,
+                               cpu::Epilogue epilogue, Out *out, cudaStream_t stream) {
+  unsigned blocks = detail::blocksFor(rows, 1, 8 * detail::kSMs);
+  auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (n % 8 == 0 && aligned(product) && aligned(bias) && aligned(out))
+    epiloguePass<4><<<blocks, 256, 0, stream>>>(product, offsets, experts, rows, n, outColumns,
+                                                bias, epilogue, out);
+  else
+    epiloguePass<1><<<blocks, 256, 0, stream>>>(product, offsets, experts, rows, n, outColumns,
+                                                bias, epilogue, out);
+  return cudaGetLastError();
 }
 
 } // namespace moec::rt::cuda::device

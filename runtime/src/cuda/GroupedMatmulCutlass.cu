@@ -222,15 +222,13 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   MOEC_RETURN_IF_ERROR(cooperative ? run(Cooperative{}) : run(Pingpong{}));
 
   if (!direct) {
-    unsigned blocks = blocksFor(rows, 1, 8 * kSMs);
     if (outBF16)
-      device::epiloguePass<<<blocks, 256, 0, stream>>>(
-          product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue,
-          reinterpret_cast<__nv_bfloat16 *>(outBF16));
+      MOEC_CUDA_TRY(device::launchEpiloguePass(product, offsets, groups, rows, static_cast<int>(n),
+                                               outColumns, bias, epilogue,
+                                               reinterpret_cast<__nv_bfloat16 *>(outBF16), stream));
     else
-      device::epiloguePass<<<blocks, 256, 0, stream>>>(
-          product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue, out);
-    MOEC_CUDA_TRY(cudaGetLastError());
+      MOEC_CUDA_TRY(device::launchEpiloguePass(product, offsets, groups, rows, static_cast<int>(n),
+                                               outColumns, bias, epilogue, out, stream));
   }
   return Status::ok();
 }

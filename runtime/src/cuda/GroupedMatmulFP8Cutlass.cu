@@ -186,11 +186,9 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
                                      g.c, g.strideC, g.d, g.strideD);
   MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulFP8Cutlass", k, n));
 
-  if (!direct) {
-    device::epiloguePass<<<blocksFor(rows, 1, 8 * kSMs), 256, 0, stream>>>(
-        product, offsets, groups, rows, static_cast<int>(n), outColumns, bias, epilogue, out);
-    MOEC_CUDA_TRY(cudaGetLastError());
-  }
+  if (!direct)
+    MOEC_CUDA_TRY(device::launchEpiloguePass(product, offsets, groups, rows, static_cast<int>(n),
+                                             outColumns, bias, epilogue, out, stream));
   return Status::ok();
 }
 
