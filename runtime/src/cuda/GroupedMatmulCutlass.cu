@@ -2,9 +2,10 @@
 //
 // moe.grouped_matmul with bf16 expert weights when the experts have many rows
 // each (prefill): CUTLASS's sm90 ptr-array grouped GEMM, TMA loads and wgmma
-// in a warp-specialized persistent kernel: 128x128x64 pingpong tiles (one warp
-// group's epilogue overlaps the other's mainloop) or 256x128x64 cooperative ones. The mma.sync kernel of
-// GroupedMatmulBF16.cu stays for decode, where 128-row tiles would mostly pad.
+// in a warp-specialized persistent kernel: 256x128x64 cooperative tiles (what
+// Auto takes) or 128x128x64 pingpong ones (one warp group's epilogue overlaps
+// the other's mainloop). The mma.sync kernel of GroupedMatmulBF16.cu stays for
+// decode, where 128-row tiles would mostly pad.
 //
 // Still without a host synchronisation: the group sizes live on the device
 // (the sort's offsets), so a small kernel writes each expert's problem shape
