@@ -416,31 +416,37 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
 /// the rows past the valid count unwritten; H = 1030 takes the element path.
 TEST(CudaKernels, PermuteBF16IsTheRoundedF32Permute) {
   std::mt19937 rng(29);
-  for (int64_t H : {96, 1030}) {
-    SCOPED_TRACE("hidden " + std::to_string(H));
-    const int64_t T = 37, K = 3, S = T * K, valid = S - 5;
-    auto x = randomVector(T * H, rng);
-    std::vector<int32_t> perm(S);
-    for (int64_t i = 0; i < S; ++i)
-      perm[i] = static_cast<int32_t>((i * 7) % S);
-    DeviceBuffer dX = upload(x), dPerm = upload(perm),
-                 dValid = upload(std::vector<int32_t>{int32_t(valid)});
-    DeviceBuffer dRows = poisoned(S * H * 4), dRowsBF16 = poisoned(S * H * 2);
-    ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
-                            dValid.dataAs<int32_t>(), S, K, dRows.dataAs<float>(), nullptr));
-    ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
-                            dValid.dataAs<int32_t>(), S, K, dRowsBF16.dataAs<cuda::BF16>(),
-                            nullptr));
-    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-    std::vector<float> rows = download<float>(dRows, S * H);
-    std::vector<uint16_t> bits = download<uint16_t>(dRowsBF16, S * H);
-    for (int64_t i = 0; i < valid * H; ++i) {
-      ASSERT_EQ(rows[i], x[(perm[i / H] / K) * H + i % H]) << "f32 row element " << i;
-      ASSERT_EQ(bits[i], toBF16(rows[i])) << "bf16 row element " << i;
+  // 37 tokens: slot-major; 1501 tokens (4503 slots): token-major, through the
+  // inverse permutation. Hidden 96: 16-byte accesses; 1030: element by element.
+  for (int64_t T : {37, 1501})
+    for (int64_t H : {96, 1030}) {
+      SCOPED_TRACE("tokens " + std::to_string(T) + ", hidden " + std::to_string(H));
+      const int64_t K = 3, S = T * K, valid = S - 5;
+      auto x = randomVector(T * H, rng);
+      std::vector<int32_t> perm(S);
+      for (int64_t i = 0; i < S; ++i)
+        perm[i] = static_cast<int32_t>((i * 7) % S);
+      DeviceBuffer dX = upload(x), dPerm = upload(perm),
+                   dValid = upload(std::vector<int32_t>{int32_t(valid)});
+      DeviceBuffer dRows = poisoned(S * H * 4), dRowsBF16 = poisoned(S * H * 2);
+      ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                              dValid.dataAs<int32_t>(), S, K, dRows.dataAs<float>(), nullptr));
+      ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                              dValid.dataAs<int32_t>(), S, K, dRowsBF16.dataAs<cuda::BF16>(),
+                              nullptr));
+      ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+      std::vector<float> rows = download<float>(dRows, S * H);
+      std::vector<uint16_t> bits = download<uint16_t>(dRowsBF16, S * H);
+      for (int64_t i = 0; i < valid * H; ++i) {
+        ASSERT_EQ(rows[i], x[(perm[i / H] / K) * H + i % H]) << "f32 row element " << i;
+        ASSERT_EQ(bits[i], toBF16(rows[i])) << "bf16 row element " << i;
+      }
+      for (int64_t i = valid * H; i < S * H; ++i) {
+        ASSERT_EQ(bits[i], 0xFFFF) << "bf16 row element " << i << " past the valid count written";
+        ASSERT_TRUE(std::isnan(rows[i]))
+            << "f32 row element " << i << " past the valid count written";
+      }
     }
-    for (int64_t i = valid * H; i < S * H; ++i)
-      ASSERT_EQ(bits[i], 0xFFFF) << "row element " << i << " past the valid count written";
-  }
 }
 
 /// Decode shapes for the tensor-core kernel: 1-3 slots, spread and all in one
