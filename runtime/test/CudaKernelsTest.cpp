@@ -563,6 +563,9 @@ void expectSameCodes(const std::vector<uint8_t> &want, const std::vector<float> 
     ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
   for (int64_t i = valid * k; i < slots * k; ++i)
     ASSERT_EQ(got[i], 0xFF) << "row " << i / k << " (past the valid count) written";
+  for (int64_t i = valid * groups; i < slots * groups; ++i)
+    ASSERT_TRUE(std::isnan(gotScales[i]))
+        << "scale of row " << i / groups << " (past the valid count) written";
 }
 
 /// quantizeE4M3 on the device: bit for bit the CPU's codes and scales, rows at
@@ -584,15 +587,38 @@ TEST(CudaKernels, QuantizeE4M3MatchesCpuExactly) {
   ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, valid, slots, k));
 }
 
+void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t topK, int64_t H,
+                          const std::vector<int32_t> &permutation, int32_t numValid);
+
 /// moe.permute fused into moe.quantize: the codes and scales of the permuted
 /// rows, bit for bit the CPU's permute followed by its quantisation; the
 /// sentinel tail (rows at or past num_valid) left as it was.
 TEST(CudaKernels, PermuteQuantizeE4M3MatchesCpuExactly) {
   std::mt19937 rng(29);
-  const int64_t T = 5, topK = 2, H = 200, slots = T * topK, groups = 2;
+  const int64_t T = 5, topK = 2, H = 200;
   auto hidden = randomVector(T * H, rng, 3.0f);
   const std::vector<int32_t> permutation = {3, 0, 9, 4, 7, 1, 6, 2, 5, 8};
   const int32_t numValid = 7;
+  ASSERT_NO_FATAL_FAILURE(checkPermuteQuantize(hidden, T, topK, H, permutation, numValid));
+}
+
+/// The token-major path (from 4096 slots): 1501 tokens x 3, a permutation that
+/// scatters each token's slots, the last 5 slots sentinels; K = 200 (a partial
+/// 128-column group).
+TEST(CudaKernels, PermuteQuantizeE4M3ByTokenMatchesCpuExactly) {
+  std::mt19937 rng(31);
+  const int64_t T = 1501, topK = 3, H = 200, slots = T * topK;
+  auto hidden = randomVector(T * H, rng, 3.0f);
+  std::vector<int32_t> permutation(slots);
+  for (int64_t i = 0; i < slots; ++i)
+    permutation[i] = static_cast<int32_t>((i * 7) % slots);
+  ASSERT_NO_FATAL_FAILURE(
+      checkPermuteQuantize(hidden, T, topK, H, permutation, static_cast<int32_t>(slots - 5)));
+}
+
+void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t topK, int64_t H,
+                          const std::vector<int32_t> &permutation, int32_t numValid) {
+  const int64_t slots = T * topK, groups = (H + 127) / 128;
   cpu::ThreadPool pool(2);
   std::vector<float> rows(slots * H);
   cpu::permute(pool, hidden.data(), H, permutation.data(), numValid, topK, rows.data());
