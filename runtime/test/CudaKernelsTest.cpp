@@ -290,7 +290,8 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32,
-        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative}) {
+        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative,
+        cuda::BF16Tile::Wgmma128x256}) {
     if (!cuda::bf16TileAvailable(tile))
       continue;
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
@@ -325,7 +326,8 @@ TEST(CudaKernels, TensorCoreGroupedMatmulPrefill) {
   auto weights = randomVector(E * N * K, rng, 0.2f);
   roundToBF16(lhs);
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma})
+  for (cuda::BF16Tile tile :
+       {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256})
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
       if (!cuda::bf16TileAvailable(tile))
         continue;
@@ -405,7 +407,8 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
     ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative})
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative,
+                              cuda::BF16Tile::Wgmma128x256})
     if (cuda::bf16TileAvailable(tile)) {
       ASSERT_NO_FATAL_FAILURE(
           checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, tile));
