@@ -508,8 +508,9 @@ void checkLinear(int64_t M, int64_t K, int64_t N);
 /// moe.linear on the device, f32 (the router) and bf16 weights (shared experts),
 /// against the CPU for every epilogue: rows not a multiple of the 16-row block,
 /// K not a multiple of the staged chunk, gated and not, with a bias; and 300
-/// rows, where the f32 kernel tiles (rows, columns and K not multiples of its
-/// 128 x 64 x 16 tiles), once with K = 1104, which it splits four ways.
+/// rows, where the f32 kernel tiles on the tensor cores in 3xTF32 (rows,
+/// columns and K not multiples of its 128 x 128 x 8 tiles), once with K = 1104,
+/// which it splits over blocks.
 TEST(CudaKernels, LinearMatchesCpu) {
   // {rows, K, N}: few rows (warp per column; K split over blocks from 1104 on,
   // a last split shorter than the others; 8 columns: Mixtral's router at T = 1),
@@ -531,23 +532,28 @@ void checkLinear(int64_t M, int64_t K, int64_t N) {
   SCOPED_TRACE("rows " + std::to_string(M) + ", K " + std::to_string(K) + ", N " +
                std::to_string(N));
   std::mt19937 rng(17);
+  // Full f32 rows for the f32 kernel (its 3xTF32 tiles split both operands);
+  // the bf16 kernel multiplies bf16 rows: it gets exactly those, on both sides.
   auto x = randomVector(M * K, rng), w = randomVector(N * K, rng, 0.2f), bias = randomVector(N, rng);
-  roundToBF16(x); // the bf16 kernel multiplies bf16 rows: give both exactly those
+  std::vector<float> xBF16 = x;
+  roundToBF16(xBF16);
   std::vector<uint16_t> wBF16 = roundToBF16(w);
   cpu::ThreadPool pool(2);
-  DeviceBuffer dX = upload(x), dW = upload(w), dWBF16 = upload(wBF16), dBias = upload(bias);
+  DeviceBuffer dX = upload(x), dXBF16 = upload(xBF16), dW = upload(w), dWBF16 = upload(wBF16),
+               dBias = upload(bias);
   for (const cpu::Epilogue &epilogue : allEpilogues()) {
     SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
                  std::to_string(epilogue.enabled));
     int64_t width = outputWidth(epilogue, N);
-    std::vector<float> want(M * width);
-    cpu::linear(pool, x.data(), M, K, w.data(), N, bias.data(), epilogue, want.data());
     for (bool bf16 : {false, true}) {
       if (bf16 && K % 8 != 0)
         continue; // the bf16 kernel loads 8 weights at a time
+      std::vector<float> want(M * width);
+      cpu::linear(pool, (bf16 ? xBF16 : x).data(), M, K, w.data(), N, bias.data(), epilogue,
+                  want.data());
       DeviceBuffer dY = poisoned(M * width * 4);
       if (bf16)
-        ASSERT_OK(cuda::linearBF16(dX.dataAs<float>(), M, K, dWBF16.dataAs<uint16_t>(), N,
+        ASSERT_OK(cuda::linearBF16(dXBF16.dataAs<float>(), M, K, dWBF16.dataAs<uint16_t>(), N,
                                    dBias.dataAs<float>(), epilogue, dY.dataAs<float>(), nullptr));
       else
         ASSERT_OK(cuda::linear(dX.dataAs<float>(), M, K, dW.dataAs<float>(), N,
