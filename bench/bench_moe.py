@@ -313,6 +313,7 @@ def run_model(name, args, rows):
         art8 = os.path.join(args.fp8_artifacts, name)
         with torch.no_grad():
             write_weights(art8, fp8_expert_weights(art8, moe_weights(name, m, cfg)))
+        torch.cuda.empty_cache()  # the cast's temporaries: moec allocates with cudaMalloc
         moec8 = Moec(args.lib, art8)
     mod_bytes = sum(p.numel() * p.element_size() for p in m.parameters())
     log(f"## {name}: module {mod_bytes / 1e9:.1f} GB bf16; weights.bin written in {t1 - t0:.1f} s "

@@ -108,20 +108,30 @@ def _write(f, t, name, dtype, shape, size):
     a.tofile(f)
 
 
-def quantize_e4m3_blocks(w):
+def quantize_e4m3_blocks(w, chunk_bytes=1 << 30):
     """moe-quantize-experts-fp8's cast of w [E, N, K] (torch): per 128x128 block,
     scale = amax / 448 (1 for an all-zero block), q = e4m3(w / scale), nearest
     even. Returns (q as torch.float8_e4m3fn, scales [E, ceil(N/128), ceil(K/128)] f32)."""
     import torch
     e, n, k = w.shape
     nb, kb = -(-n // 128), -(-k // 128)
-    padded = torch.zeros(e, nb * 128, kb * 128, dtype=torch.float32, device=w.device)
-    padded[:, :n, :k] = w.float()
-    blocks = padded.view(e, nb, 128, kb, 128)
-    amax = blocks.abs().amax(dim=(2, 4))
-    scales = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
-    q = (blocks / scales[:, :, None, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
-    return q.view(e, nb * 128, kb * 128)[:, :n, :k].contiguous(), scales.contiguous()
+    # A few experts at a time: the f32 temporaries of all of DeepSeek-V3's gate/up
+    # at once (3 x 30 GB) stayed in torch's cache and starved the FP8 artifact's
+    # own allocation on the H200 (v9).
+    chunk = max(1, chunk_bytes // (nb * kb * 128 * 128 * 4))
+    qs, ss = [], []
+    for e0 in range(0, e, chunk):
+        part = w[e0:e0 + chunk]
+        padded = torch.zeros(part.shape[0], nb * 128, kb * 128, dtype=torch.float32, device=w.device)
+        padded[:, :n, :k] = part.float()
+        blocks = padded.view(part.shape[0], nb, 128, kb, 128)
+        amax = blocks.abs().amax(dim=(2, 4))
+        scales = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+        q = (blocks / scales[:, :, None, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        qs.append(q.view(part.shape[0], nb * 128, kb * 128)[:, :n, :k].contiguous())
+        ss.append(scales)
+        del padded, blocks, q
+    return torch.cat(qs), torch.cat(ss).contiguous()
 
 
 def fp8_expert_weights(artifact, tensors):
