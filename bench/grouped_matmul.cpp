@@ -131,11 +131,23 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
     if (!cuda::bf16TileAvailable(tile) || (wgmma && tokens < 16))
       continue;
     std::string name = std::string(cuda::bf16TileName(tile)) + (tile == chosen ? "*" : "");
+    // bf16 rows, and a bf16 result for gate/up: what the artifacts pass
+    // (--expert-weights=bf16 keeps permute's rows and h in bf16; docs/design.md).
+    // Until v9 this timed f32 rows, which favoured 32-row over 64-row tiles more
+    // than the artifacts see (DeepSeek-V3's down at T = 1024, 64-row tiles:
+    // 3.52 ms with f32 rows here, 2.78 ms with bf16 rows under ncu).
+    const cuda::BF16 *rows = lhs.dataAs<cuda::BF16>();
     report(name.c_str(), time([&] {
-             CHECK(cuda::groupedMatmulBF16(lhs.dataAs<float>(), slots, shape.k,
-                                           weights.dataAs<uint16_t>(), shape.experts, shape.n,
-                                           dOffsets.dataAs<int32_t>(), nullptr, epilogue,
-                                           out.dataAs<float>(), nullptr, tile));
+             if (shape.gated)
+               CHECK(cuda::groupedMatmulBF16(rows, slots, shape.k, weights.dataAs<uint16_t>(),
+                                             shape.experts, shape.n, dOffsets.dataAs<int32_t>(),
+                                             nullptr, epilogue, out.dataAs<cuda::BF16>(), nullptr,
+                                             tile));
+             else
+               CHECK(cuda::groupedMatmulBF16(rows, slots, shape.k, weights.dataAs<uint16_t>(),
+                                             shape.experts, shape.n, dOffsets.dataAs<int32_t>(),
+                                             nullptr, epilogue, out.dataAs<float>(), nullptr,
+                                             tile));
            }));
   }
   // FP8 e4m3 (the bytes of the buffers above reinterpreted; scales all 0x3C3C3C3C).
@@ -196,8 +208,9 @@ int main(int argc, char **argv) {
         return std::fprintf(stderr, "usage: %s [T,T,...]\n", argv[0]), 2;
     }
   }
-  std::printf("'*': the tile chooseBF16Tile picks; %% copy: touched experts' bf16 weight bytes / "
-              "time / 4.25 TB/s; %% bf16: 2*slots*N*K / time / 685 TFLOP/s\n");
+  std::printf("bf16 tiles: bf16 rows, bf16 results for gate_up and f32 for down (as in the "
+              "artifacts); '*': the tile chooseBF16Tile picks; %% copy: touched experts' bf16 "
+              "weight bytes / time / 4.25 TB/s; %% bf16: 2*slots*N*K / time / 685 TFLOP/s\n");
   for (const Shape &shape : shapes)
     for (int64_t tokens : tokenCounts)
       run(shape, tokens, rng);
