@@ -290,7 +290,8 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32,
-        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative}) {
+        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative,
+        cuda::BF16Tile::Wgmma128x256}) {
     if (!cuda::bf16TileAvailable(tile))
       continue;
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
@@ -336,7 +337,8 @@ void checkPrefill(int64_t N) {
   auto weights = randomVector(E * N * K, rng, 0.2f);
   roundToBF16(lhs);
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma})
+  for (cuda::BF16Tile tile :
+       {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256})
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
       if (!cuda::bf16TileAvailable(tile))
         continue;
@@ -416,7 +418,8 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
     ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative})
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative,
+                              cuda::BF16Tile::Wgmma128x256})
     if (cuda::bf16TileAvailable(tile)) {
       ASSERT_NO_FATAL_FAILURE(
           checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, tile));
@@ -508,8 +511,9 @@ void checkLinear(int64_t M, int64_t K, int64_t N);
 /// moe.linear on the device, f32 (the router) and bf16 weights (shared experts),
 /// against the CPU for every epilogue: rows not a multiple of the 16-row block,
 /// K not a multiple of the staged chunk, gated and not, with a bias; and 300
-/// rows, where the f32 kernel tiles (rows, columns and K not multiples of its
-/// 128 x 64 x 16 tiles), once with K = 1104, which it splits four ways.
+/// rows, where the f32 kernel tiles on the tensor cores in 3xTF32 (rows,
+/// columns and K not multiples of its 128 x 128 x 8 tiles), once with K = 1104,
+/// which it splits over blocks.
 TEST(CudaKernels, LinearMatchesCpu) {
   // {rows, K, N}: few rows (warp per column; K split over blocks from 1104 on,
   // a last split shorter than the others; 8 columns: Mixtral's router at T = 1),
@@ -531,23 +535,28 @@ void checkLinear(int64_t M, int64_t K, int64_t N) {
   SCOPED_TRACE("rows " + std::to_string(M) + ", K " + std::to_string(K) + ", N " +
                std::to_string(N));
   std::mt19937 rng(17);
+  // Full f32 rows for the f32 kernel (its 3xTF32 tiles split both operands);
+  // the bf16 kernel multiplies bf16 rows: it gets exactly those, on both sides.
   auto x = randomVector(M * K, rng), w = randomVector(N * K, rng, 0.2f), bias = randomVector(N, rng);
-  roundToBF16(x); // the bf16 kernel multiplies bf16 rows: give both exactly those
+  std::vector<float> xBF16 = x;
+  roundToBF16(xBF16);
   std::vector<uint16_t> wBF16 = roundToBF16(w);
   cpu::ThreadPool pool(2);
-  DeviceBuffer dX = upload(x), dW = upload(w), dWBF16 = upload(wBF16), dBias = upload(bias);
+  DeviceBuffer dX = upload(x), dXBF16 = upload(xBF16), dW = upload(w), dWBF16 = upload(wBF16),
+               dBias = upload(bias);
   for (const cpu::Epilogue &epilogue : allEpilogues()) {
     SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
                  std::to_string(epilogue.enabled));
     int64_t width = outputWidth(epilogue, N);
-    std::vector<float> want(M * width);
-    cpu::linear(pool, x.data(), M, K, w.data(), N, bias.data(), epilogue, want.data());
     for (bool bf16 : {false, true}) {
       if (bf16 && K % 8 != 0)
         continue; // the bf16 kernel loads 8 weights at a time
+      std::vector<float> want(M * width);
+      cpu::linear(pool, (bf16 ? xBF16 : x).data(), M, K, w.data(), N, bias.data(), epilogue,
+                  want.data());
       DeviceBuffer dY = poisoned(M * width * 4);
       if (bf16)
-        ASSERT_OK(cuda::linearBF16(dX.dataAs<float>(), M, K, dWBF16.dataAs<uint16_t>(), N,
+        ASSERT_OK(cuda::linearBF16(dXBF16.dataAs<float>(), M, K, dWBF16.dataAs<uint16_t>(), N,
                                    dBias.dataAs<float>(), epilogue, dY.dataAs<float>(), nullptr));
       else
         ASSERT_OK(cuda::linear(dX.dataAs<float>(), M, K, dW.dataAs<float>(), N,
@@ -574,6 +583,9 @@ void expectSameCodes(const std::vector<uint8_t> &want, const std::vector<float> 
     ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
   for (int64_t i = valid * k; i < slots * k; ++i)
     ASSERT_EQ(got[i], 0xFF) << "row " << i / k << " (past the valid count) written";
+  for (int64_t i = valid * groups; i < slots * groups; ++i)
+    ASSERT_TRUE(std::isnan(gotScales[i]))
+        << "scale of row " << i / groups << " (past the valid count) written";
 }
 
 /// quantizeE4M3 on the device: bit for bit the CPU's codes and scales, rows at
@@ -595,15 +607,38 @@ TEST(CudaKernels, QuantizeE4M3MatchesCpuExactly) {
   ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, valid, slots, k));
 }
 
+void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t topK, int64_t H,
+                          const std::vector<int32_t> &permutation, int32_t numValid);
+
 /// moe.permute fused into moe.quantize: the codes and scales of the permuted
 /// rows, bit for bit the CPU's permute followed by its quantisation; the
 /// sentinel tail (rows at or past num_valid) left as it was.
 TEST(CudaKernels, PermuteQuantizeE4M3MatchesCpuExactly) {
   std::mt19937 rng(29);
-  const int64_t T = 5, topK = 2, H = 200, slots = T * topK, groups = 2;
+  const int64_t T = 5, topK = 2, H = 200;
   auto hidden = randomVector(T * H, rng, 3.0f);
   const std::vector<int32_t> permutation = {3, 0, 9, 4, 7, 1, 6, 2, 5, 8};
   const int32_t numValid = 7;
+  ASSERT_NO_FATAL_FAILURE(checkPermuteQuantize(hidden, T, topK, H, permutation, numValid));
+}
+
+/// The token-major path (from 4096 slots): 1501 tokens x 3, a permutation that
+/// scatters each token's slots, the last 5 slots sentinels; K = 200 (a partial
+/// 128-column group).
+TEST(CudaKernels, PermuteQuantizeE4M3ByTokenMatchesCpuExactly) {
+  std::mt19937 rng(31);
+  const int64_t T = 1501, topK = 3, H = 200, slots = T * topK;
+  auto hidden = randomVector(T * H, rng, 3.0f);
+  std::vector<int32_t> permutation(slots);
+  for (int64_t i = 0; i < slots; ++i)
+    permutation[i] = static_cast<int32_t>((i * 7) % slots);
+  ASSERT_NO_FATAL_FAILURE(
+      checkPermuteQuantize(hidden, T, topK, H, permutation, static_cast<int32_t>(slots - 5)));
+}
+
+void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t topK, int64_t H,
+                          const std::vector<int32_t> &permutation, int32_t numValid) {
+  const int64_t slots = T * topK, groups = (H + 127) / 128;
   cpu::ThreadPool pool(2);
   std::vector<float> rows(slots * H);
   cpu::permute(pool, hidden.data(), H, permutation.data(), numValid, topK, rows.data());

@@ -202,6 +202,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
   switch (tile) {
   case BF16Tile::Wgmma:
   case BF16Tile::WgmmaCooperative:
+  case BF16Tile::Wgmma128x256:
 #ifdef MOEC_HAVE_CUTLASS
   {
     // One of each pair is null, as for the results above.
@@ -211,10 +212,12 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
       lhsBF16 = reinterpret_cast<const uint16_t *>(lhs);
     else
       lhsF32 = lhs;
-    bool cooperative = tile == BF16Tile::WgmmaCooperative;
-    return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n,
-                                        offsets, bias, epilogue, outF32, outBF16, cooperative,
-                                        stream);
+    detail::CutlassTile config = tile == BF16Tile::Wgmma ? detail::CutlassTile::Pingpong128x128
+                                 : tile == BF16Tile::WgmmaCooperative
+                                     ? detail::CutlassTile::Cooperative256x128
+                                     : detail::CutlassTile::Cooperative128x256;
+    return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n, offsets,
+                                        bias, epilogue, outF32, outBF16, config, stream);
   }
 #else
     return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
@@ -243,6 +246,7 @@ const char *bf16TileName(BF16Tile tile) {
   case BF16Tile::Tok64: return "tok64x3";
   case BF16Tile::Wgmma: return "wgmma128x128";
   case BF16Tile::WgmmaCooperative: return "wgmma256x128";
+  case BF16Tile::Wgmma128x256: return "wgmma128x256";
   }
   return "?";
 }
@@ -274,7 +278,8 @@ bool bf16TileAvailable(BF16Tile tile) {
 #ifdef MOEC_HAVE_CUTLASS
   return true;
 #else
-  return tile != BF16Tile::Wgmma && tile != BF16Tile::WgmmaCooperative;
+  return tile != BF16Tile::Wgmma && tile != BF16Tile::WgmmaCooperative &&
+         tile != BF16Tile::Wgmma128x256;
 #endif
 }
 

@@ -3,8 +3,8 @@
 // moe.grouped_matmul with bf16 expert weights when the experts have many rows
 // each (prefill): CUTLASS's sm90 ptr-array grouped GEMM, TMA loads and wgmma
 // in a warp-specialized persistent kernel: 256x128x64 cooperative tiles (what
-// Auto takes) or 128x128x64 pingpong ones (one warp group's epilogue overlaps
-// the other's mainloop). The mma.sync kernel of GroupedMatmulBF16.cu stays for
+// Auto takes), 128x256x64 cooperative ones, or 128x128x64 pingpong ones (one
+// warp group's epilogue overlaps the other's mainloop). The mma.sync kernel of GroupedMatmulBF16.cu stays for
 // decode, where 128-row tiles would mostly pad.
 //
 // Still without a host synchronisation: the group sizes live on the device
@@ -81,9 +81,20 @@ using Cooperative = Config<Shape<_256, _128, _64>, Shape<_1, _2, _1>,
                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                            cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 
-using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for both
-static_assert(std::is_same_v<GemmKernel::InternalStrideA, Cooperative::GemmKernel::InternalStrideA> &&
-              std::is_same_v<GemmKernel::InternalStrideD, Cooperative::GemmKernel::InternalStrideD>);
+/// 128x256x64 cooperative, 2x1 clusters: 128-row tiles (half the padding of
+/// Cooperative on ragged experts of a few hundred rows) that read each row
+/// tile against 256 weight rows at once.
+using CooperativeWide = Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
+                               cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                               cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+
+using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for all
+template <typename Other>
+constexpr bool kSameStrides =
+    std::is_same_v<GemmKernel::InternalStrideA, typename Other::GemmKernel::InternalStrideA> &&
+    std::is_same_v<GemmKernel::InternalStrideB, typename Other::GemmKernel::InternalStrideB> &&
+    std::is_same_v<GemmKernel::InternalStrideD, typename Other::GemmKernel::InternalStrideD>;
+static_assert(kSameStrides<Cooperative> && kSameStrides<CooperativeWide>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -159,7 +170,7 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
                             const uint16_t *weights, int64_t experts, int64_t n,
                             const int32_t *offsets, const float *bias,
                             const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
-                            bool cooperative, cudaStream_t stream) {
+                            CutlassTile tile, cudaStream_t stream) {
   if (!groupedMatmulCutlassSupports(k, n))
     return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) +
                          ", N = " + std::to_string(n) + " are not multiples of 8 and 4");
@@ -208,7 +219,11 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
         g.strideC, g.d, g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
-  MOEC_RETURN_IF_ERROR(cooperative ? run(Cooperative{}) : run(Pingpong{}));
+  switch (tile) {
+  case CutlassTile::Pingpong128x128: MOEC_RETURN_IF_ERROR(run(Pingpong{})); break;
+  case CutlassTile::Cooperative256x128: MOEC_RETURN_IF_ERROR(run(Cooperative{})); break;
+  case CutlassTile::Cooperative128x256: MOEC_RETURN_IF_ERROR(run(CooperativeWide{})); break;
+  }
 
   if (!direct) {
     if (outBF16)

@@ -20,13 +20,16 @@ namespace moec::rt::cuda::detail {
 /// Whether the kernel takes K and N (16-byte rows of bf16 operands and f32 output).
 bool groupedMatmulCutlassSupports(int64_t k, int64_t n);
 
+/// The bf16 CUTLASS configurations (tile rows x weight rows, schedule).
+enum class CutlassTile { Pingpong128x128, Cooperative256x128, Cooperative128x256 };
+
 /// Rows in f32 (`lhs`, rounded here) or bf16 (`lhsBF16`), results out in f32
 /// (`out`) or bf16 (`outBF16`): one of each pair is null.
 Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t rows, int64_t k,
                             const uint16_t *weights, int64_t experts, int64_t n,
                             const int32_t *offsets, const float *bias,
                             const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
-                            bool cooperative, cudaStream_t stream);
+                            CutlassTile tile, cudaStream_t stream);
 
 /// Whether the FP8 kernel takes K and N (16-byte rows of e4m3 operands, f32 output).
 bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n);

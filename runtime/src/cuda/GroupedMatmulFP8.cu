@@ -15,11 +15,14 @@
 
 #include "ExpertTiles.cuh"
 #include "GroupedMatmulCutlass.h"
+#include "InvertPermutation.h"
+#include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -183,6 +186,40 @@ Status launch(const Problem &problem, int64_t slots, cudaStream_t stream) {
                      stream);
 }
 
+/// The e4m3 scale of row[first, last) (a 128-column group), computed by one
+/// warp: amax / 448 by shuffles (1e-12 at least; NaN if any element is NaN).
+__device__ inline float groupScale(const float *row, int64_t first, int64_t last, int lane) {
+  float amax = 0.0f;
+  bool nan = false;
+  for (int64_t i = first + lane; i < last; i += 32) {
+    float v = row[i];
+    nan |= isnan(v);
+    amax = fmaxf(amax, fabsf(v));
+  }
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+  nan = __any_sync(0xffffffffu, nan);
+  return nan ? __int_as_float(0x7fc00000) : static_cast<float>(fmax(amax / 448.0, 1e-12));
+}
+
+/// v / scale as an e4m3 code: the division in double, rounded once, as on the
+/// CPU. CUDA converts double to e4m3 in software (~40 integer instructions); so
+/// the quotient is rounded to odd into f32 (toward zero, the last bit set when
+/// inexact) and the hardware's cvt rounds that to nearest: with 24 bits against
+/// e4m3's 4, at least two to spare, the two roundings equal the one (Boldo and
+/// Melquiond's round-to-odd theorem; a host emulation agreed on 5e7 quotients,
+/// e4m3 midpoints and their neighbours among them). NaN takes the software path.
+__device__ inline uint8_t encodeE4M3(float v, float scale) {
+  double q = static_cast<double>(v) / scale;
+  if (isnan(q))
+    return static_cast<uint8_t>(__nv_cvt_double_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
+  float f = __double2float_rz(q);
+  if (static_cast<double>(f) != q)
+    f = __int_as_float(__float_as_int(f) | 1);
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
+}
+
 /// One warp per (row, 128-column group): amax by shuffles, then the scale and
 /// the e4m3 codes (the division in double, rounded once, as on the CPU). Row r
 /// is x's row r, or with a permutation (moe.permute fused in) row
@@ -198,23 +235,42 @@ __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
     int64_t r = item / groups, g = item % groups;
     const float *row = x + (permutation ? permutation[r] / topK : r) * k;
     int64_t first = g * kBlockK, last = first + kBlockK < k ? first + kBlockK : k;
-    float amax = 0.0f;
-    bool nan = false;
-    for (int64_t i = first + lane; i < last; i += 32) {
-      float v = row[i];
-      nan |= isnan(v);
-      amax = fmaxf(amax, fabsf(v));
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d /= 2)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-    nan = __any_sync(0xffffffffu, nan);
-    float scale = nan ? __int_as_float(0x7fc00000) : static_cast<float>(fmax(amax / 448.0, 1e-12));
+    float scale = groupScale(row, first, last, lane);
     if (lane == 0)
       scales[r * groups + g] = scale;
     for (int64_t i = first + lane; i < last; i += 32)
-      q[r * k + i] = static_cast<uint8_t>(__nv_cvt_double_to_fp8(
-          static_cast<double>(row[i]) / scale, __NV_SATFINITE, __NV_E4M3));
+      q[r * k + i] = encodeE4M3(row[i], scale);
+  }
+}
+
+/// moe.permute + moe.quantize token-major (many slots): a permuted row is its
+/// token's hidden row, so each token's row is quantised once -- one warp per
+/// (token, 128-column group), the same arithmetic as quantizeE4M3Kernel -- and
+/// its codes and scale written to each of the token's valid slots
+/// (slotOf[token * topK + k], -1 past the valid count). Reads each hidden row
+/// once instead of top-k times and quantises top-k times less.
+__global__ void quantizeTokensToSlotsKernel(const float *hidden, int64_t tokens, int64_t k,
+                                            const int32_t *slotOf, int64_t topK, uint8_t *q,
+                                            float *scales) {
+  int64_t groups = (k + kBlockK - 1) / kBlockK;
+  int lane = threadIdx.x % 32;
+  for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+       item < tokens * groups; item += int64_t(gridDim.x) * blockDim.x / 32) {
+    int64_t t = item / groups, g = item % groups;
+    const float *row = hidden + t * k;
+    const int32_t *slots = slotOf + t * topK;
+    int64_t first = g * kBlockK, last = first + kBlockK < k ? first + kBlockK : k;
+    float scale = groupScale(row, first, last, lane);
+    if (lane == 0)
+      for (int64_t s = 0; s < topK; ++s)
+        if (int32_t slot = slots[s]; slot >= 0)
+          scales[slot * groups + g] = scale;
+    for (int64_t i = first + lane; i < last; i += 32) {
+      uint8_t code = encodeE4M3(row[i], scale);
+      for (int64_t s = 0; s < topK; ++s)
+        if (int32_t slot = slots[s]; slot >= 0)
+          q[slot * k + i] = code;
+    }
   }
 }
 
@@ -282,8 +338,19 @@ Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *val
 Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
                            const int32_t *numValid, int64_t slots, int64_t topK, uint8_t *q,
                            float *scales, cudaStream_t stream) {
-  return launchQuantize(hidden, slots, hiddenSize, numValid, permutation, topK, q, scales,
-                        stream);
+  if (slots < detail::kPermuteByTokenMinSlots || topK <= 0 || slots % topK != 0)
+    return launchQuantize(hidden, slots, hiddenSize, numValid, permutation, topK, q, scales,
+                          stream);
+  detail::StreamScratch scratch(stream);
+  int32_t *slotOf = nullptr;
+  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), slotOf));
+  MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, slotOf, stream));
+  int64_t tokens = slots / topK, groups = (hiddenSize + kBlockK - 1) / kBlockK;
+  int64_t blocks = std::min<int64_t>((tokens * groups * 32 + 255) / 256, 65535);
+  quantizeTokensToSlotsKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      hidden, tokens, hiddenSize, slotOf, topK, q, scales);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
 }
 
 Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,

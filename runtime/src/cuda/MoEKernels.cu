@@ -9,6 +9,7 @@
 
 #include "Epilogue.cuh"
 #include "GridSize.h"
+#include "InvertPermutation.h"
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
@@ -541,12 +542,17 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
   return Status::ok();
 }
 
-namespace {
-/// From this many slots on, permute goes token-major (one read of each hidden
-/// row) at the price of inverting the permutation first: two more launches,
-/// which only prefill can afford.
-constexpr int64_t kPermuteByTokenMinSlots = 4096;
+Status detail::invertPermutation(const int32_t *permutation, int64_t slots,
+                                 const int32_t *numValid, int32_t *slotOf, cudaStream_t stream) {
+  // -1 everywhere (bytes 0xFF), then the valid slots: sentinel pairs stay -1.
+  MOEC_CUDA_TRY(cudaMemsetAsync(slotOf, 0xFF, slots * sizeof(int32_t), stream));
+  inversePermutationKernel<<<blocksFor(slots, 256), 256, 0, stream>>>(permutation, slots,
+                                                                      numValid, slotOf);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
 
+namespace {
 /// permute's launch for f32 or bf16 rows.
 template <typename Row>
 Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
@@ -554,7 +560,7 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
                    cudaStream_t stream) {
   if (slots == 0)
     return Status::ok();
-  if (slots < kPermuteByTokenMinSlots || topK <= 0 || slots % topK != 0) {
+  if (slots < detail::kPermuteByTokenMinSlots || topK <= 0 || slots % topK != 0) {
     permuteKernel<<<blocksFor(slots, 1, 16 * kSMs), 256, 0, stream>>>(
         hidden, hiddenSize, permutation, numValid, topK, rows);
     MOEC_CUDA_TRY(cudaGetLastError());
@@ -563,11 +569,7 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
   detail::StreamScratch scratch(stream);
   int32_t *slotOf = nullptr;
   MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), slotOf));
-  // -1 everywhere (bytes 0xFF), then the valid slots: sentinel pairs stay -1.
-  MOEC_CUDA_TRY(cudaMemsetAsync(slotOf, 0xFF, slots * sizeof(int32_t), stream));
-  inversePermutationKernel<<<blocksFor(slots, 256), 256, 0, stream>>>(permutation, slots,
-                                                                      numValid, slotOf);
-  MOEC_CUDA_TRY(cudaGetLastError());
+  MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, slotOf, stream));
   int64_t tokens = slots / topK;
   permuteByTokenKernel<<<blocksFor(tokens, 1, 16 * kSMs), 256, 0, stream>>>(
       hidden, hiddenSize, slotOf, tokens, topK, rows);
@@ -604,11 +606,7 @@ Status combine(const float *rows, const int32_t *permutation, int64_t slots, int
                cudaStream_t stream) {
   if (tokens == 0)
     return Status::ok();
-  // -1 everywhere (bytes 0xFF), then the valid rows: sentinel slots stay -1.
-  MOEC_CUDA_TRY(cudaMemsetAsync(rowOfSlot, 0xFF, slots * sizeof(int32_t), stream));
-  inversePermutationKernel<<<blocksFor(slots, 256), 256, 0, stream>>>(permutation, slots,
-                                                                      numValid, rowOfSlot);
-  MOEC_CUDA_TRY(cudaGetLastError());
+  MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
   int64_t chunks = (hiddenSize + kCombineColumns - 1) / kCombineColumns;
   if (tokens > INT32_MAX || chunks > 65535)
     return Status::error("combine: " + std::to_string(tokens) + " tokens of " +
