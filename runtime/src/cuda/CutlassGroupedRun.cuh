@@ -36,6 +36,22 @@ template <typename GemmKernel> cutlass::KernelHardwareInfo hardwareInfo() {
   return info;
 }
 
+/// Arguments of kGrouped mode with the epilogue's fusion arguments `thread`;
+/// `mainloop` and `c`, `d` with their strides are per expert.
+template <typename Gemm, typename Mainloop, typename Thread, typename C, typename SC, typename D,
+          typename SD>
+typename Gemm::Arguments
+groupedArgumentsWith(int groups,
+                     typename Gemm::GemmKernel::ProblemShape::UnderlyingProblemShape *shapes,
+                     const Mainloop &mainloop, const Thread &thread, C c, SC strideC, D d,
+                     SD strideD) {
+  return typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
+                                  {groups, shapes, nullptr},
+                                  mainloop,
+                                  {thread, c, strideC, d, strideD},
+                                  hardwareInfo<typename Gemm::GemmKernel>()};
+}
+
 /// Arguments of kGrouped mode with D = accumulator (alpha 1, beta 0: C is
 /// never read); `mainloop` and `c`, `d` with their strides are per expert.
 template <typename Gemm, typename Mainloop, typename C, typename SC, typename D, typename SD>
@@ -52,11 +68,7 @@ typename Gemm::Arguments groupedArguments(int groups, typename Gemm::GemmKernel:
   fusion.beta_ptr_array = nullptr;
   fusion.dAlpha = {cute::_0{}, cute::_0{}, 0};
   fusion.dBeta = {cute::_0{}, cute::_0{}, 0};
-  return typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
-                                  {groups, shapes, nullptr},
-                                  mainloop,
-                                  {fusion, c, strideC, d, strideD},
-                                  hardwareInfo<typename Gemm::GemmKernel>()};
+  return groupedArgumentsWith<Gemm>(groups, shapes, mainloop, fusion, c, strideC, d, strideD);
 }
 
 /// can_implement, workspace (stream-ordered scratch), initialize, run on `stream`;

@@ -58,15 +58,27 @@ using LayoutD = cutlass::layout::RowMajor;    // out [M, N]
 constexpr int kAlignmentAB = 8;               // 16 bytes of bf16
 constexpr int kAlignmentD = 4;                // 16 bytes of f32
 
-/// One CUTLASS configuration of the grouped GEMM: tile, cluster, schedules.
+/// D = accumulator + the expert's bias row: CUTLASS's row broadcast, one bias
+/// pointer per group (expert), so a biased projection without an activation
+/// (gpt-oss's down) needs no f32 product and no second pass.
+template <typename TileShape>
+using BiasFusion = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, ElementD, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90AccFetch,
+    cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float *, float,
+                                                Stride<_0, _1, int64_t>>>;
+
+/// One CUTLASS configuration of the grouped GEMM: tile, cluster, schedules, and
+/// the epilogue's fusion (D = accumulator unless given).
 template <typename TileShape, typename ClusterShape, typename KernelSchedule,
-          typename EpilogueSchedule>
+          typename EpilogueSchedule,
+          typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
 struct Config {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
-      kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule,
-      cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+      kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
       ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
@@ -89,10 +101,18 @@ using Pingpong = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>,
 using Cooperative = Config<Shape<_256, _128, _64>, Shape<_1, _2, _1>,
                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                            cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+/// Cooperative with the bias added in CUTLASS's epilogue (BiasFusion).
+using CooperativeBias =
+    Config<Shape<_256, _128, _64>, Shape<_1, _2, _1>,
+           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+           BiasFusion<Shape<_256, _128, _64>>>;
 
-using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for both
+using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for all
 static_assert(std::is_same_v<GemmKernel::InternalStrideA, Cooperative::GemmKernel::InternalStrideA> &&
-              std::is_same_v<GemmKernel::InternalStrideD, Cooperative::GemmKernel::InternalStrideD>);
+              std::is_same_v<GemmKernel::InternalStrideD, Cooperative::GemmKernel::InternalStrideD> &&
+              std::is_same_v<GemmKernel::InternalStrideD,
+                             CooperativeBias::GemmKernel::InternalStrideD>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -111,6 +131,7 @@ struct GroupArrays {
   StrideB *strideB;
   StrideC *strideC;
   StrideD *strideD;
+  const float **bias; // each expert's bias row (BiasFusion), or null
 };
 
 /// Rows of expert e: [begin, end) from the inclusive ends; one expert of all
@@ -126,8 +147,9 @@ __device__ inline void expertRows(const int32_t *offsets, int64_t rows, int e, i
 }
 
 __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *weights,
-                           ElementD *d, const int32_t *offsets, int64_t rows, int experts,
-                           int n, int k, StrideA sa, StrideB sb, StrideC sc, StrideD sd) {
+                           ElementD *d, const float *bias, const int32_t *offsets, int64_t rows,
+                           int experts, int n, int k, StrideA sa, StrideB sb, StrideC sc,
+                           StrideD sd) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= experts)
     return;
@@ -142,6 +164,8 @@ __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *wei
   g.strideB[e] = sb;
   g.strideC[e] = sc;
   g.strideD[e] = sd;
+  if (g.bias)
+    g.bias[e] = bias + static_cast<int64_t>(e) * n;
 }
 
 /// The valid rows (below the last expert's end) rounded to bf16, 4 at a time.
@@ -173,8 +197,10 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
     return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) +
                          ", N = " + std::to_string(n) + " are not multiples of 8 and 4");
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
-  // CUTLASS writes an f32 `out` itself when there is nothing to apply.
-  bool direct = out && !bias && !epilogue.enabled;
+  // CUTLASS writes an f32 `out` itself when there is nothing to apply, or only
+  // a bias (the cooperative tiles add it in their epilogue: BiasFusion).
+  bool fusedBias = cooperative && out && bias && !epilogue.enabled;
+  bool direct = out && !epilogue.enabled && (!bias || fusedBias);
   int outColumns = static_cast<int>(gated ? n / 2 : n);
   int groups = static_cast<int>(experts);
 
@@ -196,6 +222,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideB));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
+  if (fusedBias)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.bias));
 
   if (!lhsBF16) {
     roundRowsBF16<<<blocksFor(rows * k / 4, 256, 16 * kSMs), 256, 0, stream>>>(lhs, offsets, groups,
@@ -209,7 +237,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1});
   fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
       g, reinterpret_cast<const ElementA *>(a), reinterpret_cast<const ElementB *>(weights),
-      product, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), sa, sb, sc, sd);
+      product, bias, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), sa, sb, sc,
+      sd);
   MOEC_CUDA_TRY(cudaGetLastError());
 
   auto run = [&](auto config) {
@@ -220,7 +249,20 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
         g.strideC, g.d, g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
-  MOEC_RETURN_IF_ERROR(cooperative ? run(Cooperative{}) : run(Pingpong{}));
+  if (fusedBias) {
+    using Gemm = CooperativeBias::Gemm;
+    // BiasFusion's arguments, children first: the accumulator, the bias rows
+    // (one pointer per expert, column stride 1), then the sum.
+    typename CooperativeBias::CollectiveEpilogue::FusionCallbacks::Arguments thread{
+        {}, {g.bias, 0.0f, {_0{}, _1{}, 0}}, {}};
+    auto args = groupedArgumentsWith<Gemm>(
+        groups, g.shapes,
+        typename CooperativeBias::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB},
+        thread, g.c, g.strideC, g.d, g.strideD);
+    MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n));
+  } else {
+    MOEC_RETURN_IF_ERROR(cooperative ? run(Cooperative{}) : run(Pingpong{}));
+  }
 
   if (!direct) {
     if (outBF16)
