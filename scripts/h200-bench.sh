@@ -19,6 +19,12 @@
 #   kernels  moec-bench-grouped-matmul: every tile (mma.sync, the CUTLASS
 #            configurations, FP8) at the four shapes, T = 1..8192 (or MODELS as
 #            a token list, e.g. 1024,8192).
+#   prepare-branches BRANCH...   (here, on a clean tree) the GPU unit tests and
+#            the kernel bench of each branch into .device/branches/N (N = 1, 2,
+#            ...; about 9 MB each), so that one device call checks several
+#            unmerged branches; the checkout returns where it was.
+#   branch-tests [TOKENS]   (there) each prepared branch's GPU unit tests, and
+#            with TOKENS (e.g. 1024,8192) its kernel bench too.
 # Example (one device call): scripts/h200-bench.sh tests && scripts/h200-bench.sh bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +84,43 @@ upload)
   ;;
 kernels)
   timeout 540 .device/bin/moec-bench-grouped-matmul ${2:+"$2"} | tee "$OUT/kernels.txt"
+  ;;
+prepare-branches)
+  set -e
+  build=${BUILD_DIR:-build}
+  if ! git diff --quiet || ! git diff --cached --quiet; then
+    echo "prepare-branches: commit or stash first (it checks branches out)" >&2
+    exit 2
+  fi
+  start=$(git symbolic-ref -q --short HEAD || git rev-parse HEAD)
+  rm -rf .device/branches
+  i=0
+  for branch in "${@:2}"; do
+    i=$((i + 1))
+    git checkout -q "$branch"
+    cmake --build "$build" --target moec-runtime-gpu-tests moec-bench-grouped-matmul >/dev/null
+    mkdir -p .device/branches/$i
+    cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" \
+      .device/branches/$i/
+    echo "$branch $(git rev-parse --short HEAD)" >.device/branches/$i/BRANCH
+  done
+  git checkout -q "$start"
+  cmake --build "$build" >/dev/null
+  cat .device/branches/*/BRANCH
+  du -sh .device
+  ;;
+branch-tests)
+  rc=0
+  for dir in .device/branches/*/; do
+    i=$(basename "$dir")
+    echo "== $(cat "$dir/BRANCH")" | tee -a "$OUT/branches.txt"
+    "$dir/moec-runtime-gpu-tests" >"$OUT/tests-$i.txt" 2>&1 || rc=1
+    grep -E "^\[  (PASSED|FAILED) " "$OUT/tests-$i.txt" | tee -a "$OUT/branches.txt"
+    if [[ -n ${2:-} ]]; then
+      timeout 200 "$dir/moec-bench-grouped-matmul" "$2" >"$OUT/kernels-$i.txt" 2>&1
+    fi
+  done
+  exit $rc
   ;;
 *)
   sed -n '2,/^# Example/p' "$0"

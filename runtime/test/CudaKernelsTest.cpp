@@ -619,12 +619,12 @@ TEST(CudaKernels, PermuteQuantizeE4M3MatchesCpuExactly) {
   ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, numValid, slots, H));
 }
 
-/// Whether `tile` may run the CUTLASS QGMMA kernel: Wgmma, and Auto where it
-/// takes wgmma (from kFP8WgmmaMinRows slots per expert, with CUTLASS).
-bool mayRunOnQgmma(cuda::FP8Tile tile, int64_t slots, int64_t experts) {
+/// Whether `tile` runs the CUTLASS QGMMA kernel: Wgmma, and Auto where
+/// chooseFP8Tile takes it.
+bool runsOnQgmma(cuda::FP8Tile tile, int64_t slots, int64_t experts, int64_t k, int64_t n) {
   return tile == cuda::FP8Tile::Wgmma ||
-         (tile == cuda::FP8Tile::Auto && slots >= cuda::kFP8WgmmaMinRows * experts &&
-          cuda::fp8TileAvailable(cuda::FP8Tile::Wgmma));
+         (tile == cuda::FP8Tile::Auto &&
+          cuda::chooseFP8Tile(slots, experts, k, n, /*offsets=*/true) == cuda::FP8Tile::Wgmma);
 }
 
 /// The output's root mean square over its first `count` elements.
@@ -711,7 +711,7 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
         ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
         std::vector<float> got = download<float>(dOut, S * width);
         double atol = 1e-4;
-        if (operands == FP8Operands::Random && mayRunOnQgmma(tile, S, E)) {
+        if (operands == FP8Operands::Random && runsOnQgmma(tile, S, E, K, N)) {
           double rms = rootMeanSquare(want, valid * width), worst = 0;
           for (int64_t i = 0; i < valid * width; ++i)
             worst = std::max(worst, std::abs(double(got[i]) - want[i]));
@@ -740,6 +740,9 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
 /// Prefill: experts of 0, 1, 129, 300 and 420 rows, where Auto takes the wgmma
 /// tiles in runtimes with CUTLASS; partial K and N blocks (K = 272, N = 392).
 TEST(CudaKernels, FP8GroupedMatmulPrefill) {
+  ASSERT_EQ(cuda::chooseFP8Tile(859, 6, 272, 392, /*offsets=*/true),
+            cuda::fp8TileAvailable(cuda::FP8Tile::Wgmma) ? cuda::FP8Tile::Wgmma
+                                                         : cuda::FP8Tile::Tok32);
   for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random})
     ASSERT_NO_FATAL_FAILURE(checkFP8(6, 392, {0, 1, 130, 430, 430, 850}, 859, {272, 528},
                                      {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32}, operands));

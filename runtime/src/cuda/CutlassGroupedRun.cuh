@@ -1,10 +1,11 @@
 //===- CutlassGroupedRun.cuh - running a CUTLASS sm90 grouped GEMM --------===//
 //
 // What the bf16 (GroupedMatmulCutlass.cu) and FP8 (GroupedMatmulFP8Cutlass.cu)
-// prefill GEMMs share once their per-expert arguments sit on the device: the
-// hardware info the persistent scheduler sizes its grid by, the epilogue's
-// D = 1 * accumulator (C never read), and can_implement / initialize / run
-// with the workspace from stream-ordered scratch.
+// prefill GEMMs share: the operand layouts, the f32 epilogue (D = 1 *
+// accumulator, C never read) and the strides every expert uses; then, once the
+// per-expert arguments sit on the device, the hardware info the persistent
+// scheduler sizes its grid by, and can_implement / initialize / run with the
+// workspace from stream-ordered scratch.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_CUTLASSGROUPEDRUN_CUH
@@ -15,12 +16,54 @@
 #include "moec/runtime/Status.h"
 
 #include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/kernel_hardware_info.h"
+#include "cutlass/util/packed_stride.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace moec::rt::cuda::detail {
+
+/// The operands both grouped GEMMs share: per expert M rows, N weight rows, K
+/// deep; rows [M, K] row-major, weights [N, K] K-major, f32 results [M, N]
+/// row-major.
+namespace grouped {
+using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+using LayoutA = cutlass::layout::RowMajor;
+using LayoutB = cutlass::layout::ColumnMajor;
+using LayoutD = cutlass::layout::RowMajor;
+using ElementD = float;
+constexpr int kAlignmentD = 4; // 16 bytes of f32
+
+/// The epilogue of both: f32 results per expert, D = accumulator (C never
+/// read) unless another fusion is given.
+template <typename TileShape, typename ClusterShape, typename EpilogueSchedule,
+          typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
+    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
+
+/// The row-major A, C, D and K-major B strides of `GemmKernel` for N and K
+/// (they do not depend on M, so every expert shares them).
+template <typename GemmKernel> struct Strides {
+  typename GemmKernel::InternalStrideA a;
+  typename GemmKernel::InternalStrideB b;
+  typename GemmKernel::InternalStrideC c;
+  typename GemmKernel::InternalStrideD d;
+
+  Strides(int64_t n, int64_t k) {
+    int ni = static_cast<int>(n), ki = static_cast<int>(k);
+    a = cutlass::make_cute_packed_stride(decltype(a){}, {1, ki, 1});
+    b = cutlass::make_cute_packed_stride(decltype(b){}, {ni, ki, 1});
+    c = cutlass::make_cute_packed_stride(decltype(c){}, {1, ni, 1});
+    d = cutlass::make_cute_packed_stride(decltype(d){}, {1, ni, 1});
+  }
+};
+} // namespace grouped
 
 /// The SM count and occupancy CUTLASS's persistent scheduler sizes its grid by
 /// (asked once per device and kernel).

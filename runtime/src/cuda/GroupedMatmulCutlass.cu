@@ -48,15 +48,10 @@ namespace {
 
 using namespace cute;
 
-using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>; // M, N, K per expert
+using namespace grouped;
 using ElementA = cutlass::bfloat16_t;
 using ElementB = cutlass::bfloat16_t;
-using ElementD = float;
-using LayoutA = cutlass::layout::RowMajor;    // rows [M, K]
-using LayoutB = cutlass::layout::ColumnMajor; // weights [N, K]: K contiguous
-using LayoutD = cutlass::layout::RowMajor;    // out [M, N]
-constexpr int kAlignmentAB = 8;               // 16 bytes of bf16
-constexpr int kAlignmentD = 4;                // 16 bytes of f32
+constexpr int kAlignmentAB = 8; // 16 bytes of bf16
 
 /// D = accumulator + the expert's bias row: CUTLASS's row broadcast, one bias
 /// pointer per group (expert), so a biased projection without an activation
@@ -75,10 +70,7 @@ template <typename TileShape, typename ClusterShape, typename KernelSchedule,
           typename EpilogueSchedule,
           typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
 struct Config {
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
-      kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
+  using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule, Fusion>;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
       ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
@@ -230,15 +222,11 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
                                                                                rows, k, a);
     MOEC_CUDA_TRY(cudaGetLastError());
   }
-  // Row-major A and D, K-major B: strides that do not depend on M.
-  StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
-  StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1});
-  StrideC sc = cutlass::make_cute_packed_stride(StrideC{}, {1, static_cast<int>(n), 1});
-  StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1});
+  Strides<GemmKernel> st(n, k);
   fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
       g, reinterpret_cast<const ElementA *>(a), reinterpret_cast<const ElementB *>(weights),
-      product, bias, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), sa, sb, sc,
-      sd);
+      product, bias, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), st.a, st.b,
+      st.c, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
   auto run = [&](auto config) {

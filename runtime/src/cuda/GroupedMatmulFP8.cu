@@ -231,6 +231,25 @@ const char *fp8TileName(FP8Tile tile) {
   return "?";
 }
 
+FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool offsets) {
+  // As for bf16 (chooseBF16Tile), capped at 32 rows: the promoted partial
+  // sums double the accumulators, and a 64-row tile spills (224 bytes) and
+  // measured no faster than 32 anywhere on the H200 (docs/performance.md v6).
+  // CUTLASS's QGMMA tiles from 16 rows: 1.7-3.5x faster than 32-row tiles
+  // at 32-64 rows (Mixtral at T = 128, every shape at T = 1024), even with
+  // Qwen3 at 8 rows, 10-25 % slower than 8-row tiles at 4 (v9).
+  int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
+  int64_t rows = (slots + touched - 1) / touched;
+  FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
+#ifdef MOEC_HAVE_CUTLASS
+  if (rows >= kFP8WgmmaMinRows && offsets && detail::groupedMatmulFP8CutlassSupports(k, n))
+    tile = FP8Tile::Wgmma;
+#else
+  (void)k, (void)n, (void)offsets;
+#endif
+  return tile;
+}
+
 bool fp8TileAvailable(FP8Tile tile) {
 #ifdef MOEC_HAVE_CUTLASS
   return true;
@@ -284,21 +303,8 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
             lhsScales,
             weights,
             weightScales};
-  if (tile == FP8Tile::Auto) {
-    // As for bf16 (chooseBF16Tile), capped at 32 rows: the promoted partial
-    // sums double the accumulators, and a 64-row tile spills (224 bytes) and
-    // measured no faster than 32 anywhere on the H200 (docs/performance.md v6).
-    // CUTLASS's QGMMA tiles from 16 rows: 1.7-3.5x faster than 32-row tiles
-    // at 32-64 rows (Mixtral at T = 128, every shape at T = 1024), even with
-    // Qwen3 at 8 rows, 10-25 % slower than 8-row tiles at 4 (v9).
-    int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
-    int64_t rows = (slots + touched - 1) / touched;
-    tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
-#ifdef MOEC_HAVE_CUTLASS
-    if (rows >= kFP8WgmmaMinRows && offsets && detail::groupedMatmulFP8CutlassSupports(k, n))
-      tile = FP8Tile::Wgmma;
-#endif
-  }
+  if (tile == FP8Tile::Auto)
+    tile = chooseFP8Tile(slots, experts, k, n, offsets != nullptr);
   switch (tile) {
   case FP8Tile::Wgmma:
 #ifdef MOEC_HAVE_CUTLASS

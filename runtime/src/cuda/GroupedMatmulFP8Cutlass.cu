@@ -41,17 +41,12 @@ namespace {
 
 using namespace cute;
 
-using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>; // M, N, K per expert
+using namespace grouped;
 using ElementA = cutlass::float_e4m3_t;
 using ElementB = cutlass::float_e4m3_t;
-using ElementD = float;
 using ElementScale = float;
-using LayoutA = cutlass::layout::RowMajor;    // rows [M, K]
-using LayoutB = cutlass::layout::ColumnMajor; // weights [N, K]: K contiguous
-using LayoutD = cutlass::layout::RowMajor;    // out [M, N]
-constexpr int kAlignmentAB = 16;              // 16 bytes of e4m3
-constexpr int kAlignmentD = 4;                // 16 bytes of f32
-constexpr int kBlock = 128;                   // the scales' block: 1 x 128 rows, 128 x 128 weights
+constexpr int kAlignmentAB = 16; // 16 bytes of e4m3
+constexpr int kBlock = 128;      // the scales' block: 1 x 128 rows, 128 x 128 weights
 
 using TileShape = Shape<_128, _128, _128>;
 using ClusterShape = Shape<_1, _2, _1>;
@@ -64,11 +59,7 @@ using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kBlock, kBlock,
 using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
 using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
 
-using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
-    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule,
-    cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule>;
 
 using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
@@ -170,15 +161,11 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
 
-  // Row-major A and D, K-major B: strides that do not depend on M.
-  StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, {1, static_cast<int>(k), 1});
-  StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, {static_cast<int>(n), static_cast<int>(k), 1});
-  StrideC sc = cutlass::make_cute_packed_stride(StrideC{}, {1, static_cast<int>(n), 1});
-  StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, {1, static_cast<int>(n), 1});
+  Strides<GemmKernel> st(n, k);
   fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
       g, reinterpret_cast<const ElementA *>(lhs), lhsScales,
       reinterpret_cast<const ElementB *>(weights), weightScales, product, offsets, groups,
-      static_cast<int>(n), static_cast<int>(k), sa, sb, sc, sd);
+      static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.c, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
   auto args = groupedArguments<Gemm>(groups, g.shapes,

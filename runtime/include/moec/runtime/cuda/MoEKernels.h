@@ -131,6 +131,9 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
 /// touched expert.
 enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma };
 inline constexpr int64_t kFP8WgmmaMinRows = 16;
+/// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide;
+/// `offsets`: whether there are per-expert offsets (the wgmma tiles need them).
+FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool offsets);
 bool fp8TileAvailable(FP8Tile tile);
 const char *fp8TileName(FP8Tile tile);
 
