@@ -121,11 +121,9 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
   cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated);
   for (cuda::BF16Tile tile : {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16,
                               cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
-                              cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative,
-                              cuda::BF16Tile::Wgmma128x256}) {
+                              cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
-    bool wgmma = tile == cuda::BF16Tile::Wgmma || tile == cuda::BF16Tile::WgmmaCooperative ||
-                 tile == cuda::BF16Tile::Wgmma128x256;
+    bool wgmma = tile == cuda::BF16Tile::Wgmma || tile == cuda::BF16Tile::Wgmma128x256;
     if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64 && !wgmma)
       continue;
     if (!cuda::bf16TileAvailable(tile) || (wgmma && tokens < 16))

@@ -290,8 +290,7 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32,
-        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative,
-        cuda::BF16Tile::Wgmma128x256}) {
+        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256}) {
     if (!cuda::bf16TileAvailable(tile))
       continue;
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
@@ -330,8 +329,8 @@ void checkPrefill(int64_t N) {
   const std::vector<int32_t> offsets = {0, 1, 130, 430, 430, 850};
   const int64_t valid = 850, S = valid + 9;
   ASSERT_EQ(cuda::chooseBF16Tile(valid, E, K, /*gated=*/false),
-            cuda::bf16TileAvailable(cuda::BF16Tile::WgmmaCooperative)
-                ? cuda::BF16Tile::WgmmaCooperative
+            cuda::bf16TileAvailable(cuda::BF16Tile::Wgmma128x256)
+                ? cuda::BF16Tile::Wgmma128x256
                 : cuda::BF16Tile::Tok64);
   auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
   auto weights = randomVector(E * N * K, rng, 0.2f);
@@ -418,8 +417,7 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
     ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::WgmmaCooperative,
-                              cuda::BF16Tile::Wgmma128x256})
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256})
     if (cuda::bf16TileAvailable(tile)) {
       ASSERT_NO_FATAL_FAILURE(
           checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, tile));

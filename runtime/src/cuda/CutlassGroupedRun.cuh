@@ -38,13 +38,14 @@ using LayoutD = cutlass::layout::RowMajor;
 using ElementD = float;
 constexpr int kAlignmentD = 4; // 16 bytes of f32
 
-/// The epilogue of both: D = accumulator in f32 (C never read), per expert.
-template <typename TileShape, typename ClusterShape, typename EpilogueSchedule>
+/// The epilogue of both: f32 results per expert, D = accumulator (C never
+/// read) unless another fusion is given.
+template <typename TileShape, typename ClusterShape, typename EpilogueSchedule,
+          typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
 using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
     cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
-    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule,
-    cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
 
 /// The row-major A, C, D and K-major B strides of `GemmKernel` for N and K
 /// (they do not depend on M, so every expert shares them).
@@ -78,6 +79,22 @@ template <typename GemmKernel> cutlass::KernelHardwareInfo hardwareInfo() {
   return info;
 }
 
+/// Arguments of kGrouped mode with the epilogue's fusion arguments `thread`;
+/// `mainloop` and `c`, `d` with their strides are per expert.
+template <typename Gemm, typename Mainloop, typename Thread, typename C, typename SC, typename D,
+          typename SD>
+typename Gemm::Arguments
+groupedArgumentsWith(int groups,
+                     typename Gemm::GemmKernel::ProblemShape::UnderlyingProblemShape *shapes,
+                     const Mainloop &mainloop, const Thread &thread, C c, SC strideC, D d,
+                     SD strideD) {
+  return typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
+                                  {groups, shapes, nullptr},
+                                  mainloop,
+                                  {thread, c, strideC, d, strideD},
+                                  hardwareInfo<typename Gemm::GemmKernel>()};
+}
+
 /// Arguments of kGrouped mode with D = accumulator (alpha 1, beta 0: C is
 /// never read); `mainloop` and `c`, `d` with their strides are per expert.
 template <typename Gemm, typename Mainloop, typename C, typename SC, typename D, typename SD>
@@ -94,11 +111,7 @@ typename Gemm::Arguments groupedArguments(int groups, typename Gemm::GemmKernel:
   fusion.beta_ptr_array = nullptr;
   fusion.dAlpha = {cute::_0{}, cute::_0{}, 0};
   fusion.dBeta = {cute::_0{}, cute::_0{}, 0};
-  return typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGrouped,
-                                  {groups, shapes, nullptr},
-                                  mainloop,
-                                  {fusion, c, strideC, d, strideD},
-                                  hardwareInfo<typename Gemm::GemmKernel>()};
+  return groupedArgumentsWith<Gemm>(groups, shapes, mainloop, fusion, c, strideC, d, strideD);
 }
 
 /// can_implement, workspace (stream-ordered scratch), initialize, run on `stream`;

@@ -196,12 +196,11 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
       weightsBF16};
   if (tile == BF16Tile::Auto) {
     tile = chooseBF16Tile(slots, experts, k, gated);
-    if (tile == BF16Tile::WgmmaCooperative && !detail::groupedMatmulCutlassSupports(k, n))
+    if (tile == BF16Tile::Wgmma128x256 && !detail::groupedMatmulCutlassSupports(k, n))
       tile = BF16Tile::Tok64;
   }
   switch (tile) {
   case BF16Tile::Wgmma:
-  case BF16Tile::WgmmaCooperative:
   case BF16Tile::Wgmma128x256:
 #ifdef MOEC_HAVE_CUTLASS
   {
@@ -213,9 +212,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
     else
       lhsF32 = lhs;
     detail::CutlassTile config = tile == BF16Tile::Wgmma ? detail::CutlassTile::Pingpong128x128
-                                 : tile == BF16Tile::WgmmaCooperative
-                                     ? detail::CutlassTile::Cooperative256x128
-                                     : detail::CutlassTile::Cooperative128x256;
+                                                         : detail::CutlassTile::Cooperative128x256;
     return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n, offsets,
                                         bias, epilogue, outF32, outBF16, config, stream);
   }
@@ -245,7 +242,6 @@ const char *bf16TileName(BF16Tile tile) {
   case BF16Tile::Tok32: return "tok32x4";
   case BF16Tile::Tok64: return "tok64x3";
   case BF16Tile::Wgmma: return "wgmma128x128";
-  case BF16Tile::WgmmaCooperative: return "wgmma256x128";
   case BF16Tile::Wgmma128x256: return "wgmma128x256";
   }
   return "?";
@@ -258,9 +254,11 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
   // T = 128: 7-12 % faster than 16) and for down projections of up to 32 rows
   // with K <= 4096 (gpt-oss and DeepSeek-V3 at T = 1024: 24 % and 32 % faster
   // than 64; Mixtral's K = 14336 is 14 % slower), 64-row tiles for the rest
-  // below 64 rows, and CUTLASS's cooperative 256x128 tiles from 64 rows (Qwen3
-  // at T = 1024: 1 % and 40 % faster than 64-row tiles; at T = 8192 3-34 %
-  // faster than the 128x128 pingpong tiles, but for Qwen3's down at 9 % slower).
+  // below 64 rows, and CUTLASS's cooperative 128x256 tiles from 64 rows. v10,
+  // with bf16 rows as the artifacts pass them: at T = 8192 they beat the
+  // 128x128 pingpong tiles by 6-40 % (but for Qwen3's down, 4 % slower) and
+  // v9's 256x128 cooperative tiles by 3-8 %; at T = 1024 Qwen3's down is 15 %
+  // faster than with 32-row tiles, its gate/up 6 % slower than with 64-row ones.
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if (rows <= 4)
@@ -269,7 +267,7 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
     return BF16Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
   if (rows >= kWgmmaMinRows)
-    return BF16Tile::WgmmaCooperative;
+    return BF16Tile::Wgmma128x256;
 #endif
   return BF16Tile::Tok64;
 }
@@ -278,8 +276,7 @@ bool bf16TileAvailable(BF16Tile tile) {
 #ifdef MOEC_HAVE_CUTLASS
   return true;
 #else
-  return tile != BF16Tile::Wgmma && tile != BF16Tile::WgmmaCooperative &&
-         tile != BF16Tile::Wgmma128x256;
+  return tile != BF16Tile::Wgmma && tile != BF16Tile::Wgmma128x256;
 #endif
 }
 

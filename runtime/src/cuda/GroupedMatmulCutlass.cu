@@ -2,9 +2,9 @@
 //
 // moe.grouped_matmul with bf16 expert weights when the experts have many rows
 // each (prefill): CUTLASS's sm90 ptr-array grouped GEMM, TMA loads and wgmma
-// in a warp-specialized persistent kernel: 256x128x64 cooperative tiles (what
-// Auto takes), 128x256x64 cooperative ones, or 128x128x64 pingpong ones (one
-// warp group's epilogue overlaps the other's mainloop). The mma.sync kernel of GroupedMatmulBF16.cu stays for
+// in a warp-specialized persistent kernel: 128x256x64 cooperative tiles (what
+// Auto takes) or 128x128x64 pingpong ones (one warp group's epilogue overlaps
+// the other's mainloop). The mma.sync kernel of GroupedMatmulBF16.cu stays for
 // decode, where 128-row tiles would mostly pad.
 //
 // Still without a host synchronisation: the group sizes live on the device
@@ -14,7 +14,8 @@
 // the operand as it is multiplied; bf16 rows from permute are taken as they
 // are), and, when there is a bias or an activation or the result is bf16, the
 // f32 product goes through a scratch buffer and a second kernel applies them
-// (EpiloguePass.cuh) into `out`; otherwise CUTLASS writes `out` itself.
+// (EpiloguePass.cuh) into `out`; otherwise CUTLASS writes `out` itself, adding
+// the bias in its epilogue on the cooperative tiles.
 // Scratch comes from the stream-ordered allocator, so a CUDA graph capture
 // records it as graph memory.
 //
@@ -53,11 +54,24 @@ using ElementA = cutlass::bfloat16_t;
 using ElementB = cutlass::bfloat16_t;
 constexpr int kAlignmentAB = 8; // 16 bytes of bf16
 
-/// One CUTLASS configuration of the grouped GEMM: tile, cluster, schedules.
+/// D = accumulator + the expert's bias row: CUTLASS's row broadcast, one bias
+/// pointer per group (expert), so a biased projection without an activation
+/// (gpt-oss's down) needs no f32 product and no second pass.
+template <typename TileShape>
+using BiasFusion = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, ElementD, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90AccFetch,
+    cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float *, float,
+                                                Stride<_0, _1, int64_t>>>;
+
+/// One CUTLASS configuration of the grouped GEMM: tile, cluster, schedules, and
+/// the epilogue's fusion (D = accumulator unless given).
 template <typename TileShape, typename ClusterShape, typename KernelSchedule,
-          typename EpilogueSchedule>
+          typename EpilogueSchedule,
+          typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
 struct Config {
-  using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule>;
+  using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule, Fusion>;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
       ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
@@ -74,19 +88,20 @@ struct Config {
 using Pingpong = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>,
                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
                         cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
-/// 256x128x64 cooperative, 1x2 clusters: both warp groups on one 256-row tile,
-/// half the weight reads per row of Pingpong (the probe's best bf16 schedule on
-/// some MoE shapes: shared/reference/cutlass-probe.md).
-using Cooperative = Config<Shape<_256, _128, _64>, Shape<_1, _2, _1>,
-                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-
-/// 128x256x64 cooperative, 2x1 clusters: 128-row tiles (half the padding of
-/// Cooperative on ragged experts of a few hundred rows) that read each row
-/// tile against 256 weight rows at once.
+/// 128x256x64 cooperative, 2x1 clusters: both warp groups on one 128-row tile
+/// against 256 weight rows, half the row reads per weight row of Pingpong. It
+/// replaced v9's 256x128 cooperative tiles, which it beat at every prefill
+/// shape of the kernel bench (v10: 3-12 %; a 256-row tile pads ragged experts
+/// of a few hundred rows up to half of a second tile).
 using CooperativeWide = Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
                                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+/// CooperativeWide with the bias added in CUTLASS's epilogue (BiasFusion).
+using CooperativeWideBias =
+    Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
+           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+           BiasFusion<Shape<_128, _256, _64>>>;
 
 using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for all
 template <typename Other>
@@ -94,7 +109,7 @@ constexpr bool kSameStrides =
     std::is_same_v<GemmKernel::InternalStrideA, typename Other::GemmKernel::InternalStrideA> &&
     std::is_same_v<GemmKernel::InternalStrideB, typename Other::GemmKernel::InternalStrideB> &&
     std::is_same_v<GemmKernel::InternalStrideD, typename Other::GemmKernel::InternalStrideD>;
-static_assert(kSameStrides<Cooperative> && kSameStrides<CooperativeWide>);
+static_assert(kSameStrides<CooperativeWide> && kSameStrides<CooperativeWideBias>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -113,6 +128,7 @@ struct GroupArrays {
   StrideB *strideB;
   StrideC *strideC;
   StrideD *strideD;
+  const float **bias; // each expert's bias row (BiasFusion), or null
 };
 
 /// Rows of expert e: [begin, end) from the inclusive ends; one expert of all
@@ -128,8 +144,9 @@ __device__ inline void expertRows(const int32_t *offsets, int64_t rows, int e, i
 }
 
 __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *weights,
-                           ElementD *d, const int32_t *offsets, int64_t rows, int experts,
-                           int n, int k, StrideA sa, StrideB sb, StrideC sc, StrideD sd) {
+                           ElementD *d, const float *bias, const int32_t *offsets, int64_t rows,
+                           int experts, int n, int k, StrideA sa, StrideB sb, StrideC sc,
+                           StrideD sd) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= experts)
     return;
@@ -144,6 +161,8 @@ __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *wei
   g.strideB[e] = sb;
   g.strideC[e] = sc;
   g.strideD[e] = sd;
+  if (g.bias)
+    g.bias[e] = bias + static_cast<int64_t>(e) * n;
 }
 
 /// The valid rows (below the last expert's end) rounded to bf16, 4 at a time.
@@ -175,8 +194,10 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
     return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) +
                          ", N = " + std::to_string(n) + " are not multiples of 8 and 4");
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
-  // CUTLASS writes an f32 `out` itself when there is nothing to apply.
-  bool direct = out && !bias && !epilogue.enabled;
+  // CUTLASS writes an f32 `out` itself when there is nothing to apply, or only
+  // a bias (the cooperative tiles add it in their epilogue: BiasFusion).
+  bool fusedBias = tile != CutlassTile::Pingpong128x128 && out && bias && !epilogue.enabled;
+  bool direct = out && !epilogue.enabled && (!bias || fusedBias);
   int outColumns = static_cast<int>(gated ? n / 2 : n);
   int groups = static_cast<int>(experts);
 
@@ -198,6 +219,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideB));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
+  if (fusedBias)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.bias));
 
   if (!lhsBF16) {
     roundRowsBF16<<<blocksFor(rows * k / 4, 256, 16 * kSMs), 256, 0, stream>>>(lhs, offsets, groups,
@@ -207,8 +230,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   Strides<GemmKernel> st(n, k);
   fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
       g, reinterpret_cast<const ElementA *>(a), reinterpret_cast<const ElementB *>(weights),
-      product, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.c,
-      st.d);
+      product, bias, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), st.a, st.b,
+      st.c, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
   auto run = [&](auto config) {
@@ -219,10 +242,23 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
         g.strideC, g.d, g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
+  // BiasFusion's arguments, children first: the accumulator, the bias rows
+  // (one pointer per expert, column stride 1), then the sum.
+  auto runBias = [&](auto config) {
+    using Chosen = decltype(config);
+    typename Chosen::CollectiveEpilogue::FusionCallbacks::Arguments thread{
+        {}, {g.bias, 0.0f, {_0{}, _1{}, 0}}, {}};
+    auto args = groupedArgumentsWith<typename Chosen::Gemm>(
+        groups, g.shapes,
+        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, thread,
+        g.c, g.strideC, g.d, g.strideD);
+    return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
+  };
   switch (tile) {
   case CutlassTile::Pingpong128x128: MOEC_RETURN_IF_ERROR(run(Pingpong{})); break;
-  case CutlassTile::Cooperative256x128: MOEC_RETURN_IF_ERROR(run(Cooperative{})); break;
-  case CutlassTile::Cooperative128x256: MOEC_RETURN_IF_ERROR(run(CooperativeWide{})); break;
+  case CutlassTile::Cooperative128x256:
+    MOEC_RETURN_IF_ERROR(fusedBias ? runBias(CooperativeWideBias{}) : run(CooperativeWide{}));
+    break;
   }
 
   if (!direct) {

@@ -21,7 +21,7 @@ namespace moec::rt::cuda::detail {
 bool groupedMatmulCutlassSupports(int64_t k, int64_t n);
 
 /// The bf16 CUTLASS configurations (tile rows x weight rows, schedule).
-enum class CutlassTile { Pingpong128x128, Cooperative256x128, Cooperative128x256 };
+enum class CutlassTile { Pingpong128x128, Cooperative128x256 };
 
 /// Rows in f32 (`lhs`, rounded here) or bf16 (`lhsBF16`), results out in f32
 /// (`out`) or bf16 (`outBF16`): one of each pair is null.

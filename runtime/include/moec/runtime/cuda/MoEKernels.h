@@ -75,11 +75,10 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
 /// Tiles of groupedMatmulBF16: TOK rows (tokens) of one expert per block against
 /// 128 weight rows, and the depth of the load pipeline; or CUTLASS's sm90
 /// grouped GEMM (TMA + wgmma) for prefill, in runtimes built with CUTLASS:
-/// Wgmma with 128x128 pingpong tiles (rows x weight rows), WgmmaCooperative
-/// with 256x128 cooperative tiles and 1x2 clusters, Wgmma128x256 with 128x256
-/// cooperative tiles and 2x1 clusters. Auto picks by shape (chooseBF16Tile);
+/// Wgmma with 128x128 pingpong tiles (rows x weight rows), Wgmma128x256 with
+/// 128x256 cooperative tiles and 2x1 clusters. Auto picks by shape (chooseBF16Tile);
 /// the others exist for benchmarks and tests.
-enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64, Wgmma, WgmmaCooperative, Wgmma128x256 };
+enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64, Wgmma, Wgmma128x256 };
 /// From this many rows per touched expert on, Auto takes the wgmma tiles.
 inline constexpr int64_t kWgmmaMinRows = 64;
 const char *bf16TileName(BF16Tile tile);
