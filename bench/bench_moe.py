@@ -406,6 +406,8 @@ def run_model(name, args, rows):
         if moec8:
             row.update(fp8)
             row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.run, args.target_s)
+            if args.profile:
+                profile_kernels(moec8.run, f"{name} T={T} fp8", out=args.out)
         best = [(row[i], i) for i in IMPLS if isinstance(row.get(i), float)]
         if best:
             row["best"], row["best_impl"] = min(best)
