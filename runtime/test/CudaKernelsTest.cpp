@@ -424,6 +424,94 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
     }
 }
 
+/// interleaveGateUp reorders rows exactly: 16-byte, 4-byte and 6-byte rows
+/// (its three copy widths), few and many experts.
+TEST(CudaKernels, InterleaveGateUpReordersRows) {
+  std::mt19937 rng(31);
+  for (int64_t rowBytes : {48, 4, 6})
+    for (int64_t E : {3, 2000}) {
+      SCOPED_TRACE("row bytes " + std::to_string(rowBytes) + ", experts " + std::to_string(E));
+      const int64_t N = 10, half = N / 2;
+      std::vector<uint8_t> rows(static_cast<size_t>(E * N * rowBytes));
+      for (uint8_t &b : rows)
+        b = static_cast<uint8_t>(rng());
+      DeviceBuffer d = upload(rows);
+      ASSERT_OK(cuda::interleaveGateUp(d.data(), E, N, rowBytes, nullptr));
+      ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+      std::vector<uint8_t> got = download<uint8_t>(d, rows.size());
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r < N; ++r) {
+          int64_t from = e * N + (r % 2) * half + r / 2;
+          ASSERT_EQ(0, std::memcmp(&got[(e * N + r) * rowBytes], &rows[from * rowBytes],
+                                   static_cast<size_t>(rowBytes)))
+              << "expert " << e << ", row " << r;
+        }
+    }
+  EXPECT_FALSE(cuda::interleaveGateUp(nullptr, 1, 3, 4, nullptr));
+}
+
+/// A gate/up projection with concatenated halves gives the same results, bit
+/// for bit, on its interleaved weights (and bias): every bf16 tile, f32 and bf16
+/// results. On the 128x256 tiles the bf16 results come from the activation
+/// inside CUTLASS's epilogue (GatedEpilogueCutlass.cuh), the f32 ones from the
+/// epilogue pass over the f32 product.
+TEST(CudaKernels, InterleavedGateUpMatchesConcatenated) {
+  std::mt19937 rng(37);
+  const int64_t E = 6, K = 520, N = 392, width = N / 2;
+  const std::vector<int32_t> offsets = {0, 1, 130, 430, 430, 850};
+  const int64_t valid = offsets.back(), S = valid + 9;
+  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  auto weights = randomVector(E * N * K, rng, 0.2f);
+  roundToBF16(lhs);
+  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
+  DeviceBuffer dLhs = upload(lhs), dOffsets = upload(offsets);
+  DeviceBuffer dWeights = upload(weightsBF16), dBias = upload(bias);
+  DeviceBuffer dWeightsI = upload(weightsBF16), dBiasI = upload(bias);
+  ASSERT_OK(cuda::interleaveGateUp(dWeightsI.data(), E, N, K * 2, nullptr));
+  ASSERT_OK(cuda::interleaveGateUp(dBiasI.data(), E, N, 4, nullptr));
+  const cpu::Epilogue concatenated{true, cpu::ActivationKind::SiLU,
+                                   cpu::GateUpLayout::Concatenated};
+  cpu::Epilogue interleaved = concatenated;
+  interleaved.layout = cpu::GateUpLayout::Interleaved;
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma,
+                              cuda::BF16Tile::Wgmma128x256})
+    for (bool withBias : {false, true}) {
+      if (!cuda::bf16TileAvailable(tile))
+        continue;
+      SCOPED_TRACE(std::string("tile ") + cuda::bf16TileName(tile) + ", bias " +
+                   std::to_string(withBias));
+      DeviceBuffer want = poisoned(S * width * 4), got = poisoned(S * width * 4),
+                   gotBF16 = poisoned(S * width * 2);
+      ASSERT_OK(cuda::groupedMatmulBF16(dLhs.dataAs<float>(), S, K, dWeights.dataAs<uint16_t>(),
+                                        E, N, dOffsets.dataAs<int32_t>(),
+                                        withBias ? dBias.dataAs<float>() : nullptr, concatenated,
+                                        want.dataAs<float>(), nullptr, tile));
+      for (bool bf16Out : {false, true}) {
+        const float *b = withBias ? dBiasI.dataAs<float>() : nullptr;
+        const uint16_t *w = dWeightsI.dataAs<uint16_t>();
+        const int32_t *o = dOffsets.dataAs<int32_t>();
+        ASSERT_OK(bf16Out ? cuda::groupedMatmulBF16(dLhs.dataAs<float>(), S, K, w, E, N, o, b,
+                                                    interleaved, gotBF16.dataAs<cuda::BF16>(),
+                                                    nullptr, tile)
+                          : cuda::groupedMatmulBF16(dLhs.dataAs<float>(), S, K, w, E, N, o, b,
+                                                    interleaved, got.dataAs<float>(), nullptr,
+                                                    tile));
+      }
+      ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+      std::vector<float> ref = download<float>(want, S * width);
+      std::vector<uint32_t> refBits(ref.size()), bits = download<uint32_t>(got, S * width);
+      std::memcpy(refBits.data(), ref.data(), ref.size() * 4);
+      std::vector<uint16_t> bf16Bits = download<uint16_t>(gotBF16, S * width);
+      for (int64_t i = 0; i < valid * width; ++i) {
+        ASSERT_FALSE(std::isnan(ref[i])) << "element " << i;
+        ASSERT_EQ(bits[i], refBits[i]) << "f32 results, element " << i;
+        ASSERT_EQ(bf16Bits[i], toBF16(ref[i])) << "bf16 results, element " << i;
+      }
+      for (int64_t i = valid * width; i < S * width; ++i)
+        ASSERT_EQ(bf16Bits[i], 0xFFFF) << "sentinel element " << i << " written";
+    }
+}
+
 /// permute into bf16 rows: the f32 permute's rows rounded to nearest even,
 /// the rows past the valid count unwritten; H = 1030 takes the element path.
 TEST(CudaKernels, PermuteBF16IsTheRoundedF32Permute) {

@@ -4,7 +4,10 @@
 // `bf16`) and multiplied on the tensor cores by groupedMatmulBF16. The rows those
 // kernels read (permute's, the gate/up result) are held as bf16 (BF16 *), since
 // the kernels round them so anyway; the router, biases, accumulation, the down
-// projection's result and the output stay f32.
+// projection's result and the output stay f32. The gate/up weights keep moe's
+// concatenated layout in weights.bin and are interleaved on the device when the
+// model is created (interleaveGateUp); the kernels are given the interleaved
+// layout, whose pairs the prefill GEMM's own epilogue activates.
 
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/mixtral
@@ -13,6 +16,12 @@
 // MANIFEST-NEXT: weight experts.gate_up_proj bf16 [8,80,64] 2112 81920
 // MANIFEST-NEXT: weight experts.down_proj bf16 [8,64,40] 84032 40960
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cu
+// CODE-LABEL: Status create(
+// CODE: MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));
+// CODE: MOEC_RETURN_IF_ERROR(interleaveGateUp(state.model.mutableWeights() + 2112, 8, 80, 128, state.model.stream())); // gate/up weights (bf16)
+// CODE-NOT: interleaveGateUp
+// CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));
+// CODE-LABEL: Status run(
 // CODE: float *v0 = reinterpret_cast<float *>(workspace + 4096);
 // CODE: BF16 *v6 = reinterpret_cast<BF16 *>(workspace + 5120);
 // CODE-NEXT: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2112); // experts.gate_up_proj (bf16)
@@ -22,10 +31,23 @@
 // CODE-NEXT: float *v9 = reinterpret_cast<float *>(workspace + 19968);
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
 // CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
-// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
 // CODE-SAME: v7, stream));
 // CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v7, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v8, stream));
 // CODE-NOT: groupedMatmul(
+
+// A gate/up bias is interleaved with its weights; the down projection and its
+// weights are left alone.
+// RUN: moec compile %S/Inputs/concatenated-gate-up-bias.mlir --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/bias
+// RUN: FileCheck %s --check-prefix=BIAS < %t/bias/model.cu
+// BIAS-LABEL: Status create(
+// BIAS: interleaveGateUp(state.model.mutableWeights() + 320, 4, 16, 32, state.model.stream())); // gate/up weights (bf16)
+// BIAS-NEXT: interleaveGateUp(state.model.mutableWeights() + 2368, 4, 16, 4, state.model.stream())); // gate/up bias
+// BIAS-NOT: interleaveGateUp
+// BIAS-LABEL: Status run(
+// BIAS: const float *w2 = reinterpret_cast<const float *>(weights + 2368); // gate_up_bias
+// BIAS: groupedMatmulBF16(v6, 2 * T, 16, w1, 4, 16, v4, w2, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
+// BIAS: groupedMatmulBF16(v7, 2 * T, 8, w3, 4, 16, v4, nullptr, Epilogue{}, v8, stream));
 
 // weights.bin holds the f32 router and the expert weights' bf16 bits; f32
 // would be 2048 + 2 * (81920 + 40960) bytes of tensors.
@@ -36,6 +58,7 @@
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/f32
 // RUN: FileCheck %s --check-prefix=F32 < %t/f32/model.cu
 // F32-NOT: groupedMatmulBF16
+// F32-NOT: interleaveGateUp
 // F32-NOT: BF16 *
 // F32: groupedMatmul(
 
@@ -75,6 +98,7 @@
 // it stays f32 (only rows every reader rounds to bf16 are held as bf16).
 // RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --fp8 --max-tokens=16 -o %t/deepseek-fp8
 // RUN: FileCheck %s --check-prefix=FP8 < %t/deepseek-fp8/model.cu
+// FP8-NOT: interleaveGateUp
 // FP8: float *v8 = reinterpret_cast<float *>(
 // FP8-NOT: BF16 *
 // FP8: quantizeE4M3(v8,

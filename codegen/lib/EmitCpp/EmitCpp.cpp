@@ -156,6 +156,8 @@ struct ValueInfo {
   /// CUDA, --expert-weights=bf16: an f32 value held as bf16 (BF16 *), since
   /// only bf16-weight kernels read it and they round it so anyway.
   bool bf16 = false;
+  /// A weight constant: its offset in weights.bin.
+  std::optional<uint64_t> weightOffset;
 };
 
 struct WeightEntry {
@@ -196,6 +198,8 @@ public:
   /// CUDA: slot counts (at max tokens) of each moe.sort, whose CUB workspace
   /// is sized when the model is created.
   std::vector<uint64_t> sortSlots;
+  /// CUDA: statements create() runs once the weights are on the device.
+  std::vector<std::string> createSteps;
 
 private:
   /// "the CPU target" / "the CUDA target", for messages.
@@ -246,6 +250,15 @@ private:
   std::string optionalOperand(Operation *op, Value value, StringRef role, bool &failed);
   FailureOr<ValueInfo *> define(Operation *op, Value result, std::optional<Dim> rows,
                                 bool fp8 = false);
+  /// CUDA, bf16 expert weights: a gate/up projection with concatenated halves
+  /// runs on interleaved ones, reordered once in create() (interleaveGateUp), so
+  /// that the prefill GEMM applies the activation in its own epilogue
+  /// (docs/design.md, "Gate/up rows on the GPU"). Only when the weights, and the
+  /// bias if any, are weight constants that nothing else reads. Returns the
+  /// layout the kernels are given.
+  std::optional<moe::GateUpLayout> interleaveOnDevice(moe::GroupedMatmulOp op,
+                                                      const ValueInfo &weights,
+                                                      std::optional<moe::GateUpLayout> layout);
   std::string epilogue(std::optional<moe::ActivationAttr> activation,
                        std::optional<moe::GateUpLayout> layout);
   Value viewRoot(Value value);
@@ -482,6 +495,7 @@ ValueInfo &Emitter::placeWeight(Value value, WeightEntry entry, ValueInfo &info)
   entry.offset = alignUp(weightsBytes);
   weightsBytes = entry.offset + entry.size;
   info.var = "w" + std::to_string(weights.size());
+  info.weightOffset = entry.offset;
   for (int64_t size : type.getShape())
     info.dims.push_back({size, false});
   info.elementType = entry.elementType;
@@ -817,10 +831,12 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   FailureOr<ValueInfo *> out = define(op, op.getResult(), rows);
   if (failed(out))
     return failure();
+  std::optional<moe::GateUpLayout> layout = op.getEpilogueLayout();
+  if (bf16)
+    layout = interleaveOnDevice(op, **w, layout);
   std::vector<std::string> args = {(*lhs)->var, dimExpr((*lhs)->dims[1]), (*w)->var,
                                    dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]),
-                                   (*offsets)->var, bias,
-                                   epilogue(op.getEpilogue(), op.getEpilogueLayout()),
+                                   (*offsets)->var, bias, epilogue(op.getEpilogue(), layout),
                                    (*out)->var};
   if (cuda) // the row count bounds the launch; offsets[E-1] (on the device) the rows
     args.insert(args.begin() + 1, dimExpr(rows));
@@ -835,6 +851,33 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   }
   kernel("groupedMatmul", args);
   return success();
+}
+
+std::optional<moe::GateUpLayout>
+Emitter::interleaveOnDevice(moe::GroupedMatmulOp op, const ValueInfo &weights,
+                            std::optional<moe::GateUpLayout> layout) {
+  if (!op.getEpilogue() || layout != moe::GateUpLayout::Concatenated || !weights.weightOffset ||
+      !op.getWeights().hasOneUse() || weights.dims.size() != 3)
+    return layout;
+  std::optional<uint64_t> biasOffset;
+  if (Value bias = op.getBias()) {
+    auto it = values.find(bias);
+    if (it == values.end() || !it->second.weightOffset || !bias.hasOneUse())
+      return layout;
+    biasOffset = it->second.weightOffset;
+  }
+  int64_t experts = weights.dims[0].size, n = weights.dims[1].size, k = weights.dims[2].size;
+  auto step = [&](uint64_t offset, int64_t rowBytes, StringRef what) {
+    createSteps.push_back(llvm::formatv("MOEC_RETURN_IF_ERROR(interleaveGateUp(state.model."
+                                        "mutableWeights() + {0}, {1}, {2}, {3}, "
+                                        "state.model.stream())); // {4}",
+                                        offset, experts, n, rowBytes, what)
+                              .str());
+  };
+  step(*weights.weightOffset, 2 * k, "gate/up weights (bf16)");
+  if (biasOffset)
+    step(*biasOffset, 4, "gate/up bias");
+  return moe::GateUpLayout::Interleaved;
 }
 
 /// The FP8 grouped matmul: e4m3 weights with block scales, and e4m3 rows with
@@ -1106,7 +1149,15 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
      << "    MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(kSortSlots[i], state.sortBytes[i]));\n"
      << "    state.sortOffset[i] = total - kPlannedBytes;\n"
      << "    total += (state.sortBytes[i] + 255) / 256 * 256;\n  }\n"
-     << "  return state.model.create(weights, weightsBytes, total);\n}\n\n"
+     << "  MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));\n";
+  if (!createSteps.empty()) {
+    os << "  // Concatenated gate/up rows interleaved once on the device: the kernels below\n"
+       << "  // are given GateUpLayout::Interleaved (docs/design.md, \"Gate/up rows on the GPU\").\n";
+    for (const std::string &step : createSteps)
+      os << "  " << step << "\n";
+    os << "  MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));\n";
+  }
+  os << "  return Status::ok();\n}\n\n"
      << "Status run(State &state, const void *const *inputs, void *const *outputs, int64_t T) {\n"
      << "  cudaStream_t stream = state.model.stream();\n"
      << "  const unsigned char *weights = state.model.weights();\n"

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "EpiloguePass.cuh"
+#include "GatedEpilogueCutlass.cuh"
 #include "GridSize.h"
 #include "CutlassGroupedRun.cuh"
 #include "GroupedMatmulCutlass.h"
@@ -65,13 +66,12 @@ using BiasFusion = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float *, float,
                                                 Stride<_0, _1, int64_t>>>;
 
-/// One CUTLASS configuration of the grouped GEMM: tile, cluster, schedules, and
-/// the epilogue's fusion (D = accumulator unless given).
+/// One CUTLASS configuration of the grouped GEMM: tile, cluster, mainloop
+/// schedule and collective epilogue.
 template <typename TileShape, typename ClusterShape, typename KernelSchedule,
-          typename EpilogueSchedule,
-          typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
-struct Config {
-  using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule, Fusion>;
+          typename CollectiveEpilogue_>
+struct ConfigWith {
+  using CollectiveEpilogue = CollectiveEpilogue_;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
       ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
@@ -82,6 +82,13 @@ struct Config {
       cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 };
+
+/// The f32 epilogue of `Epilogue` with its fusion (D = accumulator unless given).
+template <typename TileShape, typename ClusterShape, typename KernelSchedule,
+          typename EpilogueSchedule,
+          typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
+using Config = ConfigWith<TileShape, ClusterShape, KernelSchedule,
+                          Epilogue<TileShape, ClusterShape, EpilogueSchedule, Fusion>>;
 
 /// 128x128x64 pingpong, 2x1 clusters: one warp group's epilogue overlaps the
 /// other's mainloop (v7's only configuration).
@@ -102,6 +109,12 @@ using CooperativeWideBias =
            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
            cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
            BiasFusion<Shape<_128, _256, _64>>>;
+
+/// CooperativeWide with the gate/up activation in its epilogue (interleaved
+/// gate/up rows, bf16 results: GatedEpilogue).
+using CooperativeWideGated =
+    ConfigWith<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
+               cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, GatedEpilogue>;
 
 using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for all
 template <typename Other>
@@ -128,7 +141,8 @@ struct GroupArrays {
   StrideB *strideB;
   StrideC *strideC;
   StrideD *strideD;
-  const float **bias; // each expert's bias row (BiasFusion), or null
+  const float **bias; // each expert's bias row (BiasFusion, GatedEpilogue), or null
+  __nv_bfloat16 **rowsBF16; // each expert's first bf16 output row (GatedEpilogue), or null
 };
 
 /// Rows of expert e: [begin, end) from the inclusive ends; one expert of all
@@ -144,9 +158,9 @@ __device__ inline void expertRows(const int32_t *offsets, int64_t rows, int e, i
 }
 
 __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *weights,
-                           ElementD *d, const float *bias, const int32_t *offsets, int64_t rows,
-                           int experts, int n, int k, StrideA sa, StrideB sb, StrideC sc,
-                           StrideD sd) {
+                           ElementD *d, __nv_bfloat16 *outBF16, const float *bias,
+                           const int32_t *offsets, int64_t rows, int experts, int n, int k,
+                           StrideA sa, StrideB sb, StrideC sc, StrideD sd) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= experts)
     return;
@@ -163,6 +177,8 @@ __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *wei
   g.strideD[e] = sd;
   if (g.bias)
     g.bias[e] = bias + static_cast<int64_t>(e) * n;
+  if (g.rowsBF16)
+    g.rowsBF16[e] = outBF16 + begin * (n / 2);
 }
 
 /// The valid rows (below the last expert's end) rounded to bf16, 4 at a time.
@@ -197,7 +213,11 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   // CUTLASS writes an f32 `out` itself when there is nothing to apply, or only
   // a bias (the cooperative tiles add it in their epilogue: BiasFusion).
   bool fusedBias = tile != CutlassTile::Pingpong128x128 && out && bias && !epilogue.enabled;
-  bool direct = out && !epilogue.enabled && (!bias || fusedBias);
+  // The cooperative tiles apply a gate/up activation themselves when the
+  // halves are interleaved and the result is bf16 (GatedEpilogue).
+  bool fusedGate = tile == CutlassTile::Cooperative128x256 && gated && outBF16 &&
+                   epilogue.layout == cpu::GateUpLayout::Interleaved;
+  bool direct = (out && !epilogue.enabled && (!bias || fusedBias)) || fusedGate;
   int outColumns = static_cast<int>(gated ? n / 2 : n);
   int groups = static_cast<int>(experts);
 
@@ -219,8 +239,10 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideB));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
-  if (fusedBias)
+  if ((fusedBias || fusedGate) && bias)
     MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.bias));
+  if (fusedGate)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.rowsBF16));
 
   if (!lhsBF16) {
     roundRowsBF16<<<blocksFor(rows * k / 4, 256, 16 * kSMs), 256, 0, stream>>>(lhs, offsets, groups,
@@ -230,7 +252,7 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   Strides<GemmKernel> st(n, k);
   fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
       g, reinterpret_cast<const ElementA *>(a), reinterpret_cast<const ElementB *>(weights),
-      product, bias, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), st.a, st.b,
+      product, reinterpret_cast<__nv_bfloat16 *>(outBF16), bias, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), st.a, st.b,
       st.c, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
@@ -254,10 +276,22 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
         g.c, g.strideC, g.d, g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
+  auto runGated = [&]() {
+    using Gemm = CooperativeWideGated::Gemm;
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        {groups, g.shapes, nullptr},
+        {g.a, g.strideA, g.b, g.strideB},
+        {g.rowsBF16, g.bias, outColumns, epilogue},
+        hardwareInfo<typename Gemm::GemmKernel>()};
+    return runGrouped<Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
+  };
   switch (tile) {
   case CutlassTile::Pingpong128x128: MOEC_RETURN_IF_ERROR(run(Pingpong{})); break;
   case CutlassTile::Cooperative128x256:
-    MOEC_RETURN_IF_ERROR(fusedBias ? runBias(CooperativeWideBias{}) : run(CooperativeWide{}));
+    MOEC_RETURN_IF_ERROR(fusedGate   ? runGated()
+                         : fusedBias ? runBias(CooperativeWideBias{})
+                                     : run(CooperativeWide{}));
     break;
   }
 

@@ -37,6 +37,9 @@ public:
 
   cudaStream_t stream() const { return stream_; }
   const unsigned char *weights() const { return weights_.dataAs<const unsigned char>(); }
+  /// The weights for changes of layout while the model is created
+  /// (interleaveGateUp); runs only read them.
+  unsigned char *mutableWeights() { return weights_.dataAs<unsigned char>(); }
   unsigned char *workspace() const { return workspace_.dataAs<unsigned char>(); }
 
 private:

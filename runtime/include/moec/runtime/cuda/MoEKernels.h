@@ -38,6 +38,15 @@ struct alignas(2) BF16 {
   uint16_t bits;
 };
 
+/// Reorders the gate/up rows of `experts` matrices of N rows of `rowBytes`
+/// bytes, in place on `stream`, from concatenated (rows [0, N/2) gate, [N/2, N)
+/// up) to interleaved (row 2j gate j, row 2j+1 up j): GateUpLayout::Interleaved,
+/// whose pairs the prefill GEMM's fused activation reads. For weights (K bf16
+/// per row) and their biases (one f32 per row) alike; run once, when a model is
+/// created (the generated create() does, for bf16 expert weights).
+Status interleaveGateUp(void *rows, int64_t experts, int64_t n, int64_t rowBytes,
+                        cudaStream_t stream);
+
 /// Device workspace moe.sort needs for `slots` slots (CUB's radix sort).
 Status sortWorkspaceBytes(int64_t slots, size_t &bytes);
 
