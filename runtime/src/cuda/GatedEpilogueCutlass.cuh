@@ -8,10 +8,13 @@
 // registers: no f32 product of 2N columns and no second pass over it (v10's
 // epilogue pass took 7-8 % of the prefill call at T = 8192).
 //
-// Operator style, like CUTLASS's DefaultEpilogueArray (no shared memory, no
-// TMA store), wrapped for the warp-specialized ptr-array kernels by
-// Sm90TmaWarpSpecializedAdapter; D's per-expert pointers are the expert's
-// first output row.
+// Operator style, like CUTLASS's DefaultEpilogueArray, wrapped for the
+// warp-specialized ptr-array kernels by Sm90TmaWarpSpecializedAdapter; D's
+// per-expert pointers are the expert's first output row. Each warp holds 16
+// rows of the tile: it stages its outputs in its own slice of shared memory and
+// writes them back as whole 16-byte chunks of rows (a first version stored each
+// bf16 from its register: 8-byte pieces of 8 rows per instruction, and the
+// gate/up GEMM ran 3-15 % slower than with the f32 product and the pass).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_GATEDEPILOGUECUTLASS_CUH
@@ -50,7 +53,23 @@ public:
   using GmemTiledCopyC = void;
   using GmemTiledCopyD = void;
 
-  struct SharedStorage {};
+  static constexpr int kWarps = 8;        // two consumer warp groups
+  static constexpr int kWarpRows = 16;    // wgmma: 16 rows of the tile per warp
+  static constexpr int kTileOutputs = 128; // 256 accumulator columns, in pairs
+  /// Staged per pass: half the tile's outputs. 16 KB in all, which the kernel
+  /// holds twice (the adapter's TensorMapStorage is this type too): the whole
+  /// tile's 32 KB, held twice, would not fit beside 4 mainloop stages.
+  static constexpr int kPassOutputs = kTileOutputs / 2;
+  static constexpr int kChunks = kPassOutputs / 8; // 16-byte chunks per staged row
+  struct SharedStorage {
+    alignas(16) __nv_bfloat16 staged[kWarps][kWarpRows][kPassOutputs];
+  };
+  /// A staged row's chunk c sits at c ^ (row % 8): the 8 rows a warp's 2-byte
+  /// stores touch at once fall in 8 different bank groups, and the 8 chunks of
+  /// a row that a quarter warp loads at once too.
+  CUTLASS_DEVICE static int swizzled(int row, int column) {
+    return ((column / 8) ^ (row % 8)) * 8 + column % 8;
+  }
   using TensorMapStorage = SharedStorage;
 
   struct Arguments {
@@ -89,36 +108,90 @@ public:
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problemShape, BlockShapeMNK blockShape,
                                  BlockCoordMNKL blockCoord,
                                  cute::Tensor<FrgEngine, FrgLayout> const &accumulators,
-                                 TiledMma tiledMma, ResidueMNK, int threadIdx, char *) {
+                                 TiledMma tiledMma, ResidueMNK, int threadIdx, char *smem) {
+    // SiLU only (the caller checks; the four models measured all use it): with
+    // the kind a run-time switch inside the unrolled loop, each of its 128
+    // elements carried all four activations (GELU's erff included), and
+    // instruction cache misses made the GEMM 2x slower (ncu: 52 % of stalls).
+    store(problemShape, blockShape, blockCoord, accumulators, tiledMma, threadIdx, smem);
+  }
+
+private:
+  /// device::gatedEpilogue of SiLU (the same operations, so the same bits).
+  CUTLASS_DEVICE float gated(float gate, float up, bool clamp) const {
+    const cpu::Epilogue &e = params_.epilogue;
+    if (clamp) {
+      gate = fminf(gate, e.limit);
+      up = fminf(fmaxf(up, -e.limit), e.limit);
+    }
+    return device::activate(cpu::ActivationKind::SiLU, e.alpha, gate) * (up + e.beta);
+  }
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK,
+            class BlockCoordMNKL, class FrgEngine, class FrgLayout, class TiledMma>
+  CUTLASS_DEVICE void store(ProblemShapeMNKL problemShape, BlockShapeMNK blockShape,
+                            BlockCoordMNKL blockCoord,
+                            cute::Tensor<FrgEngine, FrgLayout> const &accumulators,
+                            TiledMma tiledMma, int threadIdx, char *smem) {
     using namespace cute;
     static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
+    constexpr int kElements = decltype(size(accumulators))::value;
+    static_assert(kElements % 4 == 0);
+    static_assert(decltype(size<1>(blockShape))::value == 2 * kTileOutputs);
     const int m = get<0>(problemShape), n = get<1>(problemShape);
     auto [mCoord, nCoord, kCoord, group] = blockCoord;
     // Each accumulator's (row, column) in the expert's [M, N] product.
     Tensor tile = local_tile(make_identity_tensor(make_shape(m, n)), take<0, 2>(blockShape),
                              make_coord(mCoord, nCoord));
     Tensor coords = tiledMma.get_thread_slice(threadIdx).partition_C(tile);
-    static_assert(decltype(size(accumulators))::value % 2 == 0);
     __nv_bfloat16 *rows = params_.rows[group];
     const float *bias = params_.bias ? params_.bias[group] : nullptr;
+    const int lane = threadIdx % 32, warp = threadIdx / 32;
+    auto &staged = reinterpret_cast<SharedStorage *>(smem)->staged[warp];
+    // The warp's first row (lane 0 holds it) and the tile's first column.
+    const int firstRow = __shfl_sync(0xffffffffu, int(get<0>(coords(0))), 0);
+    const int firstColumn = nCoord * 2 * kTileOutputs;
+    const int64_t outFirst = firstColumn / 2;
+    const bool clamp = isfinite(params_.epilogue.limit);
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(accumulators); i += 2) {
-      // Elements 2p and 2p+1 are columns c (even) and c+1 of one row: a gate
-      // and its up (wgmma's C fragment: pairs of adjacent columns innermost).
-      int r = get<0>(coords(i)), c = get<1>(coords(i));
-      if (r < m && c < n) {
-        float gate = accumulators(i), up = accumulators(i + 1);
-        if (bias) {
-          gate += bias[c];
-          up += bias[c + 1];
+    for (int pass = 0; pass < 2; ++pass) {
+      // wgmma's C fragment runs over column groups outermost, so each pass's
+      // columns are one half of the elements; the range check below keeps a
+      // layout that is not so from writing outside the slice (the GPU tests
+      // would then fail).
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kElements / 2; j += 2) {
+        const int i = pass * (kElements / 2) + j; // a constant trip count: registers, not stack
+        // Elements 2p and 2p+1 are columns c (even) and c+1 of one row: a gate
+        // and its up (wgmma's C fragment: pairs of adjacent columns innermost).
+        int r = get<0>(coords(i)), c = get<1>(coords(i));
+        int output = (c - firstColumn) / 2 - pass * kPassOutputs;
+        if (c < n && output >= 0 && output < kPassOutputs) {
+          float gate = accumulators(i), up = accumulators(i + 1);
+          if (bias) {
+            gate += bias[c];
+            up += bias[c + 1];
+          }
+          int row = r - firstRow;
+          staged[row][swizzled(row, output)] = __float2bfloat16_rn(gated(gate, up, clamp));
         }
-        rows[int64_t(r) * params_.outColumns + c / 2] =
-            __float2bfloat16_rn(device::gatedEpilogue(params_.epilogue, gate, up));
       }
+      __syncwarp();
+      // 16 rows x 8 chunks of 8 outputs; outColumns % 8 == 0 (the caller
+      // checks), so a chunk is all inside the row or all past it.
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = lane; i < kWarpRows * kChunks; i += 32) {
+        int row = i / kChunks, chunk = i % kChunks;
+        int64_t column = outFirst + pass * kPassOutputs + chunk * 8;
+        if (firstRow + row < m && column < params_.outColumns)
+          *reinterpret_cast<uint4 *>(rows + int64_t(firstRow + row) * params_.outColumns +
+                                     column) =
+              *reinterpret_cast<const uint4 *>(&staged[row][swizzled(row, chunk * 8)]);
+      }
+      __syncwarp(); // the next pass (or tile) overwrites the slice
     }
   }
 
-private:
   Params params_;
 };
 

@@ -116,6 +116,12 @@ using CooperativeWideGated =
     ConfigWith<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, GatedEpilogue>;
 
+// GatedEpilogue's staging must leave the mainloop as many stages as the f32
+// epilogue does (4 against 3), and everything must fit.
+static_assert(CooperativeWideGated::CollectiveMainloop::DispatchPolicy::Stages >=
+                  CooperativeWide::CollectiveMainloop::DispatchPolicy::Stages &&
+              CooperativeWideGated::GemmKernel::SharedStorageSize <= 227 * 1024);
+
 using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for all
 template <typename Other>
 constexpr bool kSameStrides =
@@ -214,9 +220,12 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   // a bias (the cooperative tiles add it in their epilogue: BiasFusion).
   bool fusedBias = tile != CutlassTile::Pingpong128x128 && out && bias && !epilogue.enabled;
   // The cooperative tiles apply a gate/up activation themselves when the
-  // halves are interleaved and the result is bf16 (GatedEpilogue).
+  // halves are interleaved, the activation is SiLU and the result is bf16 rows
+  // of whole 16-byte chunks (GatedEpilogue).
   bool fusedGate = tile == CutlassTile::Cooperative128x256 && gated && outBF16 &&
-                   epilogue.layout == cpu::GateUpLayout::Interleaved;
+                   epilogue.layout == cpu::GateUpLayout::Interleaved &&
+                   epilogue.kind == cpu::ActivationKind::SiLU && (n / 2) % 8 == 0 &&
+                   reinterpret_cast<uintptr_t>(outBF16) % 16 == 0;
   bool direct = (out && !epilogue.enabled && (!bias || fusedBias)) || fusedGate;
   int outColumns = static_cast<int>(gated ? n / 2 : n);
   int groups = static_cast<int>(experts);
