@@ -72,8 +72,11 @@ void expectNear(const std::vector<float> &want, const std::vector<float> &got, d
 void checkRoute(int64_t E);
 
 TEST(CudaKernels, RouteMatchesCpuForEveryKind) {
-  // Fewer experts than threads (8, 64: idle warps), and more (256: two per thread).
-  for (int64_t experts : {8, 64, 256})
+  // Without expert groups and up to 256 experts a warp routes a token
+  // (routeWarpKernel: 1, 2, 4 and 8 experts per lane); with groups, or 300
+  // experts, a block (fewer experts than threads: idle warps; more: several per
+  // thread).
+  for (int64_t experts : {8, 64, 128, 256, 300})
     ASSERT_NO_FATAL_FAILURE(checkRoute(experts));
 }
 
@@ -88,10 +91,12 @@ void checkRoute(int64_t E) {
       {cpu::RoutingKind::SoftmaxTopK, 8, false},
       {cpu::RoutingKind::TopKSoftmax, 4, false},
       {cpu::RoutingKind::SigmoidGroupTopK, 8, true, 8, 4, 2.5f},
+      {cpu::RoutingKind::SigmoidGroupTopK, 4, true, 1, 1, 1.5f},
   };
   DeviceBuffer dLogits = upload(logits), dBias = upload(bias);
   for (const cpu::Routing &r : routings) {
-    if (r.topK > E || (r.kind == cpu::RoutingKind::SigmoidGroupTopK && E < 64))
+    if (r.topK > E ||
+        (r.kind == cpu::RoutingKind::SigmoidGroupTopK && r.numGroups > 1 && (E < 64 || E % 8)))
       continue; // 8 groups of two best need 16 experts; keep them plentiful
     bool withBias = r.kind == cpu::RoutingKind::SigmoidGroupTopK;
     std::vector<int32_t> ids(T * r.topK);

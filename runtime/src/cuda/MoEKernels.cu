@@ -43,6 +43,22 @@ __device__ bool better(float a, int ia, float b, int ib) {
 
 constexpr int kRouteWarps = kRouteThreads / 32;
 
+/// The warp's best (value, index) by `better`, in every lane, and the
+/// winner's `payload`.
+__device__ void warpArgmax(float &best, int &bestIndex, float &payload) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    float otherValue = __shfl_xor_sync(0xffffffffu, best, offset);
+    float otherPayload = __shfl_xor_sync(0xffffffffu, payload, offset);
+    int otherIndex = __shfl_xor_sync(0xffffffffu, bestIndex, offset);
+    if (better(otherValue, otherIndex, best, bestIndex)) {
+      best = otherValue;
+      payload = otherPayload;
+      bestIndex = otherIndex;
+    }
+  }
+}
+
 /// Per-warp partial results of the block reductions below, double-buffered so
 /// that consecutive reductions need one barrier each.
 struct RouteScratch {
@@ -64,15 +80,8 @@ __device__ int blockArgmax(const float *values, const bool *taken, int n, RouteS
       best = values[i];
       bestIndex = i;
     }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    float otherValue = __shfl_xor_sync(0xffffffffu, best, offset);
-    int otherIndex = __shfl_xor_sync(0xffffffffu, bestIndex, offset);
-    if (better(otherValue, otherIndex, best, bestIndex)) {
-      best = otherValue;
-      bestIndex = otherIndex;
-    }
-  }
+  float unused = 0.0f;
+  warpArgmax(best, bestIndex, unused);
   if (threadIdx.x % 32 == 0) {
     scratch.value[parity][threadIdx.x / 32] = best;
     scratch.index[parity][threadIdx.x / 32] = bestIndex;
@@ -114,6 +123,32 @@ __device__ double blockSum(double v, RouteScratch &scratch) {
   for (int w = 1; w < kRouteWarps; ++w)
     v += scratch.sum[w];
   return v;
+}
+
+/// A token's weights from w[i] = the score of its i-th choice: TopKSoftmax's
+/// softmax over the chosen logits instead, then the normalisation and scaling.
+__device__ void finishWeights(const float *l, const int32_t *tokenIds, const Routing &routing,
+                              float *w) {
+  const int k = routing.topK;
+  if (routing.kind == RoutingKind::TopKSoftmax) {
+    float m = -INFINITY;
+    for (int i = 0; i < k; ++i)
+      m = fmaxf(m, l[tokenIds[i]]);
+    double sum = 0;
+    for (int i = 0; i < k; ++i)
+      sum += w[i] = expf(l[tokenIds[i]] - m);
+    for (int i = 0; i < k; ++i)
+      w[i] = static_cast<float>(w[i] / sum);
+  }
+  if (routing.normalize) {
+    float sum = 0;
+    for (int i = 0; i < k; ++i)
+      sum += w[i];
+    for (int i = 0; i < k; ++i)
+      w[i] /= sum + 1e-20f;
+  }
+  for (int i = 0; i < k; ++i)
+    w[i] *= routing.scalingFactor;
 }
 
 /// One block per token. Shared memory: scores[E], selection[E], taken[E].
@@ -219,29 +254,88 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
       taken[chosen] = true;
   }
   if (threadIdx.x == 0) {
-    if (routing.kind == RoutingKind::TopKSoftmax) {
-      float m = -INFINITY;
-      for (int i = 0; i < k; ++i)
-        m = fmaxf(m, l[tokenIds[i]]);
-      double sum = 0;
-      for (int i = 0; i < k; ++i)
-        sum += w[i] = expf(l[tokenIds[i]] - m);
-      for (int i = 0; i < k; ++i)
-        w[i] = static_cast<float>(w[i] / sum);
-    } else {
-      for (int i = 0; i < k; ++i)
-        w[i] = scores[tokenIds[i]];
-    }
-    if (routing.normalize) {
-      float sum = 0;
-      for (int i = 0; i < k; ++i)
-        sum += w[i];
-      for (int i = 0; i < k; ++i)
-        w[i] /= sum + 1e-20f;
-    }
     for (int i = 0; i < k; ++i)
-      w[i] *= routing.scalingFactor;
+      w[i] = scores[tokenIds[i]];
+    finishWeights(l, tokenIds, routing, w);
   }
+}
+
+/// One warp per token, for up to 32·kItems experts and no expert groups: lane
+/// j holds experts j, j + 32, ... in registers, and every reduction is a warp
+/// shuffle, where routeKernel's block takes a barrier per reduction and per
+/// top-k round (78 µs of Qwen3's call at T = 8192, v10). The same arithmetic
+/// (softmax sum in double, `better`'s order, finishWeights), so the same ids.
+template <int kItems>
+__global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts,
+                                const float *bias, Routing routing, int32_t *ids,
+                                float *weights) {
+  const int lane = threadIdx.x % 32;
+  const int64_t token = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (token >= tokens)
+    return;
+  const float *l = logits + token * experts;
+  float score[kItems], selection[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    int e = lane + 32 * j;
+    score[j] = e < experts ? l[e] : -INFINITY;
+  }
+  if (routing.kind == RoutingKind::SoftmaxTopK) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j)
+      m = fmaxf(m, score[j]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    double partial = 0;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j)
+      if (lane + 32 * j < experts)
+        partial += expf(score[j] - m);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      partial += __shfl_xor_sync(0xffffffffu, partial, offset);
+    float sum = static_cast<float>(partial);
+#pragma unroll
+    for (int j = 0; j < kItems; ++j)
+      score[j] = expf(score[j] - m) / sum;
+  } else if (routing.kind != RoutingKind::TopKSoftmax) {
+#pragma unroll
+    for (int j = 0; j < kItems; ++j)
+      score[j] = sigmoidf(score[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    int e = lane + 32 * j;
+    selection[j] = score[j] + (bias && e < experts ? bias[e] : 0.0f);
+  }
+  const int k = routing.topK;
+  int32_t *tokenIds = ids + token * k;
+  float *w = weights + token * k;
+  unsigned taken = 0; // bit j: expert lane + 32 j is chosen
+  for (int i = 0; i < k; ++i) {
+    float best = -INFINITY, bestScore = 0.0f;
+    int bestIndex = -1;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      int e = lane + 32 * j;
+      if (e < experts && !(taken >> j & 1u) && better(selection[j], e, best, bestIndex)) {
+        best = selection[j];
+        bestScore = score[j];
+        bestIndex = e;
+      }
+    }
+    warpArgmax(best, bestIndex, bestScore);
+    if (bestIndex >= 0 && bestIndex % 32 == lane)
+      taken |= 1u << (bestIndex / 32);
+    if (lane == 0) {
+      tokenIds[i] = bestIndex;
+      w[i] = bestScore;
+    }
+  }
+  if (lane == 0)
+    finishWeights(l, tokenIds, routing, w);
 }
 
 /// Local ids as sort keys (the sentinel is numExperts), slot indices as values,
@@ -502,6 +596,25 @@ Status route(const float *logits, int64_t tokens, int64_t experts, const float *
     return Status::ok();
   if (routing.numGroups > 64)
     return Status::error("route: more than 64 expert groups");
+  bool grouped = routing.kind == RoutingKind::SigmoidGroupTopK && routing.numGroups > 1;
+  if (!grouped && experts <= 256 && routing.topK <= experts) {
+    constexpr int kWarpsPerBlock = 8;
+    unsigned blocks = static_cast<unsigned>((tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    auto launch = [&](auto kernel) {
+      kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(logits, tokens, static_cast<int>(experts),
+                                                         correctionBias, routing, ids, weights);
+    };
+    if (experts <= 32)
+      launch(routeWarpKernel<1>);
+    else if (experts <= 64)
+      launch(routeWarpKernel<2>);
+    else if (experts <= 128)
+      launch(routeWarpKernel<4>);
+    else
+      launch(routeWarpKernel<8>);
+    MOEC_CUDA_TRY(cudaGetLastError());
+    return Status::ok();
+  }
   size_t shared = experts * (2 * sizeof(float) + sizeof(bool));
   routeKernel<<<static_cast<unsigned>(tokens), kRouteThreads, shared, stream>>>(
       logits, static_cast<int>(experts), correctionBias, routing, ids, weights);
