@@ -691,14 +691,24 @@ void expectSameCodes(const std::vector<uint8_t> &want, const std::vector<float> 
         << "scale of row " << i / groups << " (past the valid count) written";
 }
 
+void checkQuantize(int64_t k);
+
 /// quantizeE4M3 on the device: bit for bit the CPU's codes and scales, rows at
 /// or past the device's valid count left as they were (poisoned).
 TEST(CudaKernels, QuantizeE4M3MatchesCpuExactly) {
+  // K = 300: 16-byte loads (K % 4 == 0) and a partial last group; 301: the
+  // element-wise path.
+  for (int64_t k : {300, 301}) {
+    SCOPED_TRACE("K " + std::to_string(k));
+    ASSERT_NO_FATAL_FAILURE(checkQuantize(k));
+  }
+}
+
+void checkQuantize(int64_t k) {
   std::mt19937 rng(19);
-  const int64_t slots = 11, valid = 8, k = 300, groups = 3;
+  const int64_t slots = 11, valid = 8, groups = 3;
   auto x = randomVector(slots * k, rng, 5.0f);
-  for (int64_t i = 0; i < 128; ++i)
-    x[3 * k + 128 + i] = 0.0f; // an all-zero group
+  std::fill(x.begin() + (3 * k + 128), x.begin() + (3 * k + 256), 0.0f); // an all-zero group
   std::vector<uint8_t> want(slots * k);
   std::vector<float> wantScales(slots * groups);
   cpu::ThreadPool pool(2);
@@ -718,25 +728,31 @@ void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t t
 /// sentinel tail (rows at or past num_valid) left as it was.
 TEST(CudaKernels, PermuteQuantizeE4M3MatchesCpuExactly) {
   std::mt19937 rng(29);
-  const int64_t T = 5, topK = 2, H = 200;
-  auto hidden = randomVector(T * H, rng, 3.0f);
+  const int64_t T = 5, topK = 2;
   const std::vector<int32_t> permutation = {3, 0, 9, 4, 7, 1, 6, 2, 5, 8};
   const int32_t numValid = 7;
-  ASSERT_NO_FATAL_FAILURE(checkPermuteQuantize(hidden, T, topK, H, permutation, numValid));
+  for (int64_t H : {200, 201}) { // 16-byte loads; element by element
+    SCOPED_TRACE("H " + std::to_string(H));
+    auto hidden = randomVector(T * H, rng, 3.0f);
+    ASSERT_NO_FATAL_FAILURE(checkPermuteQuantize(hidden, T, topK, H, permutation, numValid));
+  }
 }
 
 /// The token-major path (from 4096 slots): 1501 tokens x 3, a permutation that
-/// scatters each token's slots, the last 5 slots sentinels; K = 200 (a partial
-/// 128-column group).
+/// scatters each token's slots, the last 5 slots sentinels; K = 200 and 201 (a
+/// partial 128-column group).
 TEST(CudaKernels, PermuteQuantizeE4M3ByTokenMatchesCpuExactly) {
   std::mt19937 rng(31);
-  const int64_t T = 1501, topK = 3, H = 200, slots = T * topK;
-  auto hidden = randomVector(T * H, rng, 3.0f);
+  const int64_t T = 1501, topK = 3, slots = T * topK;
   std::vector<int32_t> permutation(slots);
   for (int64_t i = 0; i < slots; ++i)
     permutation[i] = static_cast<int32_t>((i * 7) % slots);
-  ASSERT_NO_FATAL_FAILURE(
-      checkPermuteQuantize(hidden, T, topK, H, permutation, static_cast<int32_t>(slots - 5)));
+  for (int64_t H : {200, 201}) { // 16-byte loads; element by element
+    SCOPED_TRACE("H " + std::to_string(H));
+    auto hidden = randomVector(T * H, rng, 3.0f);
+    ASSERT_NO_FATAL_FAILURE(
+        checkPermuteQuantize(hidden, T, topK, H, permutation, static_cast<int32_t>(slots - 5)));
+  }
 }
 
 void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t topK, int64_t H,
