@@ -13,8 +13,8 @@
 // per-expert pointers are the expert's first output row. Each warp holds 16
 // rows of the tile: it stages its outputs in its own slice of shared memory and
 // writes them back as whole 16-byte chunks of rows (a first version stored each
-// bf16 from its register: 8-byte pieces of 8 rows per instruction, and the
-// gate/up GEMM ran 3-15 % slower than with the f32 product and the pass).
+// bf16 from its register, 8-byte pieces of 8 rows per instruction, and was no
+// faster than the f32 product and the pass: 3 % slower to 10 % faster).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_GATEDEPILOGUECUTLASS_CUH
@@ -34,6 +34,8 @@
 
 namespace moec::rt::cuda::detail::grouped {
 
+/// The collective epilogue itself (see above); CUTLASS's kernels take it as
+/// GatedEpilogue below.
 class GatedEpilogueArray {
 public:
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
