@@ -856,8 +856,9 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
 std::optional<moe::GateUpLayout>
 Emitter::interleaveOnDevice(moe::GroupedMatmulOp op, const ValueInfo &weights,
                             std::optional<moe::GateUpLayout> layout) {
+  // (The caller has checked that the weights are [E, N, K].)
   if (!op.getEpilogue() || layout != moe::GateUpLayout::Concatenated || !weights.weightOffset ||
-      !op.getWeights().hasOneUse() || weights.dims.size() != 3)
+      !op.getWeights().hasOneUse())
     return layout;
   std::optional<uint64_t> biasOffset;
   if (Value bias = op.getBias()) {

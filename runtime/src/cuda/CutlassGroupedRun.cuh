@@ -98,9 +98,10 @@ groupedArgumentsWith(int groups,
 /// Arguments of kGrouped mode with D = accumulator (alpha 1, beta 0: C is
 /// never read); `mainloop` and `c`, `d` with their strides are per expert.
 template <typename Gemm, typename Mainloop, typename C, typename SC, typename D, typename SD>
-typename Gemm::Arguments groupedArguments(int groups, typename Gemm::GemmKernel::ProblemShape::UnderlyingProblemShape *shapes,
-                                          const Mainloop &mainloop, C c, SC strideC, D d,
-                                          SD strideD) {
+typename Gemm::Arguments
+groupedArguments(int groups,
+                 typename Gemm::GemmKernel::ProblemShape::UnderlyingProblemShape *shapes,
+                 const Mainloop &mainloop, C c, SC strideC, D d, SD strideD) {
   typename Gemm::Arguments args;
   decltype(args.epilogue.thread) fusion;
   fusion.alpha = 1.0f;

@@ -261,8 +261,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   Strides<GemmKernel> st(n, k);
   fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
       g, reinterpret_cast<const ElementA *>(a), reinterpret_cast<const ElementB *>(weights),
-      product, reinterpret_cast<__nv_bfloat16 *>(outBF16), bias, offsets, rows, groups, static_cast<int>(n), static_cast<int>(k), st.a, st.b,
-      st.c, st.d);
+      product, reinterpret_cast<__nv_bfloat16 *>(outBF16), bias, offsets, rows, groups,
+      static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.c, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
   auto run = [&](auto config) {

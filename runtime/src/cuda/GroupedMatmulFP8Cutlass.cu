@@ -168,9 +168,11 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
       static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.c, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
-  auto args = groupedArguments<Gemm>(groups, g.shapes,
-                                     typename GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB, g.scaleA, g.layoutA, g.scaleB, g.layoutB},
-                                     g.c, g.strideC, g.d, g.strideD);
+  auto args = groupedArguments<Gemm>(
+      groups, g.shapes,
+      typename GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB, g.scaleA, g.layoutA,
+                                             g.scaleB, g.layoutB},
+      g.c, g.strideC, g.d, g.strideD);
   MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulFP8Cutlass", k, n));
 
   if (!direct)

@@ -55,7 +55,8 @@ Status interleaveGateUp(void *rows, int64_t experts, int64_t n, int64_t rowBytes
   int64_t chunk = std::max<int64_t>(1, (int64_t(256) << 20) / std::max<int64_t>(expertBytes, 1));
   detail::StreamScratch scratch(stream);
   unsigned char *copy = nullptr;
-  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(std::min(chunk, experts) * expertBytes), copy));
+  MOEC_RETURN_IF_ERROR(
+      scratch.allocate(static_cast<size_t>(std::min(chunk, experts) * expertBytes), copy));
   auto *base = static_cast<unsigned char *>(rows);
   for (int64_t first = 0; first < experts; first += chunk) {
     int64_t count = std::min(chunk, experts - first);
