@@ -881,6 +881,66 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
   }
 }
 
+/// groupedMatmulFP8Quantized gives the codes and scales of groupedMatmulFP8
+/// followed by quantizeE4M3, bit for bit, and leaves the sentinel tail alone:
+/// on QGMMA its epilogue pass quantises (N = 264: 16-byte loads, 4-byte code
+/// stores; 276: column by column), on the mma.sync tiles the quantise kernel
+/// follows.
+TEST(CudaKernels, FP8GroupedMatmulQuantizedMatchesUnfused) {
+  std::mt19937 rng(41);
+  const int64_t E = 6, K = 256, kBlocks = 2;
+  const std::vector<int32_t> offsets = {0, 1, 130, 430, 430, 850};
+  const int64_t valid = offsets.back(), S = valid + 9;
+  cpu::ThreadPool pool(2);
+  for (int64_t N : {264, 276}) {
+    int64_t nBlocks = (N + 127) / 128;
+    auto x = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+    std::vector<uint8_t> lq(S * K), wq(E * N * K);
+    std::vector<float> lscale(S * kBlocks), wscale(E * nBlocks * kBlocks);
+    cpu::quantizeE4M3(pool, x.data(), S, K, lq.data(), lscale.data());
+    std::uniform_int_distribution<int> code(0, 0x7E), sign(0, 1);
+    for (uint8_t &w : wq)
+      w = static_cast<uint8_t>(code(rng) | (sign(rng) ? 0x80 : 0));
+    std::uniform_real_distribution<float> positive(1e-3f, 4e-3f);
+    for (float &v : wscale)
+      v = positive(rng);
+    DeviceBuffer dLq = upload(lq), dLs = upload(lscale), dWq = upload(wq), dWs = upload(wscale),
+                 dOffsets = upload(offsets), dBias = upload(bias);
+    for (cuda::FP8Tile tile : {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma})
+      for (const cpu::Epilogue &epilogue : allEpilogues()) {
+        if (!cuda::fp8TileAvailable(tile))
+          continue;
+        SCOPED_TRACE("N " + std::to_string(N) + ", tile " + cuda::fp8TileName(tile) + ", layout " +
+                     std::to_string(int(epilogue.layout)) + ", enabled " +
+                     std::to_string(epilogue.enabled));
+        int64_t width = outputWidth(epilogue, N), groups = (width + 127) / 128;
+        DeviceBuffer dResult = poisoned(S * width * 4), dWantQ = poisoned(S * width),
+                     dWantScales = poisoned(S * groups * 4), dQ = poisoned(S * width),
+                     dScales = poisoned(S * groups * 4);
+        const int32_t *o = dOffsets.dataAs<int32_t>();
+        ASSERT_OK(cuda::groupedMatmulFP8(dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
+                                         dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N, o,
+                                         dBias.dataAs<float>(), epilogue, dResult.dataAs<float>(),
+                                         nullptr, tile));
+        ASSERT_OK(cuda::quantizeE4M3(dResult.dataAs<float>(), S, width, o + E - 1,
+                                     dWantQ.dataAs<uint8_t>(), dWantScales.dataAs<float>(),
+                                     nullptr));
+        ASSERT_OK(cuda::groupedMatmulFP8Quantized(
+            dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K, dWq.dataAs<uint8_t>(),
+            dWs.dataAs<float>(), E, N, o, dBias.dataAs<float>(), epilogue, dQ.dataAs<uint8_t>(),
+            dScales.dataAs<float>(), nullptr, tile));
+        ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+        // Both whole buffers, sentinel tails (still poisoned) included; the
+        // valid rows' scales written, the tail's not.
+        std::vector<uint32_t> scaleBits = download<uint32_t>(dScales, S * groups);
+        EXPECT_EQ(download<uint8_t>(dQ, S * width), download<uint8_t>(dWantQ, S * width));
+        EXPECT_EQ(scaleBits, download<uint32_t>(dWantScales, S * groups));
+        for (int64_t i = 0; i < S * groups; ++i)
+          ASSERT_EQ(scaleBits[i] == 0xFFFFFFFFu, i >= valid * groups) << "scale " << i;
+      }
+  }
+}
+
 TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
   // Decode-like: every tile (wgmma too where K allows), partial K and N blocks.
   for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random})

@@ -94,11 +94,12 @@
 // SHARED: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 64, w4, 48, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
 // SHARED: MOEC_RETURN_IF_ERROR(linearBF16(v9, T, 24, w5, 64, nullptr, Epilogue{}, v10, stream));
 
-// With --fp8 the experts' gate/up result goes to moe.quantize, which reads f32:
-// it stays f32 (only rows every reader rounds to bf16 are held as bf16).
+// With --fp8 the experts' gate/up result is quantised by the matmul itself
+// (groupedMatmulFP8Quantized: no f32 or bf16 rows between them), and nothing is
+// held as bf16 or interleaved.
 // RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --fp8 --max-tokens=16 -o %t/deepseek-fp8
 // RUN: FileCheck %s --check-prefix=FP8 < %t/deepseek-fp8/model.cu
 // FP8-NOT: interleaveGateUp
-// FP8: float *v8 = reinterpret_cast<float *>(
 // FP8-NOT: BF16 *
-// FP8: quantizeE4M3(v8,
+// FP8: groupedMatmulFP8Quantized(
+// FP8-NOT: quantizeE4M3(

@@ -280,6 +280,13 @@ private:
   LogicalResult emitGroupedMatmul(moe::GroupedMatmulOp op);
   LogicalResult emitGroupedMatmulFP8(moe::GroupedMatmulOp op);
   LogicalResult emitQuantize(moe::QuantizeOp op);
+  /// moe.quantize's codes and scales, `rows` rows.
+  FailureOr<std::pair<ValueInfo *, ValueInfo *>> defineCodes(moe::QuantizeOp op, Dim rows);
+  /// An FP8 grouped matmul's kernel arguments up to its epilogue (the result
+  /// pointer, or the codes and scales, follow), after its checks.
+  FailureOr<std::vector<std::string>> fp8MatmulArgs(moe::GroupedMatmulOp op);
+  /// Its row count (the lhs's rows).
+  Dim fp8MatmulRows(moe::GroupedMatmulOp op);
   /// The number of rows of `value` that hold data, as a C++ expression: the
   /// valid rows after moe.permute or a grouped matmul, else all rows.
   std::string writtenRows(Value value, Dim rows);
@@ -881,19 +888,47 @@ Emitter::interleaveOnDevice(moe::GroupedMatmulOp op, const ValueInfo &weights,
   return moe::GateUpLayout::Interleaved;
 }
 
+/// CUDA: an FP8 grouped matmul whose result only a moe.quantize reads is done
+/// by that quantize (groupedMatmulFP8Quantized): on the CUTLASS tiles its
+/// epilogue pass writes the codes, and the f32 result is never written.
+static bool fusedIntoQuantize(moe::GroupedMatmulOp op, bool cuda) {
+  return cuda && op.getLhsScales() && op.getWeightScales() && op.getResult().hasOneUse() &&
+         isa<moe::QuantizeOp>(*op.getResult().getUsers().begin());
+}
+
 /// The FP8 grouped matmul: e4m3 weights with block scales, and e4m3 rows with
 /// their per-row group scales (from moe.quantize), or (CPU only) f32 rows.
 LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
+  FailureOr<std::vector<std::string>> args = fp8MatmulArgs(op);
+  if (failed(args))
+    return failure();
+  if (fusedIntoQuantize(op, cuda)) {
+    line("// (fused into the moe.quantize below)");
+    return success();
+  }
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), fp8MatmulRows(op));
+  if (failed(out))
+    return failure();
+  args->push_back((*out)->var);
+  kernel(op.getLhsScales() ? "groupedMatmulFP8" : "groupedMatmulFP8Weights", *args);
+  return success();
+}
+
+Dim Emitter::fp8MatmulRows(moe::GroupedMatmulOp op) { return values[op.getLhs()].dims[0]; }
+
+FailureOr<std::vector<std::string>> Emitter::fp8MatmulArgs(moe::GroupedMatmulOp op) {
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
   bool fp8Rows = static_cast<bool>(op.getLhsScales());
   if (!op.getWeightScales())
-    return unsupported(op, "FP8 rows with weights that are not FP8; " + targetPhrase() +
-                               " multiplies FP8 rows only with FP8 weights");
+    return LogicalResult(unsupported(op, "FP8 rows with weights that are not FP8; " +
+                                             targetPhrase() +
+                                             " multiplies FP8 rows only with FP8 weights"));
   if (cuda && !fp8Rows)
-    return unsupported(op, "FP8 weights with f32 rows; the CUDA target multiplies FP8 weights "
-                           "with FP8 rows (moe.quantize) only: compile with --fp8, which "
-                           "quantises the rows");
+    return LogicalResult(
+        unsupported(op, "FP8 weights with f32 rows; the CUDA target multiplies FP8 weights "
+                        "with FP8 rows (moe.quantize) only: compile with --fp8, which "
+                        "quantises the rows"));
   FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs", true, /*fp8=*/true);
   FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights", true, /*fp8=*/true);
   FailureOr<ValueInfo *> weightScales = operand(op, op.getWeightScales(), "the weight scales");
@@ -904,10 +939,7 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
   if (failed(lhs) || failed(w) || failed(weightScales) || failed(offsets) || bad)
     return failure();
   if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
-    return unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]");
-  FailureOr<ValueInfo *> out = define(op, op.getResult(), (*lhs)->dims[0]);
-  if (failed(out))
-    return failure();
+    return LogicalResult(unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]"));
   std::vector<std::string> args = {(*lhs)->var};
   if (cuda) // the row count bounds the launch; offsets[E-1] (on the device) the rows
     args.push_back(dimExpr((*lhs)->dims[0]));
@@ -915,9 +947,8 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
     args.push_back(lhsScales);
   args.insert(args.end(), {dimExpr((*lhs)->dims[1]), (*w)->var, (*weightScales)->var,
                            dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]), (*offsets)->var, bias,
-                           epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*out)->var});
-  kernel(fp8Rows ? "groupedMatmulFP8" : "groupedMatmulFP8Weights", args);
-  return success();
+                           epilogue(op.getEpilogue(), op.getEpilogueLayout())});
+  return args;
 }
 
 std::string Emitter::writtenRows(Value value, Dim rows) {
@@ -932,10 +963,35 @@ std::string Emitter::writtenRows(Value value, Dim rows) {
   return cuda ? "nullptr" : dimExpr(rows);
 }
 
+FailureOr<std::pair<ValueInfo *, ValueInfo *>> Emitter::defineCodes(moe::QuantizeOp op,
+                                                                    Dim rows) {
+  FailureOr<ValueInfo *> q = define(op, op.getResult(), rows, /*fp8=*/true);
+  if (failed(q))
+    return failure();
+  FailureOr<ValueInfo *> scales = define(op, op.getScales(), rows);
+  if (failed(scales))
+    return failure();
+  return std::make_pair(*q, *scales);
+}
+
 LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
   comment(op);
   // The rows: moe.permute's (fused here on CUDA: its f32 rows are never
   // written), or the input's.
+  // Or an FP8 grouped matmul's result, done here (its f32 result never written).
+  if (auto matmul = op.getInput().getDefiningOp<moe::GroupedMatmulOp>();
+      matmul && fusedIntoQuantize(matmul, cuda)) {
+    FailureOr<std::vector<std::string>> args = fp8MatmulArgs(matmul);
+    if (failed(args))
+      return failure();
+    FailureOr<std::pair<ValueInfo *, ValueInfo *>> codes =
+        defineCodes(op, fp8MatmulRows(matmul));
+    if (failed(codes))
+      return failure();
+    args->insert(args->end(), {codes->first->var, codes->second->var});
+    kernel("groupedMatmulFP8Quantized", *args);
+    return success();
+  }
   auto permute = op.getInput().getDefiningOp<moe::PermuteOp>();
   bool fused = permute && fusedIntoQuantize(permute, cuda);
   FailureOr<ValueInfo *> input = fused ? operand(permute, permute.getHidden(), "the hidden states")
@@ -951,25 +1007,23 @@ LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
     return unsupported(op, fused ? "the hidden states must be a matrix"
                                  : "the input must be a matrix");
   Dim rows = fused ? (*permutation)->dims[0] : (*input)->dims[0];
-  FailureOr<ValueInfo *> q = define(op, op.getResult(), rows, /*fp8=*/true);
-  if (failed(q))
+  FailureOr<std::pair<ValueInfo *, ValueInfo *>> codes = defineCodes(op, rows);
+  if (failed(codes))
     return failure();
-  FailureOr<ValueInfo *> scales = define(op, op.getScales(), rows);
-  if (failed(scales))
-    return failure();
+  ValueInfo *q = codes->first, *scales = codes->second;
   std::string k = dimExpr((*input)->dims[1]);
   if (fused)
     kernel("permuteQuantizeE4M3", {(*input)->var, k, (*permutation)->var, (*numValid)->var,
-                                   dimExpr(rows), std::to_string(permute.getTopK()), (*q)->var,
-                                   (*scales)->var});
+                                   dimExpr(rows), std::to_string(permute.getTopK()), q->var,
+                                   scales->var});
   // Only rows that hold data: the sentinel tail of the permuted rows is never
   // written, and so never read.
   else if (cuda)
     kernel("quantizeE4M3", {(*input)->var, dimExpr(rows), k, writtenRows(op.getInput(), rows),
-                            (*q)->var, (*scales)->var});
+                            q->var, scales->var});
   else
-    kernel("quantizeE4M3", {(*input)->var, writtenRows(op.getInput(), rows), k, (*q)->var,
-                            (*scales)->var});
+    kernel("quantizeE4M3", {(*input)->var, writtenRows(op.getInput(), rows), k, q->var,
+                            scales->var});
   return success();
 }
 

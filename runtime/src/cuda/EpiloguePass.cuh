@@ -15,6 +15,7 @@
 #ifndef MOEC_RUNTIME_SRC_CUDA_EPILOGUEPASS_CUH
 #define MOEC_RUNTIME_SRC_CUDA_EPILOGUEPASS_CUH
 
+#include "E4M3.cuh"
 #include "Epilogue.cuh"
 #include "GridSize.h"
 
@@ -74,6 +75,54 @@ template <int N> __device__ inline void storeValues(__nv_bfloat16 *out, const fl
   }
 }
 
+/// The bias row of row r's expert (the first whose end is past r), or null.
+__device__ inline const float *biasRowOf(const float *bias, const int32_t *offsets, int experts,
+                                         int n, int64_t r) {
+  if (!bias)
+    return nullptr;
+  int lo = 0, hi = experts - 1;
+  while (offsets && lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (offsets[mid] > r)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return bias + static_cast<int64_t>(lo) * n;
+}
+
+/// value[0..VEC) = the epilogue of output columns j..j+VEC of one product row
+/// (and its expert's bias row, or null).
+template <int VEC>
+__device__ inline void epilogueValues(const float *row, const float *biasRow, int j, int outColumns,
+                                      const cpu::Epilogue &epilogue, float (&value)[VEC]) {
+  bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
+  if (gated && epilogue.layout == cpu::GateUpLayout::Interleaved) { // gate, up, gate, up, ...
+    float pairs[2 * VEC];
+    loadFloats(row + 2 * j, pairs);
+    addFloats(biasRow ? biasRow + 2 * j : nullptr, pairs);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      value[i] = gatedEpilogue(epilogue, pairs[2 * i], pairs[2 * i + 1]);
+  } else if (gated) { // all gates, then all ups
+    float gate[VEC], up[VEC];
+    loadFloats(row + j, gate);
+    loadFloats(row + outColumns + j, up);
+    addFloats(biasRow ? biasRow + j : nullptr, gate);
+    addFloats(biasRow ? biasRow + outColumns + j : nullptr, up);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      value[i] = gatedEpilogue(epilogue, gate[i], up[i]);
+  } else {
+    loadFloats(row + j, value);
+    addFloats(biasRow ? biasRow + j : nullptr, value);
+    if (epilogue.enabled)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i)
+        value[i] = activate(epilogue.kind, epilogue.alpha, value[i]);
+  }
+}
+
 /// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows r.
 /// A block per row (grid-stride), each thread VEC adjacent output columns; VEC 4
 /// needs n % 8 == 0 (16-byte aligned rows, gate and up halves included).
@@ -82,51 +131,95 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
                              int64_t rows, int n, int outColumns, const float *bias,
                              cpu::Epilogue epilogue, Out *out) {
   int64_t valid = offsets ? offsets[experts - 1] : rows;
-  bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
-  bool interleaved = epilogue.layout == cpu::GateUpLayout::Interleaved;
   for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
-    const float *biasRow = nullptr;
-    if (bias) {
-      int lo = 0, hi = experts - 1; // the first expert whose end is past r
-      while (offsets && lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (offsets[mid] > r)
-          hi = mid;
-        else
-          lo = mid + 1;
-      }
-      biasRow = bias + static_cast<int64_t>(lo) * n;
-    }
+    const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
     const float *row = product + r * n;
     for (int j = threadIdx.x * VEC; j < outColumns; j += blockDim.x * VEC) {
       float value[VEC];
-      if (gated && interleaved) { // gate, up, gate, up, ...
-        float pairs[2 * VEC];
-        loadFloats(row + 2 * j, pairs);
-        addFloats(biasRow ? biasRow + 2 * j : nullptr, pairs);
-#pragma unroll
-        for (int i = 0; i < VEC; ++i)
-          value[i] = gatedEpilogue(epilogue, pairs[2 * i], pairs[2 * i + 1]);
-      } else if (gated) { // all gates, then all ups
-        float gate[VEC], up[VEC];
-        loadFloats(row + j, gate);
-        loadFloats(row + outColumns + j, up);
-        addFloats(biasRow ? biasRow + j : nullptr, gate);
-        addFloats(biasRow ? biasRow + outColumns + j : nullptr, up);
-#pragma unroll
-        for (int i = 0; i < VEC; ++i)
-          value[i] = gatedEpilogue(epilogue, gate[i], up[i]);
-      } else {
-        loadFloats(row + j, value);
-        addFloats(biasRow ? biasRow + j : nullptr, value);
-        if (epilogue.enabled)
-#pragma unroll
-          for (int i = 0; i < VEC; ++i)
-            value[i] = activate(epilogue.kind, epilogue.alpha, value[i]);
-      }
+      epilogueValues(row, biasRow, j, outColumns, epilogue, value);
       storeValues(out + r * outColumns + j, value);
     }
   }
+}
+
+/// The pass that quantises its own outputs: moe.quantize of the pass's result,
+/// bit for bit (the same values, then E4M3.cuh's scale and codes), with no f32
+/// result written. One warp per (valid row, 128-column output group), lane l on
+/// the group's columns 4l..4l+3; q [rows, outColumns] e4m3 codes, scales
+/// [rows, ceil(outColumns / 128)]. VEC 4: 16-byte loads and 4-byte code stores
+/// (n % 8 == 0, aligned buffers), else column by column.
+template <int VEC>
+__global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
+                                 int64_t rows, int n, int outColumns, const float *bias,
+                                 cpu::Epilogue epilogue, uint8_t *q, float *scales) {
+  int64_t valid = offsets ? offsets[experts - 1] : rows;
+  const int groups = (outColumns + 127) / 128, lane = threadIdx.x % 32;
+  for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; item < valid * groups;
+       item += int64_t(gridDim.x) * blockDim.x / 32) {
+    int64_t r = item / groups;
+    int g = static_cast<int>(item % groups), j = g * 128 + 4 * lane;
+    const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
+    const float *row = product + r * n;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (VEC == 4) {
+      if (j < outColumns) // outColumns % 4 == 0: all four columns or none
+        epilogueValues(row, biasRow, j, outColumns, epilogue, v);
+    } else {
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        if (j + t < outColumns) {
+          float one[1];
+          epilogueValues(row, biasRow, j + t, outColumns, epilogue, one);
+          v[t] = one[0];
+        }
+    }
+    float amax = 0.0f;
+    bool nan = false;
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      if (j + t < outColumns) {
+        nan |= isnan(v[t]);
+        amax = fmaxf(amax, fabsf(v[t]));
+      }
+#pragma unroll
+    for (int d = 16; d > 0; d /= 2)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+    nan = __any_sync(0xffffffffu, nan);
+    float scale = e4m3Scale(amax, nan);
+    if (lane == 0)
+      scales[r * groups + g] = scale;
+    uint8_t *codes = q + r * outColumns + j;
+    if (VEC == 4 && j < outColumns) {
+      *reinterpret_cast<uint32_t *>(codes) =
+          uint32_t(encodeE4M3(v[0], scale)) | uint32_t(encodeE4M3(v[1], scale)) << 8 |
+          uint32_t(encodeE4M3(v[2], scale)) << 16 | uint32_t(encodeE4M3(v[3], scale)) << 24;
+    } else if (VEC != 4) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        if (j + t < outColumns)
+          codes[t] = encodeE4M3(v[t], scale);
+    }
+  }
+}
+
+/// Launches epiloguePassE4M3 on `stream` (VEC 4 where n % 8 == 0 and the
+/// buffers are aligned).
+inline cudaError_t launchEpiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
+                                          int64_t rows, int n, int outColumns, const float *bias,
+                                          cpu::Epilogue epilogue, uint8_t *q, float *scales,
+                                          cudaStream_t stream) {
+  int64_t warps = rows * ((outColumns + 127) / 128);
+  unsigned blocks = detail::blocksFor(warps * 32, 256, 16 * detail::kSMs);
+  auto aligned = [](const void *p, int bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+  };
+  if (n % 8 == 0 && aligned(product, 16) && aligned(bias, 16) && aligned(q, 4))
+    epiloguePassE4M3<4><<<blocks, 256, 0, stream>>>(product, offsets, experts, rows, n, outColumns,
+                                                    bias, epilogue, q, scales);
+  else
+    epiloguePassE4M3<1><<<blocks, 256, 0, stream>>>(product, offsets, experts, rows, n, outColumns,
+                                                    bias, epilogue, q, scales);
+  return cudaGetLastError();
 }
 
 /// Launches epiloguePass on `stream`: four columns per thread where n % 8 == 0

@@ -36,11 +36,13 @@ bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n);
 
 /// groupedMatmulFP8 (MoEKernels.h) on wgmma: e4m3 rows with their row scales,
 /// e4m3 weights with their 128x128 block scales, per-expert offsets required.
-Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64_t rows,
-                               int64_t k, const uint8_t *weights, const float *weightScales,
-                               int64_t experts, int64_t n, const int32_t *offsets,
-                               const float *bias, const cpu::Epilogue &epilogue, float *out,
-                               cudaStream_t stream);
+/// With `outCodes` (and `outScales`) the result is quantised instead of written
+/// in f32 (groupedMatmulFP8Quantized; `out` unused).
+Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64_t rows, int64_t k,
+                               const uint8_t *weights, const float *weightScales, int64_t experts,
+                               int64_t n, const int32_t *offsets, const float *bias,
+                               const cpu::Epilogue &epilogue, float *out, uint8_t *outCodes,
+                               float *outScales, cudaStream_t stream);
 
 } // namespace moec::rt::cuda::detail
 

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "E4M3.cuh"
 #include "ExpertTiles.cuh"
 #include "GroupedMatmulCutlass.h"
 #include "InvertPermutation.h"
@@ -200,24 +201,7 @@ __device__ inline float groupScale(const float *row, int64_t first, int64_t last
   for (int d = 16; d > 0; d /= 2)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
   nan = __any_sync(0xffffffffu, nan);
-  return nan ? __int_as_float(0x7fc00000) : static_cast<float>(fmax(amax / 448.0, 1e-12));
-}
-
-/// v / scale as an e4m3 code: the division in double, rounded once, as on the
-/// CPU. CUDA converts double to e4m3 in software (~40 integer instructions); so
-/// the quotient is rounded to odd into f32 (toward zero, the last bit set when
-/// inexact) and the hardware's cvt rounds that to nearest: with 24 bits against
-/// e4m3's 4, at least two to spare, the two roundings equal the one (Boldo and
-/// Melquiond's round-to-odd theorem; a host emulation agreed on 5e7 quotients,
-/// e4m3 midpoints and their neighbours among them). NaN takes the software path.
-__device__ inline uint8_t encodeE4M3(float v, float scale) {
-  double q = static_cast<double>(v) / scale;
-  if (isnan(q))
-    return static_cast<uint8_t>(__nv_cvt_double_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
-  float f = __double2float_rz(q);
-  if (static_cast<double>(f) != q)
-    f = __int_as_float(__float_as_int(f) | 1);
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
+  return device::e4m3Scale(amax, nan);
 }
 
 /// One 128-column group [first, last) of `row` quantised by one warp with 16-byte
@@ -243,10 +227,11 @@ __device__ inline GroupCodes4 quantizeGroup4(const float *row, int64_t first, in
   for (int d = 16; d > 0; d /= 2)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
   nan = __any_sync(0xffffffffu, nan);
-  out.scale = nan ? __int_as_float(0x7fc00000) : static_cast<float>(fmax(amax / 448.0, 1e-12));
-  out.codes = uint32_t(encodeE4M3(v.x, out.scale)) | uint32_t(encodeE4M3(v.y, out.scale)) << 8 |
-              uint32_t(encodeE4M3(v.z, out.scale)) << 16 |
-              uint32_t(encodeE4M3(v.w, out.scale)) << 24;
+  out.scale = device::e4m3Scale(amax, nan);
+  out.codes = uint32_t(device::encodeE4M3(v.x, out.scale)) |
+              uint32_t(device::encodeE4M3(v.y, out.scale)) << 8 |
+              uint32_t(device::encodeE4M3(v.z, out.scale)) << 16 |
+              uint32_t(device::encodeE4M3(v.w, out.scale)) << 24;
   return out;
 }
 
@@ -277,7 +262,7 @@ __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
     if (lane == 0)
       scales[r * groups + g] = scale;
     for (int64_t i = first + lane; i < last; i += 32)
-      q[r * k + i] = encodeE4M3(row[i], scale);
+      q[r * k + i] = device::encodeE4M3(row[i], scale);
   }
 }
 
@@ -315,7 +300,7 @@ __global__ void quantizeTokensToSlotsKernel(const float *hidden, int64_t tokens,
         if (int32_t slot = slots[s]; slot >= 0)
           scales[slot * groups + g] = scale;
     for (int64_t i = first + lane; i < last; i += 32) {
-      uint8_t code = encodeE4M3(row[i], scale);
+      uint8_t code = device::encodeE4M3(row[i], scale);
       for (int64_t s = 0; s < topK; ++s)
         if (int32_t slot = slots[s]; slot >= 0)
           q[slot * k + i] = code;
@@ -424,8 +409,9 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
   switch (tile) {
   case FP8Tile::Wgmma:
 #ifdef MOEC_HAVE_CUTLASS
-    return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales,
-                                           experts, n, offsets, bias, epilogue, out, stream);
+    return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales, experts,
+                                           n, offsets, bias, epilogue, out, nullptr, nullptr,
+                                           stream);
 #else
     return Status::error("groupedMatmulFP8: the wgmma tiles need a runtime built with CUTLASS");
 #endif
@@ -435,6 +421,35 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
   case FP8Tile::Auto: return launch<32, 4>(p, slots, stream);
   }
   return Status::ok();
+}
+
+Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                 int64_t k, const uint8_t *weights, const float *weightScales,
+                                 int64_t experts, int64_t n, const int32_t *offsets,
+                                 const float *bias, const Epilogue &epilogue, uint8_t *q,
+                                 float *scales, cudaStream_t stream, FP8Tile tile) {
+  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
+  if (gated && n % 2 != 0)
+    return Status::error("groupedMatmulFP8Quantized: gated N = " + std::to_string(n) + " is odd");
+  if (slots <= 0 || experts <= 0)
+    return Status::ok();
+  if (tile == FP8Tile::Auto)
+    tile = chooseFP8Tile(slots, experts, k, n, offsets != nullptr);
+#ifdef MOEC_HAVE_CUTLASS
+  if (tile == FP8Tile::Wgmma) // the epilogue pass quantises: no f32 result
+    return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales, experts,
+                                           n, offsets, bias, epilogue, nullptr, q, scales, stream);
+#endif
+  // The mma.sync tiles apply the epilogue in registers: their f32 result, then
+  // the quantise kernel (rows up to offsets[E-1]).
+  int64_t width = gated ? n / 2 : n;
+  detail::StreamScratch scratch(stream);
+  float *result = nullptr;
+  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots * width), result));
+  MOEC_RETURN_IF_ERROR(groupedMatmulFP8(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
+                                        offsets, bias, epilogue, result, stream, tile));
+  return quantizeE4M3(result, slots, width, offsets ? offsets + experts - 1 : nullptr, q, scales,
+                      stream);
 }
 
 } // namespace moec::rt::cuda

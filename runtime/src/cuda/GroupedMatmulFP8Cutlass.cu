@@ -127,18 +127,20 @@ bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n) {
   return k % kAlignmentAB == 0 && n % kAlignmentD == 0 && k < (1 << 30) && n < (1 << 30);
 }
 
-Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64_t rows,
-                               int64_t k, const uint8_t *weights, const float *weightScales,
-                               int64_t experts, int64_t n, const int32_t *offsets,
-                               const float *bias, const cpu::Epilogue &epilogue, float *out,
-                               cudaStream_t stream) {
+Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64_t rows, int64_t k,
+                               const uint8_t *weights, const float *weightScales, int64_t experts,
+                               int64_t n, const int32_t *offsets, const float *bias,
+                               const cpu::Epilogue &epilogue, float *out, uint8_t *outCodes,
+                               float *outScales, cudaStream_t stream) {
   if (!groupedMatmulFP8CutlassSupports(k, n))
     return Status::error("groupedMatmulFP8Cutlass: K = " + std::to_string(k) + ", N = " +
                          std::to_string(n) + " are not multiples of 16 and 4");
   if (!offsets)
     return Status::error("groupedMatmulFP8Cutlass: needs the experts' offsets");
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
-  bool direct = !bias && !epilogue.enabled; // CUTLASS writes `out` itself
+  // CUTLASS writes `out` itself when there is nothing to apply and no codes
+  // are asked for (outCodes: the pass quantises its outputs; out is unused).
+  bool direct = !bias && !epilogue.enabled && !outCodes;
   int outColumns = static_cast<int>(gated ? n / 2 : n);
   int groups = static_cast<int>(experts);
 
@@ -175,7 +177,11 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
       g.c, g.strideC, g.d, g.strideD);
   MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulFP8Cutlass", k, n));
 
-  if (!direct)
+  if (outCodes)
+    MOEC_CUDA_TRY(device::launchEpiloguePassE4M3(product, offsets, groups, rows,
+                                                 static_cast<int>(n), outColumns, bias, epilogue,
+                                                 outCodes, outScales, stream));
+  else if (!direct)
     MOEC_CUDA_TRY(device::launchEpiloguePass(product, offsets, groups, rows, static_cast<int>(n),
                                              outColumns, bias, epilogue, out, stream));
   return Status::ok();
