@@ -622,7 +622,8 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // a last split shorter than the others; 8 columns: Mixtral's router at T = 1),
   // 64+ rows (tiled, split K; 100: one partial row tile; K = 297: the tiles'
   // element loads, f32 only),
-  // many rows but 8 columns (warp per column again).
+  // many rows and at most 16 columns, ungated (Mixtral's router: a warp per two
+  // rows; 301: a last warp with one row; K = 297: the warp-per-column kernel).
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
                                 {1, 4096, 8},
@@ -630,7 +631,9 @@ TEST(CudaKernels, LinearMatchesCpu) {
                                 {300, 296, 140},
                                 {300, 1104, 140},
                                 {300, 297, 140},
-                                {300, 1104, 8}})
+                                {300, 1104, 8},
+                                {301, 4096, 16},
+                                {301, 297, 8}})
     ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth, n));
 }
 
