@@ -668,7 +668,10 @@ void checkLinear(int64_t M, int64_t K, int64_t N) {
         ASSERT_OK(cuda::linear(dX.dataAs<float>(), M, K, dW.dataAs<float>(), N,
                                dBias.dataAs<float>(), epilogue, dY.dataAs<float>(), nullptr));
       ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-      expectNear(want, download<float>(dY, M * width), 1e-4, 1e-4,
+      // Both sides sum K f32 products in different orders, so their rounding
+      // differences grow with K (3.0e-4 for linearBF16 at K = 4096, gated).
+      double tolerance = 1e-4 * std::max(1.0, double(K) / 1024);
+      expectNear(want, download<float>(dY, M * width), tolerance, tolerance,
                  bf16 ? "linearBF16" : "linear");
     }
   }
