@@ -8,7 +8,13 @@
 // bf16 matmul ceiling (685 TFLOP/s). A kernel microbenchmark: the model
 // benchmark against transformers is bench/bench_moe.py.
 //
-//   moec-bench-grouped-matmul [T,T,...]     (run on the GPU machine)
+//   moec-bench-grouped-matmul [T,T,...] [SKEW]     (run on the GPU machine)
+//
+// SKEW > 0 routes unevenly: expert e is picked with weight 1 / (rank + 1)^SKEW
+// (a fixed random ranking), as real routers do more than uniform routing --
+// DeepSeek-V3's 64-row tiles took 5.23 ms per call in the artifact against
+// 3.78 ms here with uniform routing (docs/performance.md v10). The largest
+// expert's row count is printed with the touched count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +22,7 @@
 #include "moec/runtime/cuda/MoEKernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -40,6 +47,33 @@ constexpr double kFP8Ceiling = 1280e12;    // FLOP/s, measured on the H200
     }                                                                              \
   } while (0)
 
+/// Fills `buffer` with random values that are valid both as bf16 (magnitudes
+/// 2^-7 to 2, either sign) and as e4m3 codes (no NaN byte): a 32 MiB random
+/// pattern, repeated. Until v11 the buffers held the constant byte 0x3C, and
+/// Mixtral's bf16 GEMMs timed at 105-115 % of the bf16 ceiling here, 1.2 ms per
+/// call faster than in the artifact: likely because constant operands toggle
+/// few bits, so the tensor cores draw less power and hold higher clocks.
+void fillRandom(DeviceBuffer &buffer) {
+  static const std::vector<uint8_t> pattern = [] {
+    std::mt19937 rng(7);
+    std::vector<uint8_t> bytes(32 << 20);
+    for (size_t i = 0; i < bytes.size(); i += 2) {
+      uint8_t low = static_cast<uint8_t>(rng());
+      bytes[i] = (low & 0x7F) == 0x7F ? low ^ 1 : low;                // mantissa; e4m3 not NaN
+      bytes[i + 1] = static_cast<uint8_t>((rng() & 0x80) | 0x3C | (rng() & 3)); // sign, exponent
+    }
+    return bytes;
+  }();
+  size_t size = buffer.size(), first = std::min(size, pattern.size());
+  auto *data = static_cast<uint8_t *>(buffer.data());
+  CHECK(cudaStatus(cudaMemcpy(data, pattern.data(), first, cudaMemcpyHostToDevice), "pattern",
+                   __FILE__, __LINE__));
+  for (size_t done = first; done < size; done *= 2)
+    CHECK(cudaStatus(cudaMemcpy(data + done, data, std::min(done, size - done),
+                                cudaMemcpyDeviceToDevice),
+                     "pattern", __FILE__, __LINE__));
+}
+
 struct Shape {
   const char *model;
   const char *projection;
@@ -47,11 +81,19 @@ struct Shape {
   bool gated;
 };
 
-void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
-  // Routing: each token picks topK distinct experts; offsets count rows per expert.
+void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
+  // Routing: each token picks topK distinct experts (uniformly, or by the
+  // skewed weights); offsets count rows per expert.
   std::vector<int> rowsPerExpert(shape.experts, 0);
   std::set<int> touched;
-  std::uniform_int_distribution<int> pick(0, static_cast<int>(shape.experts) - 1);
+  std::vector<double> popularity(shape.experts);
+  std::vector<int> rank(shape.experts);
+  for (int64_t e = 0; e < shape.experts; ++e)
+    rank[e] = static_cast<int>(e);
+  std::shuffle(rank.begin(), rank.end(), rng);
+  for (int64_t e = 0; e < shape.experts; ++e)
+    popularity[e] = std::pow(1.0 / (rank[e] + 1), skew);
+  std::discrete_distribution<int> pick(popularity.begin(), popularity.end());
   for (int64_t t = 0; t < tokens; ++t) {
     std::set<int> chosen;
     while (static_cast<int64_t>(chosen.size()) < shape.topK)
@@ -72,8 +114,8 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
   CHECK(DeviceBuffer::allocate(shape.experts * shape.n * shape.k * 2, weights));
   CHECK(DeviceBuffer::allocate(shape.experts * 4, dOffsets));
   CHECK(DeviceBuffer::allocate(slots * shape.n * 4, out));
-  CHECK(cudaStatus(cudaMemset(lhs.data(), 0x3C, lhs.size()), "memset", __FILE__, __LINE__));
-  CHECK(cudaStatus(cudaMemset(weights.data(), 0x3C, weights.size()), "memset", __FILE__, __LINE__));
+  fillRandom(lhs);
+  fillRandom(weights);
   CHECK(cudaStatus(cudaMemcpy(dOffsets.data(), offsets.data(), shape.experts * 4,
                               cudaMemcpyHostToDevice),
                    "offsets", __FILE__, __LINE__));
@@ -109,13 +151,15 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
     return samples[samples.size() / 2];
   };
   double bytes = double(touched.size()) * shape.n * shape.k * 2;
+  int largest = *std::max_element(rowsPerExpert.begin(), rowsPerExpert.end());
   double flops = 2.0 * double(slots) * shape.n * shape.k;
   // FP8: one byte per weight, against the FP8 matmul ceiling.
   auto report = [&](const char *kernel, float ms, bool fp8 = false) {
     double bandwidth = (fp8 ? bytes / 2 : bytes) / (ms * 1e-3);
-    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld  %-12s %9.1f us  %5.1f%% copy  %5.1f%% %s\n",
+    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld max %5d  %-12s %9.1f us  %5.1f%% copy  "
+                "%5.1f%% %s\n",
                 shape.model, shape.projection, static_cast<long long>(tokens), touched.size(),
-                static_cast<long long>(shape.experts), kernel, ms * 1e3,
+                static_cast<long long>(shape.experts), largest, kernel, ms * 1e3,
                 100.0 * bandwidth / kCopyBandwidth,
                 100.0 * flops / (ms * 1e-3) / (fp8 ? kFP8Ceiling : kBF16Ceiling), fp8 ? "fp8" : "bf16");
     std::fflush(stdout);
@@ -150,7 +194,7 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng) {
                                              tile));
            }));
   }
-  // FP8 e4m3 (the bytes of the buffers above reinterpreted; scales all 0x3C3C3C3C).
+  // FP8 e4m3 (the random bytes of the buffers above reinterpreted; scales all 0x3C3C3C3C).
   int64_t kBlocks = (shape.k + 127) / 128, nBlocks = (shape.n + 127) / 128;
   DeviceBuffer lhsScales, weightScales;
   CHECK(DeviceBuffer::allocate(slots * kBlocks * 4, lhsScales));
@@ -205,14 +249,16 @@ int main(int argc, char **argv) {
       if (*p == ',')
         ++p;
       else if (*p)
-        return std::fprintf(stderr, "usage: %s [T,T,...]\n", argv[0]), 2;
+        return std::fprintf(stderr, "usage: %s [T,T,...] [SKEW]\n", argv[0]), 2;
     }
   }
+  double skew = argc > 2 ? std::strtod(argv[2], nullptr) : 0.0;
   std::printf("bf16 tiles: bf16 rows, bf16 results for gate_up and f32 for down (as in the "
               "artifacts); '*': the tile chooseBF16Tile picks; %% copy: touched experts' bf16 "
-              "weight bytes / time / 4.25 TB/s; %% bf16: 2*slots*N*K / time / 685 TFLOP/s\n");
+              "weight bytes / time / 4.25 TB/s; %% bf16: 2*slots*N*K / time / 685 TFLOP/s; "
+              "routing skew %.2f\n", skew);
   for (const Shape &shape : shapes)
     for (int64_t tokens : tokenCounts)
-      run(shape, tokens, rng);
+      run(shape, tokens, skew, rng);
   return 0;
 }
