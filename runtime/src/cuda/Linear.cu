@@ -283,8 +283,12 @@ KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step) {
 /// of the rows, the weights from L1: 8 x 4096 f32 is 128 KB) for every column,
 /// then a shuffle reduction. v10's profile had the warp-per-column kernel at
 /// 272 µs per call for Mixtral at T = 8192 (134 MB of rows: ~35 µs of copy).
+/// Measured (v11): 126 µs at T = 8192, but 92 µs at T = 1024, where a warp per
+/// column took 29 µs: 512 warps cannot hide its load latency. So it starts at
+/// kSkinnyMinRows, where the warp-per-column kernel would take ~135 µs.
 constexpr int kSkinnyRows = 2;
 constexpr int64_t kSkinnyMaxColumns = 16;
+constexpr int64_t kSkinnyMinRows = 4096;
 template <int COLUMNS>
 __global__ void __launch_bounds__(kThreads)
     linearSkinnyKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
@@ -362,7 +366,7 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     return Status::error("linear: gated N = " + std::to_string(n) + " is odd");
   int64_t width = gated ? n / 2 : n;
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!gated && m >= kTiledMinRows && n <= kSkinnyMaxColumns && k % 4 == 0 && aligned(x) &&
+  if (!gated && m >= kSkinnyMinRows && n <= kSkinnyMaxColumns && k % 4 == 0 && aligned(x) &&
       aligned(w)) {
     unsigned blocks = static_cast<unsigned>(
         detail::blocksFor((m + kSkinnyRows - 1) / kSkinnyRows * 32, kThreads, INT32_MAX));
