@@ -3,6 +3,8 @@
 #include "moec/runtime/cpu/MoEKernels.h"
 #include "moec/runtime/Float8.h"
 
+#include "../RoutingWeights.h"
+
 #include <algorithm>
 #include <array>
 #include <numeric>
@@ -144,28 +146,10 @@ void route(ThreadPool &pool, const float *logits, int64_t tokens, int64_t expert
       }
       topK(selection.data(), experts, k, tokenIds);
 
-      if (routing.kind == RoutingKind::TopKSoftmax) {
-        float maxLogit = l[tokenIds[0]];
-        for (int64_t i = 1; i < k; ++i)
-          maxLogit = std::max(maxLogit, l[tokenIds[i]]);
-        double sum = 0;
-        for (int64_t i = 0; i < k; ++i)
-          sum += w[i] = std::exp(l[tokenIds[i]] - maxLogit);
-        for (int64_t i = 0; i < k; ++i)
-          w[i] = static_cast<float>(w[i] / sum);
-      } else {
+      if (routing.kind != RoutingKind::TopKSoftmax)
         for (int64_t i = 0; i < k; ++i)
           w[i] = scores[tokenIds[i]];
-      }
-      if (routing.normalize) {
-        float sum = 0;
-        for (int64_t i = 0; i < k; ++i)
-          sum += w[i];
-        for (int64_t i = 0; i < k; ++i)
-          w[i] /= sum + 1e-20f;
-      }
-      for (int64_t i = 0; i < k; ++i)
-        w[i] *= routing.scalingFactor;
+      finishRoutingWeights(l, tokenIds, routing, w);
     }
   });
 }

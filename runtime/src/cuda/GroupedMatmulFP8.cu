@@ -235,6 +235,39 @@ __device__ inline GroupCodes4 quantizeGroup4(const float *row, int64_t first, in
   return out;
 }
 
+/// Group g of `row` (columns [128g, 128g + 128) of k) quantised by one warp --
+/// 16-byte loads when K % 4 == 0 (16-byte aligned rows), else element by element,
+/// the same codes either way -- and its scale and codes written to row
+/// destination(s) of `scales` and `q` for each s < count where that is >= 0.
+template <typename Destination>
+__device__ void quantizeGroupTo(const float *row, int64_t k, int64_t g, int lane, uint8_t *q,
+                                float *scales, int64_t count, Destination destination) {
+  int64_t groups = (k + kBlockK - 1) / kBlockK;
+  int64_t first = g * kBlockK, last = first + kBlockK < k ? first + kBlockK : k;
+  if (k % 4 == 0) {
+    GroupCodes4 c = quantizeGroup4(row, first, last, lane);
+    for (int64_t s = 0; s < count; ++s)
+      if (int64_t d = destination(s); d >= 0) {
+        if (lane == 0)
+          scales[d * groups + g] = c.scale;
+        if (c.active)
+          *reinterpret_cast<uint32_t *>(q + d * k + first + 4 * lane) = c.codes;
+      }
+    return;
+  }
+  float scale = groupScale(row, first, last, lane);
+  if (lane == 0)
+    for (int64_t s = 0; s < count; ++s)
+      if (int64_t d = destination(s); d >= 0)
+        scales[d * groups + g] = scale;
+  for (int64_t i = first + lane; i < last; i += 32) {
+    uint8_t code = device::encodeE4M3(row[i], scale);
+    for (int64_t s = 0; s < count; ++s)
+      if (int64_t d = destination(s); d >= 0)
+        q[d * k + i] = code;
+  }
+}
+
 /// One warp per (row, 128-column group): amax by shuffles, then the scale and
 /// the e4m3 codes (the division in double, rounded once, as on the CPU). Row r
 /// is x's row r, or with a permutation (moe.permute fused in) row
@@ -249,20 +282,7 @@ __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
        item += int64_t(gridDim.x) * blockDim.x / 32) {
     int64_t r = item / groups, g = item % groups;
     const float *row = x + (permutation ? permutation[r] / topK : r) * k;
-    int64_t first = g * kBlockK, last = first + kBlockK < k ? first + kBlockK : k;
-    if (k % 4 == 0) {
-      GroupCodes4 c = quantizeGroup4(row, first, last, lane);
-      if (lane == 0)
-        scales[r * groups + g] = c.scale;
-      if (c.active)
-        *reinterpret_cast<uint32_t *>(q + r * k + first + 4 * lane) = c.codes;
-      continue;
-    }
-    float scale = groupScale(row, first, last, lane);
-    if (lane == 0)
-      scales[r * groups + g] = scale;
-    for (int64_t i = first + lane; i < last; i += 32)
-      q[r * k + i] = device::encodeE4M3(row[i], scale);
+    quantizeGroupTo(row, k, g, lane, q, scales, 1, [r](int64_t) { return r; });
   }
 }
 
@@ -280,31 +300,9 @@ __global__ void quantizeTokensToSlotsKernel(const float *hidden, int64_t tokens,
   for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
        item < tokens * groups; item += int64_t(gridDim.x) * blockDim.x / 32) {
     int64_t t = item / groups, g = item % groups;
-    const float *row = hidden + t * k;
     const int32_t *slots = slotOf + t * topK;
-    int64_t first = g * kBlockK, last = first + kBlockK < k ? first + kBlockK : k;
-    if (k % 4 == 0) {
-      GroupCodes4 c = quantizeGroup4(row, first, last, lane);
-      for (int64_t s = 0; s < topK; ++s)
-        if (int32_t slot = slots[s]; slot >= 0) {
-          if (lane == 0)
-            scales[slot * groups + g] = c.scale;
-          if (c.active)
-            *reinterpret_cast<uint32_t *>(q + slot * k + first + 4 * lane) = c.codes;
-        }
-      continue;
-    }
-    float scale = groupScale(row, first, last, lane);
-    if (lane == 0)
-      for (int64_t s = 0; s < topK; ++s)
-        if (int32_t slot = slots[s]; slot >= 0)
-          scales[slot * groups + g] = scale;
-    for (int64_t i = first + lane; i < last; i += 32) {
-      uint8_t code = device::encodeE4M3(row[i], scale);
-      for (int64_t s = 0; s < topK; ++s)
-        if (int32_t slot = slots[s]; slot >= 0)
-          q[slot * k + i] = code;
-    }
+    quantizeGroupTo(hidden + t * k, k, g, lane, q, scales, topK,
+                    [slots](int64_t s) { return int64_t(slots[s]); });
   }
 }
 

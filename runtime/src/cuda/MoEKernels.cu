@@ -11,6 +11,7 @@
 #include "GridSize.h"
 #include "InvertPermutation.h"
 #include "StreamScratch.h"
+#include "../RoutingWeights.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -125,32 +126,6 @@ __device__ double blockSum(double v, RouteScratch &scratch) {
   return v;
 }
 
-/// A token's weights from w[i] = the score of its i-th choice: TopKSoftmax's
-/// softmax over the chosen logits instead, then the normalisation and scaling.
-__device__ void finishWeights(const float *l, const int32_t *tokenIds, const Routing &routing,
-                              float *w) {
-  const int k = routing.topK;
-  if (routing.kind == RoutingKind::TopKSoftmax) {
-    float m = -INFINITY;
-    for (int i = 0; i < k; ++i)
-      m = fmaxf(m, l[tokenIds[i]]);
-    double sum = 0;
-    for (int i = 0; i < k; ++i)
-      sum += w[i] = expf(l[tokenIds[i]] - m);
-    for (int i = 0; i < k; ++i)
-      w[i] = static_cast<float>(w[i] / sum);
-  }
-  if (routing.normalize) {
-    float sum = 0;
-    for (int i = 0; i < k; ++i)
-      sum += w[i];
-    for (int i = 0; i < k; ++i)
-      w[i] /= sum + 1e-20f;
-  }
-  for (int i = 0; i < k; ++i)
-    w[i] *= routing.scalingFactor;
-}
-
 /// One block per token. Shared memory: scores[E], selection[E], taken[E].
 __global__ void routeKernel(const float *logits, int experts, const float *bias, Routing routing,
                             int32_t *ids, float *weights) {
@@ -256,7 +231,7 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
   if (threadIdx.x == 0) {
     for (int i = 0; i < k; ++i)
       w[i] = scores[tokenIds[i]];
-    finishWeights(l, tokenIds, routing, w);
+    finishRoutingWeights(l, tokenIds, routing, w);
   }
 }
 
@@ -264,7 +239,7 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
 /// j holds experts j, j + 32, ... in registers, and every reduction is a warp
 /// shuffle, where routeKernel's block takes a barrier per reduction and per
 /// top-k round (78 µs of Qwen3's call at T = 8192, v10). The same arithmetic
-/// (softmax sum in double, `better`'s order, finishWeights), so the same ids.
+/// (softmax sum in double, `better`'s order, finishRoutingWeights), so the same ids.
 template <int kItems>
 __global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts,
                                 const float *bias, Routing routing, int32_t *ids,
@@ -335,7 +310,7 @@ __global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts
     }
   }
   if (lane == 0)
-    finishWeights(l, tokenIds, routing, w);
+    finishRoutingWeights(l, tokenIds, routing, w);
 }
 
 /// Local ids as sort keys (the sentinel is numExperts), slot indices as values,
