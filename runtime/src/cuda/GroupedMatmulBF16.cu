@@ -259,6 +259,12 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
   // 128x128 pingpong tiles by 6-40 % (but for Qwen3's down, 4 % slower) and
   // v9's 256x128 cooperative tiles by 3-8 %; at T = 1024 Qwen3's down is 15 %
   // faster than with 32-row tiles, its gate/up 6 % slower than with 64-row ones.
+  // Those were constant operands; v11 re-ran the bench on random ones (every
+  // prefill GEMM slower, by up to 29 %) and the ranking held, but for the down
+  // projections of Qwen3 and gpt-oss at T = 8192, where 128x128 pingpong tiles
+  // are 7 % and 3 % faster (gpt-oss's down would lose its fused bias there).
+  // 32-row gate/up tiles at <= 32 rows, faster in the bench, were slower in the
+  // artifact (ChooseBF16TileFollowsTheMeasurements).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if (rows <= 4)
