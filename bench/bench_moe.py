@@ -15,8 +15,8 @@ libmoec.so) and, per token count T:
 * times transformers' `eager`, `batched_mm`, `grouped_mm` (bf16) and moec (f32),
   each run preceded by a 256 MiB write that flushes the L2 and timed on the host
   around one synchronised call (moec's input and output live in GPU memory, as
-  transformers' do; its time includes copying them into and out of its workspace,
-  device to device; --host-io uses pinned host buffers instead); transformers'
+  transformers' do, and moec reads and writes them in place (moec.h) -- until v11 it
+  copied them through its workspace; --host-io uses pinned host buffers instead); transformers'
   CUDA-event median (the reference's number) is reported beside it.
 
 Bandwidth: touched experts (distinct experts routed by transformers' bf16 router, plus
@@ -340,7 +340,7 @@ def run_model(name, args, rows):
             distinct = -1
         bytes_ = (distinct + shared) * pe_bytes
         # Like transformers' blocks, moec reads its input from and writes its output to
-        # GPU memory (moec.h: device-to-device copies); --host-io times pinned host
+        # GPU memory (moec.h: used in place, being device memory); --host-io times pinned host
         # buffers instead (two PCIe copies more).
         def buffer(t):
             return t.cpu().pin_memory() if args.host_io else t.to(DEV)
@@ -453,8 +453,7 @@ def write(rows, out, meta, quiet=False):
          f"with {meta.get('moec_expert_weights', 'f32')} expert weights "
          + ("(its time includes the input/output copies host<->device)"
             if meta.get("moec_io") == "host" else
-            "(input and output in GPU memory; its time includes copying them into and out of its "
-            "workspace)")
+            "(input and output in GPU memory, used in place)")
          + ". % copy: touched experts' bf16 bytes / "
          "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
          "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec / best | moec % copy | best % copy "

@@ -115,4 +115,57 @@ TEST(Cuda, FailedCallsNameTheCallAndTheLine) {
   cudaGetLastError();
 }
 
+/// GraphCache::inPlace: device buffers of this device, 256-byte aligned, no
+/// output overlapping another buffer; host memory, misalignment and overlap
+/// take the copies; and once kMaxInPlace address sets have graphs, new sets
+/// take the copies while the cached ones still run in place.
+TEST(Cuda, GraphCacheRunsInPlaceOnlyOnDeviceBuffersItMayKeep) {
+  constexpr size_t kBytes = 4096;
+  DeviceBuffer device;
+  ASSERT_OK(DeviceBuffer::allocate(64 * kBytes, device));
+  auto *base = device.dataAs<unsigned char>();
+  std::vector<unsigned char> host(kBytes);
+  cuda::GraphCache graphs;
+  auto buffer = [&](size_t slot, size_t shift = 0) {
+    return cuda::CallerBuffer{base + slot * kBytes + shift, kBytes};
+  };
+  cuda::CallerBuffer input = buffer(0), output = buffer(1);
+  EXPECT_TRUE(graphs.inPlace(4, &input, 1, &output, 1));
+  cuda::CallerBuffer hostInput{host.data(), kBytes};
+  EXPECT_FALSE(graphs.inPlace(4, &hostInput, 1, &output, 1));
+  cuda::CallerBuffer misaligned = buffer(2, 64);
+  EXPECT_FALSE(graphs.inPlace(4, &input, 1, &misaligned, 1));
+  cuda::CallerBuffer overlapping{base + kBytes / 2, kBytes};
+  EXPECT_FALSE(graphs.inPlace(4, &input, 1, &overlapping, 1));
+  cuda::CallerBuffer outputs[] = {buffer(1), {base + kBytes + 256, 256}};
+  EXPECT_FALSE(graphs.inPlace(4, &input, 1, outputs, 2));
+
+  // kMaxInPlace graphs, each clearing its output (captured as a memset).
+  cudaStream_t stream = nullptr;
+  ASSERT_OK(cudaStatus(cudaStreamCreate(&stream), "stream", __FILE__, __LINE__));
+  int runs = 0;
+  void *target = nullptr;
+  auto compute = [&]() -> Status {
+    ++runs;
+    MOEC_CUDA_TRY(cudaMemsetAsync(target, 0, 256, stream));
+    return Status::ok();
+  };
+  for (size_t set = 0; set < cuda::GraphCache::kMaxInPlace; ++set) {
+    cuda::CallerBuffer in = buffer(2 * set), out = buffer(2 * set + 1);
+    ASSERT_TRUE(graphs.inPlace(4, &in, 1, &out, 1)) << "set " << set;
+    target = const_cast<void *>(out.data);
+    ASSERT_OK(graphs.run(4, stream, compute, &in, 1, &out, 1));
+  }
+  EXPECT_EQ(runs, int(cuda::GraphCache::kMaxInPlace)); // each captured once
+  cuda::CallerBuffer in = buffer(2 * cuda::GraphCache::kMaxInPlace),
+                     out = buffer(2 * cuda::GraphCache::kMaxInPlace + 1);
+  EXPECT_FALSE(graphs.inPlace(4, &in, 1, &out, 1));
+  EXPECT_TRUE(graphs.inPlace(4, &input, 1, &output, 1)); // set 0, cached
+  target = nullptr; // a capture now would fail: the cached graph must replay
+  ASSERT_OK(graphs.run(4, stream, compute, &input, 1, &output, 1));
+  EXPECT_EQ(runs, int(cuda::GraphCache::kMaxInPlace)); // replayed, not captured
+  ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+  cudaStreamDestroy(stream);
+}
+
 } // namespace

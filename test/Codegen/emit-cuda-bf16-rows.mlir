@@ -13,9 +13,9 @@
 // results stay f32.
 // CHECK: float *v0 = reinterpret_cast<float *>(
 // CHECK: float *v1 = reinterpret_cast<float *>(
-// CHECK: float *v2 = reinterpret_cast<float *>(
+// CHECK: float *v2 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(
 // CHECK: BF16 *v3 = reinterpret_cast<BF16 *>(
-// CHECK: float *v4 = reinterpret_cast<float *>(
+// CHECK: float *v4 = inPlace ? static_cast<float *>(outputs[1]) : reinterpret_cast<float *>(
 // CHECK: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 8, w0, 12, nullptr, Epilogue{}, v0, stream));
 // CHECK: MOEC_RETURN_IF_ERROR(linear(v0, T, 12, w1, 16, nullptr, Epilogue{}, v1, stream));
 // CHECK: MOEC_RETURN_IF_ERROR(linearBF16(v1, T, 16, w2, 8, nullptr, Epilogue{}, v2, stream));

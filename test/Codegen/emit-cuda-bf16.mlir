@@ -28,7 +28,7 @@
 // CODE-NEXT: BF16 *v7 = reinterpret_cast<BF16 *>(workspace + 9216);
 // CODE-NEXT: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84032); // experts.down_proj (bf16)
 // CODE-NEXT: float *v8 = reinterpret_cast<float *>(workspace + 11776);
-// CODE-NEXT: float *v9 = reinterpret_cast<float *>(workspace + 19968);
+// CODE-NEXT: float *v9 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(workspace + 19968);
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
 // CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
 // CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,

@@ -15,7 +15,9 @@
 // MANIFEST: output output f32 [1,-1,64]
 // RUN: ls %t/mixtral/model.so %t/mixtral/weights.bin %t/mixtral/model.cu
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cu
-// CODE: MOEC_CUDA_TRY(cudaMemcpyAsync(in0, inputs[0], sizeof(*in0) * (64 * T), cudaMemcpyDefault, stream));
+// CODE: const bool inPlace = state.graphs.inPlace(T, callerInputs, 1, callerOutputs, 1);
+// CODE: if (!inPlace)
+// CODE-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(in0, inputs[0], sizeof(*in0) * (64 * T), cudaMemcpyDefault, stream));
 // CODE: auto compute = [&]() -> Status {
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8, nullptr, Epilogue{}, v0, stream));
 // CODE: MOEC_RETURN_IF_ERROR(route(v0, T, 8, nullptr, Routing{RoutingKind::SoftmaxTopK, 2, true, 1, 1, 0x1p+0f}, v1, v2, stream));
@@ -24,7 +26,9 @@
 // CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
 // CODE-NOT: cudaStreamSynchronize
 // CODE: MOEC_RETURN_IF_ERROR(combine(v8, v3, 2 * T, 64, v2, T, 2, v5, nullptr, nullptr, v10, v9, stream));
-// CODE: MOEC_RETURN_IF_ERROR(state.graphs.run(T, stream, compute));
+// CODE: MOEC_RETURN_IF_ERROR(inPlace ? state.graphs.run(T, stream, compute, callerInputs, 1, callerOutputs, 1)
+// CODE-NEXT: : state.graphs.run(T, stream, compute));
+// CODE-NEXT: if (!inPlace)
 // CODE-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[0], v9, sizeof(*v9) * (64 * T), cudaMemcpyDefault, stream));
 // CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(stream));
 // CODE-NOT: cudaStreamSynchronize

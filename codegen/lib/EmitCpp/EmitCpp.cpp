@@ -321,6 +321,15 @@ private:
   /// multiplied by the bf16-weight kernel.
   bool bf16ExpertWeights;
   std::string body, decls, copyIn, copyOut;
+  /// CUDA: every output is written by a kernel (no copies between results),
+  /// so a run may use the caller's device buffers in place (inPlaceSetup).
+  bool inPlaceCapable = false;
+  /// CUDA: the caller's buffers as CallerBuffer initialisers, and whether the
+  /// run uses them in place (GraphCache::inPlace).
+  std::vector<std::string> callerInputs, callerOutputs;
+  std::string inPlaceSetup() const;
+  /// The graph's run: keyed by the caller's addresses when in place.
+  std::string graphRun() const;
   llvm::DenseMap<Value, ValueInfo> values;
   llvm::DenseMap<Value, ValueInfo> bf16Values; // constants stored as bf16
   llvm::DenseMap<Value, unsigned> outputOf; // results written straight into an output
@@ -400,19 +409,25 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   info.elementType = element;
   info.bf16 = storedAsBF16(result);
   std::string cppType = info.bf16 ? "BF16" : *cppElementType(element);
-  // CUDA: outputs are host memory; results live on the device and are copied
-  // back at the end.
-  if (auto it = outputOf.find(result); !cuda && it != outputOf.end()) {
+  // CPU: an output is written where the caller wants it. CUDA: in its own
+  // workspace slot and copied out at the end, or, in place, in the caller's
+  // device buffer.
+  auto output = outputOf.find(result);
+  if (!cuda && output != outputOf.end()) {
     line(cppType + " *" + info.var + " = static_cast<" + cppType + " *>(outputs[" +
-         std::to_string(it->second) + "]);");
+         std::to_string(output->second) + "]);");
     return &info;
   }
   // Planned for the largest T; every intermediate keeps its own slot (the
   // grouped phase has a handful, so reuse would save little).
   uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
   uint64_t offset = reserve(elements * (info.bf16 ? 2 : element.getIntOrFloatBitWidth() / 8));
-  decl(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
-       std::to_string(offset) + ");");
+  std::string slot =
+      "reinterpret_cast<" + cppType + " *>(workspace + " + std::to_string(offset) + ")";
+  if (inPlaceCapable && output != outputOf.end())
+    slot = "inPlace ? static_cast<" + cppType + " *>(outputs[" + std::to_string(output->second) +
+           "]) : " + slot;
+  decl(cppType + " *" + info.var + " = " + slot + ";");
   return &info;
 }
 
@@ -1146,10 +1161,11 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
     if (cuda) {
       // cudaMemcpyDefault: the caller's buffer may be host or device memory
       // (unified addressing tells which), moec.h says so.
-      copyOutLine(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[{0}], {1}, sizeof(*{1}) * ({2}), "
-                         "cudaMemcpyDefault, stream));",
-                         i, (*info)->var, dimExpr(*count))
-               .str());
+      copyOutLine(llvm::formatv("{3}MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[{0}], {1}, "
+                                "sizeof(*{1}) * ({2}), cudaMemcpyDefault, stream));",
+                                i, (*info)->var, dimExpr(*count),
+                                inPlaceCapable ? "if (!inPlace)\n    " : "")
+                      .str());
       continue;
     }
     if (auto it = outputOf.find(viewRoot(value)); it != outputOf.end() && it->second == i)
@@ -1219,16 +1235,16 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
      << "  unsigned char *workspace = state.model.workspace();\n"
      << "  unsigned char *sortWorkspace = workspace + kPlannedBytes;\n"
      << "  (void)T;\n  (void)weights;\n  (void)sortWorkspace;\n  (void)inputs;\n"
-     << decls << copyIn
+     << inPlaceSetup() << decls << copyIn
      << "  // The kernels: eagerly, or replayed as the CUDA graph captured for T.\n"
      << "  auto compute = [&]() -> Status {\n"
      << llvm::join(llvm::map_range(llvm::split(StringRef(body).rtrim('\n'), '\n'),
                                    [](StringRef l) { return "  " + l.str(); }),
                    "\n")
      << "\n    return Status::ok();\n  };\n"
-     << "  MOEC_RETURN_IF_ERROR(state.graphs.run(T, stream, compute));\n"
+     << graphRun()
      << copyOut
-     << "  // The one host synchronisation: the outputs are in host memory after it.\n"
+     << "  // The one host synchronisation: the outputs are where the caller wants them after it.\n"
      << "  MOEC_CUDA_TRY(cudaStreamSynchronize(stream));\n"
      << "  return Status::ok();\n}\n"
      << "} // namespace\n\n"
@@ -1250,6 +1266,28 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
      << "                                  size_t errorBytes) {\n"
      << "  return reportStatus(run(*static_cast<State *>(state), inputs, outputs, tokens), error,\n"
      << "                      errorBytes);\n}\n";
+}
+
+std::string Emitter::inPlaceSetup() const {
+  if (!inPlaceCapable)
+    return "  const bool inPlace = false; // an output is not a kernel's own result\n";
+  std::string counts = std::to_string(callerInputs.size()) + ", callerOutputs, " +
+                       std::to_string(callerOutputs.size());
+  return "  // The caller's buffers instead of copies through the workspace when they are\n"
+         "  // device memory (moec.h; GraphCache::inPlace).\n"
+         "  const CallerBuffer callerInputs[] = {" +
+         llvm::join(callerInputs, ", ") + "};\n" +
+         "  const CallerBuffer callerOutputs[] = {" + llvm::join(callerOutputs, ", ") + "};\n" +
+         "  const bool inPlace = state.graphs.inPlace(T, callerInputs, " + counts + ");\n";
+}
+
+std::string Emitter::graphRun() const {
+  if (!inPlaceCapable)
+    return "  MOEC_RETURN_IF_ERROR(state.graphs.run(T, stream, compute));\n";
+  return "  MOEC_RETURN_IF_ERROR(inPlace ? state.graphs.run(T, stream, compute, callerInputs, " +
+         std::to_string(callerInputs.size()) + ", callerOutputs, " +
+         std::to_string(callerOutputs.size()) +
+         ")\n                               : state.graphs.run(T, stream, compute));\n";
 }
 
 LogicalResult Emitter::run() {
@@ -1297,18 +1335,22 @@ LogicalResult Emitter::run() {
     info.elementType = cast<RankedTensorType>(arg.getType()).getElementType();
     std::string cppType = *cppElementType(info.elementType);
     if (cuda) {
-      // Copied into its own workspace slot, on the stream, from host or device
-      // memory (cudaMemcpyDefault).
+      // The caller's buffer itself when the run is in place, else copied into
+      // its own workspace slot, on the stream, from host or device memory
+      // (cudaMemcpyDefault).
       std::optional<Dim> count = countOf(info.dims);
       uint64_t offset = reserve(static_cast<uint64_t>(count->size) *
                                 (count->perToken ? maxTokens : 1) *
                                 (info.elementType.getIntOrFloatBitWidth() / 8));
-      decl(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
-           std::to_string(offset) + ");");
-      copyInLine(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync({0}, inputs[{1}], sizeof(*{0}) * ({2}), "
-                         "cudaMemcpyDefault, stream));",
-                         info.var, i, dimExpr(*count))
-               .str());
+      decl(cppType + " *" + info.var + " = inPlace ? static_cast<" + cppType +
+           " *>(const_cast<void *>(inputs[" + std::to_string(i) + "])) : reinterpret_cast<" +
+           cppType + " *>(workspace + " + std::to_string(offset) + ");");
+      callerInputs.push_back("{inputs[" + std::to_string(i) + "], sizeof(" + cppType + ") * (" +
+                             dimExpr(*count) + ")}");
+      copyInLine(llvm::formatv("if (!inPlace)\n    MOEC_CUDA_TRY(cudaMemcpyAsync({0}, inputs[{1}], "
+                               "sizeof(*{0}) * ({2}), cudaMemcpyDefault, stream));",
+                               info.var, i, dimExpr(*count))
+                     .str());
       continue;
     }
     line("const " + cppType + " *" + info.var + " = static_cast<const " + cppType +
@@ -1326,6 +1368,15 @@ LogicalResult Emitter::run() {
     if (def && isa<moe::MoEDialect>(def->getDialect()) && !outputOf.count(root))
       outputOf[root] = i;
   }
+  inPlaceCapable = cuda && !inputs.empty() && !outputs.empty() &&
+                   llvm::all_of(llvm::enumerate(returnOp.getOperands()), [&](auto result) {
+                     auto it = outputOf.find(viewRoot(result.value()));
+                     return it != outputOf.end() && it->second == result.index();
+                   });
+  for (const TensorDecl &output : outputs)
+    callerOutputs.push_back("{outputs[" + std::to_string(callerOutputs.size()) + "], sizeof(" +
+                            *cppElementType(output.elementType) + ") * (" +
+                            dimExpr(*countOf(output.dims)) + ")}");
 
   for (Operation &op : function.getBody().front()) {
     LogicalResult result =

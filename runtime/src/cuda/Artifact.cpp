@@ -38,13 +38,65 @@ GraphCache::GraphCache() {
 }
 
 GraphCache::~GraphCache() {
-  for (auto &[tokens, exec] : graphs_)
+  for (auto &[key, exec] : graphs_)
     cudaGraphExecDestroy(exec);
 }
 
-Status GraphCache::run(int64_t tokens, cudaStream_t stream,
-                       const std::function<Status()> &compute) {
-  auto it = graphs_.find(tokens);
+GraphCache::Key GraphCache::keyOf(int64_t tokens, const CallerBuffer *inputs, size_t numInputs,
+                                  const CallerBuffer *outputs, size_t numOutputs) {
+  Key key{tokens, {}};
+  for (size_t i = 0; i < numInputs; ++i)
+    key.second.push_back(inputs[i].data);
+  for (size_t i = 0; i < numOutputs; ++i)
+    key.second.push_back(outputs[i].data);
+  return key;
+}
+
+bool GraphCache::inPlace(int64_t tokens, const CallerBuffer *inputs, size_t numInputs,
+                         const CallerBuffer *outputs, size_t numOutputs) {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  auto usable = [&](const CallerBuffer &buffer) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, buffer.data) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return attributes.type == cudaMemoryTypeDevice && attributes.device == device &&
+           reinterpret_cast<uintptr_t>(buffer.data) % 256 == 0;
+  };
+  auto overlap = [](const CallerBuffer &a, const CallerBuffer &b) {
+    auto *x = static_cast<const unsigned char *>(a.data);
+    auto *y = static_cast<const unsigned char *>(b.data);
+    return x < y + b.bytes && y < x + a.bytes;
+  };
+  for (size_t i = 0; i < numInputs; ++i)
+    if (!usable(inputs[i]))
+      return false;
+  for (size_t o = 0; o < numOutputs; ++o) {
+    if (!usable(outputs[o]))
+      return false;
+    for (size_t i = 0; i < numInputs; ++i)
+      if (overlap(outputs[o], inputs[i]))
+        return false;
+    for (size_t other = 0; other < o; ++other)
+      if (overlap(outputs[o], outputs[other]))
+        return false;
+  }
+  if (!enabled_)
+    return true; // eager runs hold no addresses
+  return graphs_.count(keyOf(tokens, inputs, numInputs, outputs, numOutputs)) ||
+         (inPlaceGraphs_ < kMaxInPlace && graphs_.size() < kMaxGraphs);
+}
+
+Status GraphCache::run(int64_t tokens, cudaStream_t stream, const std::function<Status()> &compute,
+                       const CallerBuffer *inputs, size_t numInputs, const CallerBuffer *outputs,
+                       size_t numOutputs) {
+  Key key = keyOf(tokens, inputs, numInputs, outputs, numOutputs);
+  auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     if (!enabled_ || graphs_.size() >= kMaxGraphs)
       return compute();
@@ -67,7 +119,9 @@ Status GraphCache::run(int64_t tokens, cudaStream_t stream,
       enabled_ = false;
       return compute();
     }
-    it = graphs_.emplace(tokens, exec).first;
+    it = graphs_.emplace(std::move(key), exec).first;
+    if (!it->first.second.empty())
+      ++inPlaceGraphs_;
   }
   MOEC_CUDA_TRY(cudaGraphLaunch(it->second, stream));
   return Status::ok();

@@ -20,6 +20,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace moec::rt::cuda {
 
@@ -47,25 +49,52 @@ private:
   DeviceBuffer weights_, workspace_;
 };
 
+/// A caller's input or output buffer as moec_run passes it.
+struct CallerBuffer {
+  const void *data;
+  size_t bytes;
+};
+
 /// The kernel chain of a run (route to combine has no host synchronisation and
 /// no allocation) captured as a CUDA graph on the first run with a token count
 /// and replayed on later ones: one launch instead of one per kernel. Up to
 /// kMaxGraphs token counts are kept; others run eagerly, as does everything
 /// when $MOEC_CUDA_GRAPHS is 0 or a capture fails.
+///
+/// A run whose buffers are all device memory may read its inputs and write its
+/// outputs in place instead of copying them through the workspace (inPlace);
+/// its graph then holds their addresses, so it is kept per token count and
+/// address set, for at most kMaxInPlace address sets: a caller that passes new
+/// buffers every call gets the copies and the graph of its token count.
 class GraphCache {
 public:
-  static constexpr size_t kMaxGraphs = 64;
+  static constexpr size_t kMaxGraphs = 64, kMaxInPlace = 16;
   GraphCache();
   GraphCache(const GraphCache &) = delete;
   GraphCache &operator=(const GraphCache &) = delete;
   ~GraphCache();
 
-  /// Runs `compute` (which enqueues work on `stream` only) for `tokens`.
-  Status run(int64_t tokens, cudaStream_t stream, const std::function<Status()> &compute);
+  /// Whether a run for `tokens` may use `inputs` and `outputs` in place: all
+  /// device memory, 256-byte aligned, no output overlapping another buffer,
+  /// and (with graphs on) their graph cached or room for it. The outcome is
+  /// the same for the same buffers until the cache fills.
+  bool inPlace(int64_t tokens, const CallerBuffer *inputs, size_t numInputs,
+               const CallerBuffer *outputs, size_t numOutputs);
+
+  /// Runs `compute` (which enqueues work on `stream` only) for `tokens`, with
+  /// the graph of `tokens` or, when inPlace said so for `inputs` and `outputs`
+  /// (else pass none), of `tokens` and their addresses.
+  Status run(int64_t tokens, cudaStream_t stream, const std::function<Status()> &compute,
+             const CallerBuffer *inputs = nullptr, size_t numInputs = 0,
+             const CallerBuffer *outputs = nullptr, size_t numOutputs = 0);
 
 private:
+  using Key = std::pair<int64_t, std::vector<const void *>>;
+  static Key keyOf(int64_t tokens, const CallerBuffer *inputs, size_t numInputs,
+                   const CallerBuffer *outputs, size_t numOutputs);
   bool enabled_ = true;
-  std::map<int64_t, cudaGraphExec_t> graphs_;
+  size_t inPlaceGraphs_ = 0;
+  std::map<Key, cudaGraphExec_t> graphs_;
 };
 
 /// OK where a CUDA device answers; else "no CUDA device answers (REASON)".
