@@ -453,7 +453,8 @@ def write(rows, out, meta, quiet=False):
          f"with {meta.get('moec_expert_weights', 'f32')} expert weights "
          + ("(its time includes the input/output copies host<->device)"
             if meta.get("moec_io") == "host" else
-            "(input and output in GPU memory, used in place)")
+            "(input and output in GPU memory: used in place by artifacts from v11b on, "
+            "copied through the workspace by earlier ones)")
          + ". % copy: touched experts' bf16 bytes / "
          "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
          "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec / best | moec % copy | best % copy "

@@ -642,7 +642,8 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // 64+ rows (tiled, split K; 100: one partial row tile; K = 297: the tiles'
   // element loads, f32 only),
   // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per two
-  // rows; 4097: a last warp with one row; K = 297: the warp-per-column kernel;
+  // rows; 4097: a last warp with one row; 8 and 12 columns: the 8-column kernel
+  // full, the 16-column one partly used; K = 297: the warp-per-column kernel;
   // 301 rows, K = 4096: the warp-per-column kernel below 4096 rows).
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
@@ -654,6 +655,8 @@ TEST(CudaKernels, LinearMatchesCpu) {
                                 {300, 1104, 8},
                                 {301, 4096, 16},
                                 {4097, 1024, 16},
+                                {4097, 1024, 8},
+                                {4097, 1024, 12},
                                 {4097, 297, 8}})
     ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth, n));
 }

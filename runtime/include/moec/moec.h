@@ -38,10 +38,12 @@ typedef enum moec_dtype { MOEC_F32 = 0, MOEC_I32 = 1, MOEC_I64 = 2 } moec_dtype;
  * outputs; `shape` has `rank` entries. `data` is host memory, or, for a CUDA
  * artifact, also device memory of the artifact's device (unified addressing
  * tells them apart). When every input and output is device memory, 256-byte
- * aligned, and no output overlaps another buffer, the model reads the inputs
- * and writes the outputs in place (its CUDA graph then holds their addresses:
- * a model keeps graphs for up to 16 such address sets, and later new sets are
- * copied); otherwise they reach the model and leave it by copies, on the
+ * aligned, no output overlaps another buffer, and the model computes each
+ * output itself (no output is an input or another output), the model reads
+ * the inputs and writes the outputs in place. Its CUDA graph then holds their
+ * addresses: a model keeps up to 16 such graphs (one per token count and
+ * address set, within 64 graphs in all), and runs that would need more copy.
+ * Otherwise inputs reach the model and outputs leave it by copies, on the
  * model's stream. Either way the outputs are written when moec_run returns. */
 typedef struct moec_tensor {
   const char *name;

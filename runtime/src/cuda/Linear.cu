@@ -280,10 +280,10 @@ KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step) {
 
 /// Many rows and few columns (Mixtral's router: 8 experts), not gated: a warp
 /// per kSkinnyRows rows, each lane summing its quarter-K slices (16-byte loads
-/// of the rows, the weights from L1: 8 x 4096 f32 is 128 KB) for every column,
+/// of the rows; the weights, 8 x 4096 f32 = 128 KB, from L1 and L2) for every column,
 /// then a shuffle reduction. v10's profile had the warp-per-column kernel at
 /// 272 µs per call for Mixtral at T = 8192 (134 MB of rows: ~35 µs of copy).
-/// Measured (v11): 126 µs at T = 8192, but 92 µs at T = 1024, where a warp per
+/// Measured (v11): 123-126 µs at T = 8192, but 92 µs at T = 1024, where a warp per
 /// column took 29 µs: 512 warps cannot hide its load latency. So it starts at
 /// kSkinnyMinRows, where the warp-per-column kernel would take ~135 µs.
 constexpr int kSkinnyRows = 2;

@@ -64,8 +64,9 @@ struct CallerBuffer {
 /// A run whose buffers are all device memory may read its inputs and write its
 /// outputs in place instead of copying them through the workspace (inPlace);
 /// its graph then holds their addresses, so it is kept per token count and
-/// address set, for at most kMaxInPlace address sets: a caller that passes new
-/// buffers every call gets the copies and the graph of its token count.
+/// address set, at most kMaxInPlace such graphs: a caller that passes new
+/// buffers every call (or fixed buffers with many token counts) then gets the
+/// copies and the graph of its token count.
 class GraphCache {
 public:
   static constexpr size_t kMaxGraphs = 64, kMaxInPlace = 16;
