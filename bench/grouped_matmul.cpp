@@ -165,11 +165,12 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
     std::fflush(stdout);
   };
   cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated);
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16,
-                              cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
-                              cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256}) {
+  for (cuda::BF16Tile tile :
+       {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
+        cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
+        cuda::BF16Tile::Wgmma128x256C12}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
-    bool wgmma = tile == cuda::BF16Tile::Wgmma || tile == cuda::BF16Tile::Wgmma128x256;
+    bool wgmma = cuda::isWgmmaTile(tile);
     if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64 && !wgmma)
       continue;
     if (!cuda::bf16TileAvailable(tile) || (wgmma && tokens < 16))

@@ -333,17 +333,23 @@ TEST(CudaKernels, TensorCoreGroupedMatmulPrefill) {
 /// and DeepSeek-V3 at T = 1024: 7 % and 3 % faster in the kernel bench, whose
 /// routing is uniform); in the artifact DeepSeek-V3 at T = 1024 went from 8.2
 /// to 9.1 ms (its router is uneven, and each expert's weights are streamed
-/// once per row tile), so they keep 64-row tiles.
+/// once per row tile), so they kept 64-row tiles. v12: CUTLASS's 128x256 tiles
+/// without clusters beat both from 32 rows (gpt-oss and DeepSeek-V3 at
+/// T = 1024, skewed routing: 16-18 % faster than 64-row tiles for gate/up).
 TEST(CudaKernels, ChooseBF16TileFollowsTheMeasurements) {
   using cuda::BF16Tile;
+  const bool cutlass = cuda::bf16TileAvailable(BF16Tile::Wgmma128x256);
+  auto wgmmaOr = [&](BF16Tile otherwise) { return cutlass ? BF16Tile::Wgmma128x256 : otherwise; };
   // gpt-oss's and DeepSeek-V3's gate/up at T = 1024: 32 rows over 128 and 256 experts.
-  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 4, 128, 2880, /*gated=*/true), BF16Tile::Tok64);
-  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 7168, /*gated=*/true), BF16Tile::Tok64);
+  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 4, 128, 2880, /*gated=*/true), wgmmaOr(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 7168, /*gated=*/true), wgmmaOr(BF16Tile::Tok64));
   // Mixtral's at T = 128: 32 rows over 8 experts; its down (K = 14336) too.
-  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 4096, /*gated=*/true), BF16Tile::Tok64);
-  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 14336, /*gated=*/false), BF16Tile::Tok64);
-  // DeepSeek-V3's down at T = 1024 (K = 2048); decode rows.
-  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 2048, /*gated=*/false), BF16Tile::Tok32);
+  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 4096, /*gated=*/true), wgmmaOr(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 14336, /*gated=*/false), wgmmaOr(BF16Tile::Tok64));
+  // DeepSeek-V3's down at T = 1024 (K = 2048).
+  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 2048, /*gated=*/false), wgmmaOr(BF16Tile::Tok32));
+  // Qwen3's at T = 128 (8 rows over 128 experts) and decode rows.
+  EXPECT_EQ(cuda::chooseBF16Tile(128 * 8, 128, 2048, /*gated=*/true), BF16Tile::Tok32);
   EXPECT_EQ(cuda::chooseBF16Tile(16 * 8, 256, 7168, /*gated=*/true), BF16Tile::Tok8);
 }
 
@@ -361,7 +367,8 @@ void checkPrefill(int64_t N) {
   roundToBF16(lhs);
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   for (cuda::BF16Tile tile :
-       {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256})
+       {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256,
+        cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12})
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
       if (!cuda::bf16TileAvailable(tile))
         continue;
@@ -441,7 +448,8 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
     ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256})
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256,
+                              cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12})
     if (cuda::bf16TileAvailable(tile)) {
       ASSERT_NO_FATAL_FAILURE(
           checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, tile));
@@ -510,7 +518,8 @@ void checkInterleavedGateUp(int64_t N) {
   cpu::Epilogue interleaved = concatenated;
   interleaved.layout = cpu::GateUpLayout::Interleaved;
   for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma,
-                              cuda::BF16Tile::Wgmma128x256})
+                              cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
+                              cuda::BF16Tile::Wgmma128x256C12})
     for (bool withBias : {false, true}) {
       if (!cuda::bf16TileAvailable(tile))
         continue;

@@ -202,6 +202,8 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
   switch (tile) {
   case BF16Tile::Wgmma:
   case BF16Tile::Wgmma128x256:
+  case BF16Tile::Wgmma128x256C21:
+  case BF16Tile::Wgmma128x256C12:
 #ifdef MOEC_HAVE_CUTLASS
   {
     // One of each pair is null, as for the results above.
@@ -211,8 +213,11 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
       lhsBF16 = reinterpret_cast<const uint16_t *>(lhs);
     else
       lhsF32 = lhs;
-    detail::CutlassTile config = tile == BF16Tile::Wgmma ? detail::CutlassTile::Pingpong128x128
-                                                         : detail::CutlassTile::Cooperative128x256;
+    detail::CutlassTile config =
+        tile == BF16Tile::Wgmma             ? detail::CutlassTile::Pingpong128x128
+        : tile == BF16Tile::Wgmma128x256C21 ? detail::CutlassTile::Cooperative128x256Cluster21
+        : tile == BF16Tile::Wgmma128x256C12 ? detail::CutlassTile::Cooperative128x256Cluster12
+                                            : detail::CutlassTile::Cooperative128x256;
     return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n, offsets,
                                         bias, epilogue, outF32, outBF16, config, stream);
   }
@@ -243,38 +248,40 @@ const char *bf16TileName(BF16Tile tile) {
   case BF16Tile::Tok64: return "tok64x3";
   case BF16Tile::Wgmma: return "wgmma128x128";
   case BF16Tile::Wgmma128x256: return "wgmma128x256";
+  case BF16Tile::Wgmma128x256C21:
+    return "wgmma128x256c21";
+  case BF16Tile::Wgmma128x256C12:
+    return "wgmma128x256c12";
   }
   return "?";
 }
 
 BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
-  // By the mean rows per touched expert, slots / min(experts, slots). Measured on
-  // the H200 (bench/grouped_matmul.cpp, docs/performance.md v5 and v9): 8-row
-  // tiles are best up to ~4 rows (decode), 32-row tiles up to 16 (Qwen3 at
-  // T = 128: 7-12 % faster than 16) and for down projections of up to 32 rows
-  // with K <= 4096 (gpt-oss and DeepSeek-V3 at T = 1024: 24 % and 32 % faster
-  // than 64; Mixtral's K = 14336 is 14 % slower), 64-row tiles for the rest
-  // below 64 rows, and CUTLASS's cooperative 128x256 tiles from 64 rows. v10,
-  // with bf16 rows as the artifacts pass them: at T = 8192 they beat the
-  // 128x128 pingpong tiles by 6-40 % (but for Qwen3's down, 4 % slower) and
-  // v9's 256x128 cooperative tiles by 3-8 %; at T = 1024 Qwen3's down is 15 %
-  // faster than with 32-row tiles, its gate/up 6 % slower than with 64-row ones.
-  // Those were constant operands; v11 re-ran the bench on random ones (every
-  // prefill GEMM slower, by up to 29 %) and the ranking held, but for the down
-  // projections of Qwen3 and gpt-oss at T = 8192, where 128x128 pingpong tiles
-  // are 7 % and 3 % faster (gpt-oss's down would lose its fused bias there).
-  // 32-row gate/up tiles at <= 32 rows, faster in the bench, were slower in the
-  // artifact (ChooseBF16TileFollowsTheMeasurements).
+  // By the mean rows per touched expert, slots / min(experts, slots), as
+  // measured on the H200 (bench/grouped_matmul.cpp; docs/performance.md v5,
+  // v9-v12): 8-row tiles up to ~4 rows (decode), 32-row tiles up to 16 (Qwen3
+  // at T = 128: 7-12 % faster than 16), and CUTLASS's cooperative 128x256 tiles
+  // from 32 rows. Until v12 those had 2x1 clusters and started at 64 rows;
+  // without clusters (CUTLASS rounds each expert's row tiles up to the cluster)
+  // they are 7-18 % ahead of the 32- and 64-row tiles at T = 1024 for gpt-oss
+  // and DeepSeek-V3 on skewed routing (30 % for Qwen3), level with them for
+  // Mixtral at T = 128. Below 32 rows, and without CUTLASS: 32-row tiles for
+  // down projections of up to 32 rows with K <= 4096 (24-32 % faster than 64
+  // in v5; Mixtral's K = 14336 is 14 % slower), 64-row tiles for the rest.
+  // 32-row gate/up tiles at <= 32 rows, faster in the bench, were slower in
+  // the artifact (v11; ChooseBF16TileFollowsTheMeasurements).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if (rows <= 4)
     return BF16Tile::Tok8;
-  if (rows <= 16 || (rows <= 32 && !gated && k <= 4096))
+  if (rows <= 16)
     return BF16Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
   if (rows >= kWgmmaMinRows)
     return BF16Tile::Wgmma128x256;
 #endif
+  if (rows <= 32 && !gated && k <= 4096)
+    return BF16Tile::Tok32;
   return BF16Tile::Tok64;
 }
 
@@ -282,7 +289,7 @@ bool bf16TileAvailable(BF16Tile tile) {
 #ifdef MOEC_HAVE_CUTLASS
   return true;
 #else
-  return tile != BF16Tile::Wgmma && tile != BF16Tile::Wgmma128x256;
+  return !isWgmmaTile(tile);
 #endif
 }
 

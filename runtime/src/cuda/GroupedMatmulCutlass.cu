@@ -95,26 +95,43 @@ using Config = ConfigWith<TileShape, ClusterShape, KernelSchedule,
 using Pingpong = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>,
                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
                         cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
-/// 128x256x64 cooperative, 2x1 clusters: both warp groups on one 128-row tile
-/// against 256 weight rows, half the row reads per weight row of Pingpong. It
-/// replaced v9's 256x128 cooperative tiles, which it beat at every prefill
+/// 128x256x64 cooperative tiles: both warp groups on one 128-row tile against
+/// 256 weight rows, half the row reads per weight row of Pingpong. They
+/// replaced v9's 256x128 cooperative tiles, which they beat at every prefill
 /// shape of the kernel bench (v10: 3-12 %; a 256-row tile pads ragged experts
-/// of a few hundred rows up to half of a second tile).
-using CooperativeWide = Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
-                               cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                               cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-/// CooperativeWide with the bias added in CUTLASS's epilogue (BiasFusion).
-using CooperativeWideBias =
-    Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
-           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
-           BiasFusion<Shape<_128, _256, _64>>>;
-
-/// CooperativeWide with the gate/up activation in its epilogue (interleaved
+/// of a few hundred rows up to half of a second tile). Three cluster shapes:
+/// - 1x1 (ClusterNone, the default since v12): no sharing, no rounding.
+/// - 2x1 (ClusterRows): two row tiles share each weight tile (multicast), as
+///   torch's _grouped_mm does, and moec did until v12. CUTLASS's grouped
+///   scheduler rounds every expert's row tiles up to the cluster, so an expert
+///   of 257-384 rows computes 512, and one of 1-128 rows computes 256: v12
+///   measured 1x1 8-13 % faster at T = 8192 for the models of 128 and 256
+///   experts, 30-40 % at T = 1024, and level for Mixtral (8 experts of ~2000
+///   rows).
+/// - 1x2 (ClusterWeights): two weight tiles share each row tile; the rounding
+///   falls on the weight tiles, which every expert has the same number of.
+///   Within a few % of 1x1 either way.
+template <typename ClusterShape,
+          typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
+using CooperativeWideOn = Config<Shape<_128, _256, _64>, ClusterShape,
+                                 cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                                 cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, Fusion>;
+/// CooperativeWideOn with the bias added in CUTLASS's epilogue (BiasFusion).
+template <typename ClusterShape>
+using CooperativeWideBiasOn = CooperativeWideOn<ClusterShape, BiasFusion<Shape<_128, _256, _64>>>;
+/// CooperativeWideOn with the gate/up activation in its epilogue (interleaved
 /// gate/up rows, bf16 results: GatedEpilogue).
-using CooperativeWideGated =
-    ConfigWith<Shape<_128, _256, _64>, Shape<_2, _1, _1>,
+template <typename ClusterShape>
+using CooperativeWideGatedOn =
+    ConfigWith<Shape<_128, _256, _64>, ClusterShape,
                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, GatedEpilogue>;
+
+using ClusterRows = Shape<_2, _1, _1>;
+using ClusterWeights = Shape<_1, _2, _1>;
+using ClusterNone = Shape<_1, _1, _1>;
+using CooperativeWide = CooperativeWideOn<ClusterNone>;
+using CooperativeWideBias = CooperativeWideBiasOn<ClusterNone>;
+using CooperativeWideGated = CooperativeWideGatedOn<ClusterNone>;
 
 // GatedEpilogue's staging must leave the mainloop as many stages as the f32
 // epilogue does (4 against 3), and everything must fit.
@@ -128,7 +145,9 @@ constexpr bool kSameStrides =
     std::is_same_v<GemmKernel::InternalStrideA, typename Other::GemmKernel::InternalStrideA> &&
     std::is_same_v<GemmKernel::InternalStrideB, typename Other::GemmKernel::InternalStrideB> &&
     std::is_same_v<GemmKernel::InternalStrideD, typename Other::GemmKernel::InternalStrideD>;
-static_assert(kSameStrides<CooperativeWide> && kSameStrides<CooperativeWideBias>);
+static_assert(kSameStrides<CooperativeWide> && kSameStrides<CooperativeWideBias> &&
+              kSameStrides<CooperativeWideOn<ClusterRows>> &&
+              kSameStrides<CooperativeWideOn<ClusterWeights>>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -222,7 +241,7 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   // The cooperative tiles apply a gate/up activation themselves when the
   // halves are interleaved, the activation is SiLU and the result is bf16 rows
   // of whole 16-byte chunks (GatedEpilogue).
-  bool fusedGate = tile == CutlassTile::Cooperative128x256 && gated && outBF16 &&
+  bool fusedGate = tile != CutlassTile::Pingpong128x128 && gated && outBF16 &&
                    epilogue.layout == cpu::GateUpLayout::Interleaved &&
                    epilogue.kind == cpu::ActivationKind::SiLU && (n / 2) % 8 == 0 &&
                    reinterpret_cast<uintptr_t>(outBF16) % 16 == 0;
@@ -285,8 +304,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
         g.c, g.strideC, g.d, g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
-  auto runGated = [&]() {
-    using Gemm = CooperativeWideGated::Gemm;
+  auto runGated = [&](auto config) {
+    using Gemm = typename decltype(config)::Gemm;
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
         {groups, g.shapes, nullptr},
@@ -295,12 +314,22 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
         hardwareInfo<typename Gemm::GemmKernel>()};
     return runGrouped<Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
+  auto runWide = [&](auto cluster) {
+    using Cluster = decltype(cluster);
+    return fusedGate   ? runGated(CooperativeWideGatedOn<Cluster>{})
+           : fusedBias ? runBias(CooperativeWideBiasOn<Cluster>{})
+                       : run(CooperativeWideOn<Cluster>{});
+  };
   switch (tile) {
   case CutlassTile::Pingpong128x128: MOEC_RETURN_IF_ERROR(run(Pingpong{})); break;
   case CutlassTile::Cooperative128x256:
-    MOEC_RETURN_IF_ERROR(fusedGate   ? runGated()
-                         : fusedBias ? runBias(CooperativeWideBias{})
-                                     : run(CooperativeWide{}));
+    MOEC_RETURN_IF_ERROR(runWide(ClusterNone{}));
+    break;
+  case CutlassTile::Cooperative128x256Cluster21:
+    MOEC_RETURN_IF_ERROR(runWide(ClusterRows{}));
+    break;
+  case CutlassTile::Cooperative128x256Cluster12:
+    MOEC_RETURN_IF_ERROR(runWide(ClusterWeights{}));
     break;
   }
 

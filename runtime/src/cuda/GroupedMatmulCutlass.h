@@ -20,8 +20,15 @@ namespace moec::rt::cuda::detail {
 /// Whether the kernel takes K and N (16-byte rows of bf16 operands and f32 output).
 bool groupedMatmulCutlassSupports(int64_t k, int64_t n);
 
-/// The bf16 CUTLASS configurations (tile rows x weight rows, schedule).
-enum class CutlassTile { Pingpong128x128, Cooperative128x256 };
+/// The bf16 CUTLASS configurations (tile rows x weight rows, schedule, and for
+/// the cooperative tiles the cluster: none by default, 2x1 with two row tiles
+/// sharing a weight tile, 1x2 with two weight tiles sharing a row tile).
+enum class CutlassTile {
+  Pingpong128x128,
+  Cooperative128x256,
+  Cooperative128x256Cluster21,
+  Cooperative128x256Cluster12
+};
 
 /// Rows in f32 (`lhs`, rounded here) or bf16 (`lhsBF16`), results out in f32
 /// (`out`) or bf16 (`outBF16`): one of each pair is null.

@@ -85,11 +85,29 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
 /// 128 weight rows, and the depth of the load pipeline; or CUTLASS's sm90
 /// grouped GEMM (TMA + wgmma) for prefill, in runtimes built with CUTLASS:
 /// Wgmma with 128x128 pingpong tiles (rows x weight rows), Wgmma128x256 with
-/// 128x256 cooperative tiles and 2x1 clusters. Auto picks by shape (chooseBF16Tile);
-/// the others exist for benchmarks and tests.
-enum class BF16Tile { Auto, Tok8, Tok16, Tok32, Tok64, Wgmma, Wgmma128x256 };
+/// 128x256 cooperative tiles (no clusters), Wgmma128x256C21 the same with 2x1
+/// clusters (two row tiles share a weight tile: torch's _grouped_mm, and moec
+/// until v12), Wgmma128x256C12 with 1x2 clusters (two weight tiles share a row
+/// tile). Auto picks by shape (chooseBF16Tile); the others exist for
+/// benchmarks and tests.
+enum class BF16Tile {
+  Auto,
+  Tok8,
+  Tok16,
+  Tok32,
+  Tok64,
+  Wgmma,
+  Wgmma128x256,
+  Wgmma128x256C21,
+  Wgmma128x256C12
+};
+/// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
+inline bool isWgmmaTile(BF16Tile tile) {
+  return tile == BF16Tile::Wgmma || tile == BF16Tile::Wgmma128x256 ||
+         tile == BF16Tile::Wgmma128x256C21 || tile == BF16Tile::Wgmma128x256C12;
+}
 /// From this many rows per touched expert on, Auto takes the wgmma tiles.
-inline constexpr int64_t kWgmmaMinRows = 64;
+inline constexpr int64_t kWgmmaMinRows = 32;
 const char *bf16TileName(BF16Tile tile);
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep; `gated`:
 /// a gate/up projection (its epilogue halves the output).
