@@ -249,6 +249,8 @@ def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
             del o
             ms, mn, n = time_wall(fn, args.target_s)
             row[key + "_events"] = time_events(fn, n)
+            if args.profile:
+                profile_kernels(fn, f"transformers {key} T={T}", out=args.out)
         log(f"  {key} T={T}: {ms:.3f} ms, compile {row[key + '_compile_s']:.1f} s, "
             f"rel err {row[key + '_rel_err']:.1e}")
         return ms
@@ -515,7 +517,8 @@ def main():
     p.add_argument("--models", default=",".join(SPECS))
     p.add_argument("--tokens", default="1,16,128,1024,8192")
     p.add_argument("--profile", action="store_true",
-                   help="also print moec's per-kernel GPU times per cell (torch.profiler)")
+                   help="also print per-kernel GPU times per cell (torch.profiler): moec's, and "
+                        "those of the compiled transformers configurations")
     p.add_argument("--ncu", action="store_true",
                    help="profile one moec call per cell between cudaProfilerStart/Stop and time nothing "
                         "(run under ncu --profile-from-start off; see bench/ncu_summary.py)")

@@ -203,12 +203,13 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
   CHECK(cudaStatus(cudaMemset(lhsScales.data(), 0x3C, lhsScales.size()), "memset", __FILE__, __LINE__));
   CHECK(cudaStatus(cudaMemset(weightScales.data(), 0x3C, weightScales.size()), "memset", __FILE__,
                    __LINE__));
-  for (cuda::FP8Tile tile : {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
-                             cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma}) {
-    if (tokens >= 1024 && tile != cuda::FP8Tile::Auto && tile != cuda::FP8Tile::Tok32 &&
-        tile != cuda::FP8Tile::Wgmma)
+  for (cuda::FP8Tile tile :
+       {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16, cuda::FP8Tile::Tok32,
+        cuda::FP8Tile::Wgmma, cuda::FP8Tile::WgmmaPingpong}) {
+    bool wgmma = cuda::isWgmmaTile(tile);
+    if (tokens >= 1024 && tile != cuda::FP8Tile::Auto && tile != cuda::FP8Tile::Tok32 && !wgmma)
       continue;
-    if (!cuda::fp8TileAvailable(tile) || (tile == cuda::FP8Tile::Wgmma && tokens < 16))
+    if (!cuda::fp8TileAvailable(tile) || (wgmma && tokens < 16))
       continue;
     std::string name = std::string("fp8 ") + cuda::fp8TileName(tile);
     report(name.c_str(), time([&] {

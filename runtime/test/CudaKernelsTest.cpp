@@ -860,12 +860,30 @@ void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t t
   ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, numValid, slots, H));
 }
 
-/// Whether `tile` runs the CUTLASS QGMMA kernel: Wgmma, and Auto where
-/// chooseFP8Tile takes it.
+/// Whether `tile` runs a CUTLASS QGMMA kernel: the wgmma tiles, and Auto where
+/// chooseFP8Tile takes them.
 bool runsOnQgmma(cuda::FP8Tile tile, int64_t slots, int64_t experts, int64_t k, int64_t n) {
-  return tile == cuda::FP8Tile::Wgmma ||
+  return cuda::isWgmmaTile(tile) ||
          (tile == cuda::FP8Tile::Auto &&
-          cuda::chooseFP8Tile(slots, experts, k, n, /*offsets=*/true) == cuda::FP8Tile::Wgmma);
+          cuda::isWgmmaTile(cuda::chooseFP8Tile(slots, experts, k, n, /*offsets=*/true)));
+}
+
+/// chooseFP8Tile's rule at the benchmark models' shapes (v12's kernel bench):
+/// 64x128 pingpong tiles at T = 1024 for gpt-oss, DeepSeek-V3 (32 rows per
+/// expert) and Qwen3 (64), 128x128 cooperative ones for Mixtral (256) and at
+/// T = 8192; the mma.sync tiles below 16 rows (Qwen3 at T = 128: 8 rows).
+TEST(CudaKernels, ChooseFP8TileFollowsTheMeasurements) {
+  using cuda::FP8Tile;
+  const bool cutlass = cuda::fp8TileAvailable(FP8Tile::Wgmma);
+  auto orTok32 = [&](FP8Tile tile) { return cutlass ? tile : FP8Tile::Tok32; };
+  EXPECT_EQ(cuda::chooseFP8Tile(1024 * 4, 128, 2880, 5760, true), orTok32(FP8Tile::WgmmaPingpong));
+  EXPECT_EQ(cuda::chooseFP8Tile(1024 * 8, 256, 7168, 4096, true), orTok32(FP8Tile::WgmmaPingpong));
+  EXPECT_EQ(cuda::chooseFP8Tile(1024 * 8, 128, 2048, 1536, true), orTok32(FP8Tile::WgmmaPingpong));
+  EXPECT_EQ(cuda::chooseFP8Tile(1024 * 2, 8, 4096, 28672, true), orTok32(FP8Tile::Wgmma));
+  EXPECT_EQ(cuda::chooseFP8Tile(8192 * 4, 128, 2880, 2880, true), orTok32(FP8Tile::Wgmma));
+  // Without offsets (one expert: moe.linear) only the mma.sync tiles run.
+  EXPECT_EQ(cuda::chooseFP8Tile(8192, 1, 2880, 2880, false), FP8Tile::Tok32);
+  EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, true), FP8Tile::Tok16);
 }
 
 /// The output's root mean square over its first `count` elements.
@@ -934,7 +952,7 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
     DeviceBuffer dLq = upload(lq), dLs = upload(lscale), dWq = upload(wq), dWs = upload(wscale),
                  dOffsets = upload(offsets), dBias = upload(bias);
     for (cuda::FP8Tile tile : tiles) {
-      if (!cuda::fp8TileAvailable(tile) || (tile == cuda::FP8Tile::Wgmma && K % 16 != 0))
+      if (!cuda::fp8TileAvailable(tile) || (cuda::isWgmmaTile(tile) && K % 16 != 0))
         continue;
       for (const cpu::Epilogue &epilogue : allEpilogues()) {
         SCOPED_TRACE("K " + std::to_string(K) + ", tile " + cuda::fp8TileName(tile) +
@@ -1031,11 +1049,11 @@ TEST(CudaKernels, FP8GroupedMatmulQuantizedMatchesUnfused) {
 TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
   // Decode-like: every tile (wgmma too where K allows), partial K and N blocks.
   for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random})
-    ASSERT_NO_FATAL_FAILURE(checkFP8(5, 272, {0, 3, 3, 40, 41}, 45, {200, 272},
-                                     {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8,
-                                      cuda::FP8Tile::Tok16, cuda::FP8Tile::Tok32,
-                                      cuda::FP8Tile::Wgmma},
-                                     operands));
+    ASSERT_NO_FATAL_FAILURE(
+        checkFP8(5, 272, {0, 3, 3, 40, 41}, 45, {200, 272},
+                 {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
+                  cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma, cuda::FP8Tile::WgmmaPingpong},
+                 operands));
 }
 
 /// Prefill: experts of 0, 1, 129, 300 and 420 rows, where Auto takes the wgmma
@@ -1045,8 +1063,9 @@ TEST(CudaKernels, FP8GroupedMatmulPrefill) {
             cuda::fp8TileAvailable(cuda::FP8Tile::Wgmma) ? cuda::FP8Tile::Wgmma
                                                          : cuda::FP8Tile::Tok32);
   for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random})
-    ASSERT_NO_FATAL_FAILURE(checkFP8(6, 392, {0, 1, 130, 430, 430, 850}, 859, {272, 528},
-                                     {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32}, operands));
+    ASSERT_NO_FATAL_FAILURE(checkFP8(
+        6, 392, {0, 1, 130, 430, 430, 850}, 859, {272, 528},
+        {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32, cuda::FP8Tile::WgmmaPingpong}, operands));
 }
 
 } // namespace

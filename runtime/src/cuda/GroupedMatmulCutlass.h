@@ -41,6 +41,9 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
 /// Whether the FP8 kernel takes K and N (16-byte rows of e4m3 operands, f32 output).
 bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n);
 
+/// The FP8 CUTLASS configurations (GroupedMatmulFP8Cutlass.cu).
+enum class FP8CutlassTile { Cooperative128x128, Pingpong64x128 };
+
 /// groupedMatmulFP8 (MoEKernels.h) on wgmma: e4m3 rows with their row scales,
 /// e4m3 weights with their 128x128 block scales, per-expert offsets required.
 /// With `outCodes` (and `outScales`) the result is quantised instead of written
@@ -49,7 +52,7 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
                                const uint8_t *weights, const float *weightScales, int64_t experts,
                                int64_t n, const int32_t *offsets, const float *bias,
                                const cpu::Epilogue &epilogue, float *out, uint8_t *outCodes,
-                               float *outScales, cudaStream_t stream);
+                               float *outScales, FP8CutlassTile tile, cudaStream_t stream);
 
 } // namespace moec::rt::cuda::detail
 

@@ -28,6 +28,14 @@
 #include <string>
 
 namespace moec::rt::cuda {
+namespace detail {
+/// The CUTLASS configuration of a wgmma FP8Tile.
+inline FP8CutlassTile fp8CutlassTile(FP8Tile tile) {
+  return tile == FP8Tile::WgmmaPingpong ? FP8CutlassTile::Pingpong64x128
+                                        : FP8CutlassTile::Cooperative128x128;
+}
+} // namespace detail
+
 namespace {
 
 using namespace tiles;
@@ -315,6 +323,8 @@ const char *fp8TileName(FP8Tile tile) {
   case FP8Tile::Tok16: return "tok16x5";
   case FP8Tile::Tok32: return "tok32x4";
   case FP8Tile::Wgmma: return "wgmma128x128";
+  case FP8Tile::WgmmaPingpong:
+    return "wgmma64x128pp";
   }
   return "?";
 }
@@ -325,13 +335,16 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
   // measured no faster than 32 anywhere on the H200 (docs/performance.md v6).
   // CUTLASS's QGMMA tiles from 16 rows: 1.7-3.5x faster than 32-row tiles
   // at 32-64 rows (Mixtral at T = 128, every shape at T = 1024), even with
-  // Qwen3 at 8 rows, 10-25 % slower than 8-row tiles at 4 (v9).
+  // Qwen3 at 8 rows, 10-25 % slower than 8-row tiles at 4 (v9). Below 128
+  // rows, 64x128 pingpong tiles (v12, T = 1024: 18-26 % faster for gpt-oss and
+  // DeepSeek-V3 at 32 rows, 9-12 % for Qwen3 at 64; 6 % slower for Mixtral at
+  // 256, and at T = 8192 mostly slower: Mixtral by 20-35 %).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
   if (rows >= kFP8WgmmaMinRows && offsets && detail::groupedMatmulFP8CutlassSupports(k, n))
-    tile = FP8Tile::Wgmma;
+    tile = rows >= kFP8CooperativeMinRows ? FP8Tile::Wgmma : FP8Tile::WgmmaPingpong;
 #else
   (void)k, (void)n, (void)offsets;
 #endif
@@ -342,7 +355,7 @@ bool fp8TileAvailable(FP8Tile tile) {
 #ifdef MOEC_HAVE_CUTLASS
   return true;
 #else
-  return tile != FP8Tile::Wgmma;
+  return !isWgmmaTile(tile);
 #endif
 }
 
@@ -406,10 +419,11 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
     tile = chooseFP8Tile(slots, experts, k, n, offsets != nullptr);
   switch (tile) {
   case FP8Tile::Wgmma:
+  case FP8Tile::WgmmaPingpong:
 #ifdef MOEC_HAVE_CUTLASS
     return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales, experts,
                                            n, offsets, bias, epilogue, out, nullptr, nullptr,
-                                           stream);
+                                           detail::fp8CutlassTile(tile), stream);
 #else
     return Status::error("groupedMatmulFP8: the wgmma tiles need a runtime built with CUTLASS");
 #endif
@@ -434,9 +448,10 @@ Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float 
   if (tile == FP8Tile::Auto)
     tile = chooseFP8Tile(slots, experts, k, n, offsets != nullptr);
 #ifdef MOEC_HAVE_CUTLASS
-  if (tile == FP8Tile::Wgmma) // the epilogue pass quantises: no f32 result
+  if (isWgmmaTile(tile)) // the epilogue pass quantises: no f32 result
     return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales, experts,
-                                           n, offsets, bias, epilogue, nullptr, q, scales, stream);
+                                           n, offsets, bias, epilogue, nullptr, q, scales,
+                                           detail::fp8CutlassTile(tile), stream);
 #endif
   // The mma.sync tiles apply the epilogue in registers: their f32 result, then
   // the quantise kernel (rows up to offsets[E-1]).

@@ -5,7 +5,8 @@
 // CUTLASS 4.2's sm90 ptr-array grouped GEMM with blockwise scaling (the kernel
 // of its example 68: TMA + wgmma e4m3, the 128-deep partial sums promoted with
 // the row's and the weight block's scales, as DeepGEMM and the mma.sync kernel
-// of GroupedMatmulFP8.cu do), 128x128x128 cooperative tiles, 1x2 clusters.
+// of GroupedMatmulFP8.cu do): 128x128x128 cooperative tiles with 1x2
+// clusters, or 64x128x128 pingpong ones for experts of fewer rows.
 //
 // As in GroupedMatmulCutlass.cu: the experts' row counts stay on the device
 // (a small kernel writes each expert's shape, pointers and scale layouts from
@@ -35,6 +36,7 @@
 #include "cutlass/util/packed_stride.hpp"
 
 #include <string>
+#include <type_traits>
 
 namespace moec::rt::cuda::detail {
 namespace {
@@ -48,30 +50,51 @@ using ElementScale = float;
 constexpr int kAlignmentAB = 16; // 16 bytes of e4m3
 constexpr int kBlock = 128;      // the scales' block: 1 x 128 rows, 128 x 128 weights
 
-using TileShape = Shape<_128, _128, _128>;
-using ClusterShape = Shape<_1, _2, _1>;
-using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
-using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-
 // Row scales [M, K/128] and weight scales [N/128, K/128], both K-major.
 using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kBlock, kBlock, cute::GMMA::Major::K,
                                                               cute::GMMA::Major::K>;
 using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
 using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
 
-using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule>;
+/// One configuration of the blockwise-scaled grouped GEMM: tile, cluster,
+/// schedules; the f32 epilogue of CutlassGroupedRun.cuh.
+template <typename TileShape, typename ClusterShape, typename KernelSchedule,
+          typename EpilogueSchedule>
+struct Config {
+  using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule>;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
+      cute::tuple<LayoutA *, LayoutSFA *>, kAlignmentAB, ElementB,
+      cute::tuple<LayoutB *, LayoutSFB *>, kAlignmentAB, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using GemmKernel =
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+};
 
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
-    cute::tuple<LayoutA *, LayoutSFA *>, kAlignmentAB, ElementB,
-    cute::tuple<LayoutB *, LayoutSFB *>, kAlignmentAB, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    KernelSchedule>::CollectiveOp;
+using Cooperative = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
+using CooperativeEpilogue = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+/// Example 68's configuration: 128x128x128 cooperative tiles, 1x2 clusters.
+using Cooperative128x128 =
+    Config<Shape<_128, _128, _128>, Shape<_1, _2, _1>, Cooperative, CooperativeEpilogue>;
+/// 64x128x128 pingpong tiles, 1x2 clusters: one warp group's epilogue overlaps
+/// the other's mainloop; 64-row tiles pad experts of a few dozen rows less.
+/// (v12 also measured 128x128 without clusters: no faster anywhere. 128x256
+/// tiles do not compile: CUTLASS 4.2's blockwise mainloop wants one weight
+/// scale block per tile column.)
+using Pingpong64x128 = Config<Shape<_64, _128, _128>, Shape<_1, _2, _1>,
+                              cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
+                              cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 
-using GemmKernel =
-    cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+using GemmKernel = Cooperative128x128::GemmKernel; // the strides below are the same for all
+template <typename Other>
+constexpr bool kSameStrides = std::is_same_v<GemmKernel::InternalStrideA,
+                                             typename Other::GemmKernel::InternalStrideA>
+    &&std::is_same_v<GemmKernel::InternalStrideB, typename Other::GemmKernel::InternalStrideB>
+        &&std::is_same_v<GemmKernel::InternalStrideD, typename Other::GemmKernel::InternalStrideD>;
+static_assert(kSameStrides<Pingpong64x128>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -131,7 +154,7 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
                                const uint8_t *weights, const float *weightScales, int64_t experts,
                                int64_t n, const int32_t *offsets, const float *bias,
                                const cpu::Epilogue &epilogue, float *out, uint8_t *outCodes,
-                               float *outScales, cudaStream_t stream) {
+                               float *outScales, FP8CutlassTile tile, cudaStream_t stream) {
   if (!groupedMatmulFP8CutlassSupports(k, n))
     return Status::error("groupedMatmulFP8Cutlass: K = " + std::to_string(k) + ", N = " +
                          std::to_string(n) + " are not multiples of 16 and 4");
@@ -170,12 +193,24 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
       static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.c, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
-  auto args = groupedArguments<Gemm>(
-      groups, g.shapes,
-      typename GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB, g.scaleA, g.layoutA,
-                                             g.scaleB, g.layoutB},
-      g.c, g.strideC, g.d, g.strideD);
-  MOEC_RETURN_IF_ERROR(runGrouped<Gemm>(args, scratch, stream, "groupedMatmulFP8Cutlass", k, n));
+  auto run = [&](auto config) {
+    using Chosen = decltype(config);
+    auto args = groupedArguments<typename Chosen::Gemm>(
+        groups, g.shapes,
+        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB, g.scaleA,
+                                                       g.layoutA, g.scaleB, g.layoutB},
+        g.c, g.strideC, g.d, g.strideD);
+    return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulFP8Cutlass", k,
+                                             n);
+  };
+  switch (tile) {
+  case FP8CutlassTile::Cooperative128x128:
+    MOEC_RETURN_IF_ERROR(run(Cooperative128x128{}));
+    break;
+  case FP8CutlassTile::Pingpong64x128:
+    MOEC_RETURN_IF_ERROR(run(Pingpong64x128{}));
+    break;
+  }
 
   if (outCodes)
     MOEC_CUDA_TRY(device::launchEpiloguePassE4M3(product, offsets, groups, rows,

@@ -152,12 +152,19 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
                            const int32_t *numValid, int64_t slots, int64_t topK, uint8_t *q,
                            float *scales, cudaStream_t stream);
 
-/// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16.
-/// Wgmma: CUTLASS's sm90 grouped GEMM with blockwise scaling (128x128 tiles),
-/// in runtimes built with CUTLASS; Auto takes it from kFP8WgmmaMinRows rows per
-/// touched expert.
-enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma };
+/// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16;
+/// CUTLASS's sm90 grouped GEMM with blockwise scaling in runtimes built with
+/// CUTLASS: Wgmma with 128x128 cooperative tiles and 1x2 clusters,
+/// WgmmaPingpong with 64x128 pingpong tiles (one warp group's epilogue overlaps
+/// the other's mainloop). Auto takes WgmmaPingpong from kFP8WgmmaMinRows rows
+/// per touched expert and Wgmma from kFP8CooperativeMinRows.
+enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong };
+/// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
+inline bool isWgmmaTile(FP8Tile tile) {
+  return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
+}
 inline constexpr int64_t kFP8WgmmaMinRows = 16;
+inline constexpr int64_t kFP8CooperativeMinRows = 128;
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide;
 /// `offsets`: whether there are per-expert offsets (the wgmma tiles need them).
 FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool offsets);
