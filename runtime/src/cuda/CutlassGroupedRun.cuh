@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace moec::rt::cuda::detail {
 
@@ -64,6 +65,14 @@ template <typename GemmKernel> struct Strides {
   }
 };
 } // namespace grouped
+
+/// Whether two configurations' kernels take the same A, B and D strides: the
+/// per-expert stride arrays are filled once, for whichever of them runs.
+template <typename KernelA, typename KernelB>
+constexpr bool kSameStrides =
+    std::is_same_v<typename KernelA::InternalStrideA, typename KernelB::InternalStrideA> &&
+    std::is_same_v<typename KernelA::InternalStrideB, typename KernelB::InternalStrideB> &&
+    std::is_same_v<typename KernelA::InternalStrideD, typename KernelB::InternalStrideD>;
 
 /// The SM count and occupancy CUTLASS's persistent scheduler sizes its grid by
 /// (asked once per device and kernel).

@@ -140,14 +140,10 @@ static_assert(CooperativeWideGated::CollectiveMainloop::DispatchPolicy::Stages >
               CooperativeWideGated::GemmKernel::SharedStorageSize <= 227 * 1024);
 
 using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for all
-template <typename Other>
-constexpr bool kSameStrides =
-    std::is_same_v<GemmKernel::InternalStrideA, typename Other::GemmKernel::InternalStrideA> &&
-    std::is_same_v<GemmKernel::InternalStrideB, typename Other::GemmKernel::InternalStrideB> &&
-    std::is_same_v<GemmKernel::InternalStrideD, typename Other::GemmKernel::InternalStrideD>;
-static_assert(kSameStrides<CooperativeWide> && kSameStrides<CooperativeWideBias> &&
-              kSameStrides<CooperativeWideOn<ClusterRows>> &&
-              kSameStrides<CooperativeWideOn<ClusterWeights>>);
+static_assert(kSameStrides<GemmKernel, CooperativeWide::GemmKernel> &&
+              kSameStrides<GemmKernel, CooperativeWideBias::GemmKernel> &&
+              kSameStrides<GemmKernel, CooperativeWideOn<ClusterRows>::GemmKernel> &&
+              kSameStrides<GemmKernel, CooperativeWideOn<ClusterWeights>::GemmKernel>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;

@@ -89,12 +89,7 @@ using Pingpong64x128 = Config<Shape<_64, _128, _128>, Shape<_1, _2, _1>,
                               cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 
 using GemmKernel = Cooperative128x128::GemmKernel; // the strides below are the same for all
-template <typename Other>
-constexpr bool kSameStrides = std::is_same_v<GemmKernel::InternalStrideA,
-                                             typename Other::GemmKernel::InternalStrideA>
-    &&std::is_same_v<GemmKernel::InternalStrideB, typename Other::GemmKernel::InternalStrideB>
-        &&std::is_same_v<GemmKernel::InternalStrideD, typename Other::GemmKernel::InternalStrideD>;
-static_assert(kSameStrides<Pingpong64x128>);
+static_assert(kSameStrides<GemmKernel, Pingpong64x128::GemmKernel>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
