@@ -16,6 +16,8 @@
 #            models fit one call) -> ncu.csv, ncu.md (bench/ncu_summary.py).
 #            Clocks are left alone (--clock-control none).
 #   upload   bench/upload.cpp on a 6.4 GB file in the page cache.
+#   cutlass  moec-bench-cutlass-configs: CUTLASS's grouped GEMM alone, weights
+#            K- or N-major, bf16 or f32 results, with or without clusters (v12).
 #   kernels  moec-bench-grouped-matmul: every tile (mma.sync, the CUTLASS
 #            configurations, FP8) at the four shapes, T = 1..8192 (or MODELS as
 #            a token list, e.g. 1024,8192).
@@ -39,6 +41,10 @@ prepare)
   mkdir -p .device/bin
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-upload" \
     "$build/bench/moec-bench-grouped-matmul" .device/bin/
+  # The CUTLASS probe (bench/cutlass_configs.cu) is not built by default.
+  if cmake --build "$build" --target moec-bench-cutlass-configs >/dev/null 2>&1; then
+    cp "$build/bench/moec-bench-cutlass-configs" .device/bin/
+  fi
   du -sh .device
   ;;
 tests)
@@ -84,6 +90,9 @@ upload)
   ;;
 kernels)
   timeout 540 .device/bin/moec-bench-grouped-matmul ${2:+"$2"} | tee "$OUT/kernels.txt"
+  ;;
+cutlass)
+  timeout 200 .device/bin/moec-bench-cutlass-configs | tee "$OUT/cutlass-configs.txt"
   ;;
 prepare-branches)
   set -e

@@ -170,9 +170,10 @@ private:
         int output = (c - firstColumn) / 2 - pass * kPassOutputs;
         if (c < n && output >= 0 && output < kPassOutputs) {
           float gate = accumulators(i), up = accumulators(i + 1);
-          if (bias) {
-            gate += bias[c];
-            up += bias[c + 1];
+          if (bias) { // c is even: one 8-byte load through the read-only path
+            float2 b = __ldg(reinterpret_cast<const float2 *>(bias + c));
+            gate += b.x;
+            up += b.y;
           }
           int row = r - firstRow;
           staged[row][swizzled(row, output)] = __float2bfloat16_rn(gated(gate, up, clamp));
