@@ -138,11 +138,11 @@ private:
     using namespace cute;
     static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
     constexpr int kElements = decltype(size(accumulators))::value;
-    static_assert(kElements % 4 == 0);
     static_assert(decltype(size<1>(blockShape))::value == 2 * kTileOutputs);
     const int m = get<0>(problemShape), n = get<1>(problemShape);
     auto [mCoord, nCoord, kCoord, group] = blockCoord;
-    // Each accumulator's (row, column) in the expert's [M, N] product.
+    // Each accumulator's (row, column) in the expert's [M, N] product (only the
+    // warp's first row is taken from it; see the fragment layout below).
     Tensor tile = local_tile(make_identity_tensor(make_shape(m, n)), take<0, 2>(blockShape),
                              make_coord(mCoord, nCoord));
     Tensor coords = tiledMma.get_thread_slice(threadIdx).partition_C(tile);
@@ -155,28 +155,41 @@ private:
     const int firstColumn = nCoord * 2 * kTileOutputs;
     const int64_t outFirst = firstColumn / 2;
     const bool clamp = isfinite(params_.epilogue.limit);
+    // wgmma's C fragment (PTX ISA, m64nNk16): lane l of a warp holds rows l/4 and
+    // l/4 + 8 of the warp's 16, and in each 8-column group j the columns
+    // 2 (l % 4) and 2 (l % 4) + 1: a gate and its up. Element 4j + 2h + v is
+    // column group j, row half h, gate (v = 0) or up (v = 1). Written out
+    // rather than taken from `coords` per element (v11: ~40 instructions of
+    // index arithmetic, range checks and loads per output); the GPU tests
+    // compare every output with the epilogue pass bit for bit.
+    static_assert(kElements == 4 * (2 * kTileOutputs / 8), "one (2, 2, N/8) fragment per thread");
+    const int quadRow = lane / 4, quadColumn = lane % 4;
+    const int columnsLeft = n - firstColumn; // of this tile, inside N
     CUTLASS_PRAGMA_UNROLL
     for (int pass = 0; pass < 2; ++pass) {
-      // wgmma's C fragment runs over column groups outermost, so each pass's
-      // columns are one half of the elements; the range check below keeps a
-      // layout that is not so from writing outside the slice (the GPU tests
-      // would then fail).
+      // Column groups run outermost, so each pass is half of them: 64 outputs.
       CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < kElements / 2; j += 2) {
-        const int i = pass * (kElements / 2) + j; // a constant trip count: registers, not stack
-        // Elements 2p and 2p+1 are columns c (even) and c+1 of one row: a gate
-        // and its up (wgmma's C fragment: pairs of adjacent columns innermost).
-        int r = get<0>(coords(i)), c = get<1>(coords(i));
-        int output = (c - firstColumn) / 2 - pass * kPassOutputs;
-        if (c < n && output >= 0 && output < kPassOutputs) {
-          float gate = accumulators(i), up = accumulators(i + 1);
-          if (bias) { // c is even: one 8-byte load through the read-only path
-            float2 b = __ldg(reinterpret_cast<const float2 *>(bias + c));
-            gate += b.x;
-            up += b.y;
+      for (int g = 0; g < kElements / 8; ++g) {
+        const int columnGroup = pass * (kElements / 8) + g;
+        const int column = 2 * quadColumn + 8 * columnGroup; // the gate's, in the tile
+        if (column < columnsLeft) {
+          float2 b = {0.0f, 0.0f};
+          if (bias) // one 8-byte load for both rows, through the read-only path
+            b = __ldg(reinterpret_cast<const float2 *>(bias + firstColumn + column));
+          // Output quadColumn + 4g of the pass: chunk g / 2, element
+          // quadColumn + 4 (g % 2); the staged row's chunk is swizzled by
+          // row % 8, which is quadRow for both row halves.
+          const int slot = ((g / 2) ^ quadRow) * 8 + quadColumn + 4 * (g % 2);
+          CUTLASS_PRAGMA_UNROLL
+          for (int half = 0; half < 2; ++half) {
+            const int i = 4 * columnGroup + 2 * half;
+            float gate = accumulators(i), up = accumulators(i + 1);
+            if (bias) {
+              gate += b.x;
+              up += b.y;
+            }
+            staged[quadRow + 8 * half][slot] = __float2bfloat16_rn(gated(gate, up, clamp));
           }
-          int row = r - firstRow;
-          staged[row][swizzled(row, output)] = __float2bfloat16_rn(gated(gate, up, clamp));
         }
       }
       __syncwarp();
