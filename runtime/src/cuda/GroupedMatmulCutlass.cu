@@ -2,20 +2,22 @@
 //
 // moe.grouped_matmul with bf16 expert weights when the experts have many rows
 // each (prefill): CUTLASS's sm90 ptr-array grouped GEMM, TMA loads and wgmma
-// in a warp-specialized persistent kernel: 128x256x64 cooperative tiles (what
-// Auto takes) or 128x128x64 pingpong ones (one warp group's epilogue overlaps
-// the other's mainloop). The mma.sync kernel of GroupedMatmulBF16.cu stays for
-// decode, where 128-row tiles would mostly pad.
+// in a warp-specialized persistent kernel: 128x256x64 cooperative tiles without
+// clusters (what Auto takes; with 2x1 or 1x2 clusters for the bench and tests)
+// or 128x128x64 pingpong ones (one warp group's epilogue overlaps the other's
+// mainloop). The mma.sync kernel of GroupedMatmulBF16.cu stays for decode,
+// where 128-row tiles would mostly pad.
 //
 // Still without a host synchronisation: the group sizes live on the device
 // (the sort's offsets), so a small kernel writes each expert's problem shape
 // and pointers there, and CUTLASS reads them there (no host problem shapes).
 // Around the GEMM, on the same stream: f32 rows are rounded to bf16 (TMA needs
 // the operand as it is multiplied; bf16 rows from permute are taken as they
-// are), and, when there is a bias or an activation or the result is bf16, the
-// f32 product goes through a scratch buffer and a second kernel applies them
-// (EpiloguePass.cuh) into `out`; otherwise CUTLASS writes `out` itself, adding
-// the bias in its epilogue on the cooperative tiles.
+// are). The cooperative tiles write `out` themselves when there is nothing to
+// apply, only a bias (CUTLASS's row broadcast), or an interleaved SiLU gate/up
+// with bf16 results (GatedEpilogueCutlass.cuh); otherwise the f32 product goes
+// through a scratch buffer and a second kernel applies bias and activation
+// (EpiloguePass.cuh) into `out`.
 // Scratch comes from the stream-ordered allocator, so a CUDA graph capture
 // records it as graph memory.
 //
