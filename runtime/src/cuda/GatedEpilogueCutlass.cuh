@@ -22,6 +22,8 @@
 
 #include "Epilogue.cuh"
 
+#include "cute/arch/mma_sm90.hpp"
+#include "cute/atom/mma_traits_sm90_gmma.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/detail.hpp"
@@ -33,6 +35,15 @@
 #include <cstdint>
 
 namespace moec::rt::cuda::detail::grouped {
+
+/// The tiled MMA whose accumulator layout GatedEpilogueArray writes out: bf16
+/// m64n256k16 wgmma, K-major operands, two warp groups along M (the 128x256
+/// cooperative tile). GroupedMatmulCutlass.cu asserts that its gated kernels
+/// get exactly this one from CUTLASS's builder; GatedEpilogueLayoutTest checks
+/// its layout against the epilogue's, on the host.
+using GatedTiledMma = decltype(cute::make_tiled_mma(
+    cute::SM90_64x256x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>{},
+    cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
 
 /// The collective epilogue itself (see above); CUTLASS's kernels take it as
 /// GatedEpilogue below.

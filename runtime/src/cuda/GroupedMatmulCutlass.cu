@@ -135,6 +135,14 @@ using CooperativeWide = CooperativeWideOn<ClusterNone>;
 using CooperativeWideBias = CooperativeWideBiasOn<ClusterNone>;
 using CooperativeWideGated = CooperativeWideGatedOn<ClusterNone>;
 
+// GatedEpilogue writes out the accumulator layout of GatedTiledMma.
+static_assert(std::is_same_v<CooperativeWideGatedOn<ClusterNone>::CollectiveMainloop::TiledMma,
+                             GatedTiledMma> &&
+              std::is_same_v<CooperativeWideGatedOn<ClusterRows>::CollectiveMainloop::TiledMma,
+                             GatedTiledMma> &&
+              std::is_same_v<CooperativeWideGatedOn<ClusterWeights>::CollectiveMainloop::TiledMma,
+                             GatedTiledMma>);
+
 // GatedEpilogue's staging must leave the mainloop as many stages as the f32
 // epilogue does (4 against 3), and everything must fit.
 static_assert(CooperativeWideGated::CollectiveMainloop::DispatchPolicy::Stages >=

@@ -1,0 +1,47 @@
+//===- GatedEpilogueLayoutTest.cu - the gated epilogue's fragment layout --===//
+//
+// GatedEpilogueArray (GatedEpilogueCutlass.cuh) writes wgmma's accumulator
+// layout out by hand instead of asking CuTe per element (v12: ~40 instructions
+// per output less). This checks, on the host, that the layout it assumes is
+// the one CuTe gives GatedTiledMma (which the kernels' builder must produce:
+// a static_assert in GroupedMatmulCutlass.cu), so that a CUTLASS upgrade that
+// changed it fails here, on every machine, not only in the GPU tests.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GatedEpilogueCutlass.cuh"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace cute;
+using moec::rt::cuda::detail::grouped::GatedEpilogueArray;
+using moec::rt::cuda::detail::grouped::GatedTiledMma;
+
+TEST(GatedEpilogueLayout, AccumulatorsAreWhereTheEpilogueWritesThemFrom) {
+  constexpr int kRows = GatedEpilogueArray::kWarps * GatedEpilogueArray::kWarpRows;
+  constexpr int kColumns = 2 * GatedEpilogueArray::kTileOutputs;
+  auto tile = make_identity_tensor(make_shape(Int<kRows>{}, Int<kColumns>{}));
+  int mismatches = 0;
+  for (int thread = 0; thread < GatedEpilogueArray::kWarps * 32; ++thread) {
+    auto coords = GatedTiledMma{}.get_thread_slice(thread).partition_C(tile);
+    ASSERT_EQ(int(size(coords)), 4 * (kColumns / 8)) << "elements per thread";
+    const int lane = thread % 32, warp = thread / 32;
+    for (int i = 0; i < int(size(coords)); ++i) {
+      // The epilogue's reading: element 4j + 2h + v is row lane/4 + 8h of the
+      // warp's 16, column 2 (lane % 4) + 8j + v (v = 0 the gate, 1 its up).
+      const int row = GatedEpilogueArray::kWarpRows * warp + lane / 4 + 8 * ((i / 2) % 2);
+      const int column = 2 * (lane % 4) + 8 * (i / 4) + i % 2;
+      if (int(get<0>(coords(i))) != row || int(get<1>(coords(i))) != column) {
+        if (++mismatches <= 5)
+          ADD_FAILURE() << "thread " << thread << ", element " << i << ": CuTe puts it at ("
+                        << int(get<0>(coords(i))) << ", " << int(get<1>(coords(i)))
+                        << "), the epilogue reads it as (" << row << ", " << column << ")";
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+} // namespace
