@@ -2,7 +2,8 @@
 //
 // What the bf16 (GroupedMatmulCutlass.cu) and FP8 (GroupedMatmulFP8Cutlass.cu)
 // prefill GEMMs share: the operand layouts, the f32 epilogue (D = 1 *
-// accumulator, C never read) and the strides every expert uses; then, once the
+// accumulator, C never read), how a configuration becomes a kernel
+// (GroupedConfig) and the strides every expert uses; then, once the
 // per-expert arguments sit on the device, the hardware info the persistent
 // scheduler sizes its grid by, and can_implement / initialize / run with the
 // workspace from stream-ordered scratch.
@@ -17,8 +18,10 @@
 
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/kernel_hardware_info.h"
 #include "cutlass/util/packed_stride.hpp"
 
@@ -47,6 +50,26 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
     cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementD, LayoutD *,
     kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
+
+/// One configuration of either grouped GEMM: CUTLASS's sm90 mainloop for A and
+/// B (element; layout, with FP8 the scale layout beside it; alignment), tile,
+/// cluster and kernel schedule, given the stages that `CollectiveEpilogue_`'s
+/// shared storage leaves, and the kernel and device adapter around both.
+template <typename ElementA, typename LayoutArgA, typename ElementB, typename LayoutArgB,
+          int kAlignment, typename TileShape, typename ClusterShape, typename KernelSchedule,
+          typename CollectiveEpilogue_>
+struct GroupedConfig {
+  using CollectiveEpilogue = CollectiveEpilogue_;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutArgA, kAlignment,
+      ElementB, LayoutArgB, kAlignment, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using GemmKernel =
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+};
 
 /// The row-major A, C, D and K-major B strides of `GemmKernel` for N and K
 /// (they do not depend on M, so every expert shares them).

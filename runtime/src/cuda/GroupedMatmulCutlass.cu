@@ -68,22 +68,12 @@ using BiasFusion = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float *, float,
                                                 Stride<_0, _1, int64_t>>>;
 
-/// One CUTLASS configuration of the grouped GEMM: tile, cluster, mainloop
-/// schedule and collective epilogue.
+/// One bf16 configuration: tile, cluster, mainloop schedule and collective
+/// epilogue.
 template <typename TileShape, typename ClusterShape, typename KernelSchedule,
-          typename CollectiveEpilogue_>
-struct ConfigWith {
-  using CollectiveEpilogue = CollectiveEpilogue_;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA *, kAlignmentAB,
-      ElementB, LayoutB *, kAlignmentAB, float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      KernelSchedule>::CollectiveOp;
-  using GemmKernel =
-      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-};
+          typename CollectiveEpilogue>
+using ConfigWith = GroupedConfig<ElementA, LayoutA *, ElementB, LayoutB *, kAlignmentAB, TileShape,
+                                 ClusterShape, KernelSchedule, CollectiveEpilogue>;
 
 /// The f32 epilogue of `Epilogue` with its fusion (D = accumulator unless given).
 template <typename TileShape, typename ClusterShape, typename KernelSchedule,

@@ -57,22 +57,14 @@ using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
 using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
 
 /// One configuration of the blockwise-scaled grouped GEMM: tile, cluster,
-/// schedules; the f32 epilogue of CutlassGroupedRun.cuh.
+/// schedules; each operand's scale layout beside its own; the f32 epilogue of
+/// CutlassGroupedRun.cuh.
 template <typename TileShape, typename ClusterShape, typename KernelSchedule,
           typename EpilogueSchedule>
-struct Config {
-  using CollectiveEpilogue = Epilogue<TileShape, ClusterShape, EpilogueSchedule>;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
-      cute::tuple<LayoutA *, LayoutSFA *>, kAlignmentAB, ElementB,
-      cute::tuple<LayoutB *, LayoutSFB *>, kAlignmentAB, float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      KernelSchedule>::CollectiveOp;
-  using GemmKernel =
-      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-};
+using Config = GroupedConfig<ElementA, cute::tuple<LayoutA *, LayoutSFA *>, ElementB,
+                             cute::tuple<LayoutB *, LayoutSFB *>, kAlignmentAB, TileShape,
+                             ClusterShape, KernelSchedule,
+                             Epilogue<TileShape, ClusterShape, EpilogueSchedule>>;
 
 using Cooperative = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
 using CooperativeEpilogue = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
