@@ -21,6 +21,16 @@ __device__ inline float e4m3Scale(float amax, bool nan) {
   return nan ? __int_as_float(0x7fc00000) : static_cast<float>(fmax(amax / 448.0, 1e-12));
 }
 
+/// The scale of a 128-column group that a warp holds: each lane's largest
+/// magnitude and NaN flag, reduced over the warp by shuffles, then e4m3Scale.
+/// Every lane gets it.
+__device__ inline float warpE4M3Scale(float laneAmax, bool laneNan) {
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2)
+    laneAmax = fmaxf(laneAmax, __shfl_xor_sync(0xffffffffu, laneAmax, d));
+  return e4m3Scale(laneAmax, __any_sync(0xffffffffu, laneNan));
+}
+
 /// v / scale as an e4m3 code: the division in double, rounded once, as on the
 /// CPU. CUDA converts double to e4m3 in software (~40 integer instructions); so
 /// the quotient is rounded to odd into f32 (toward zero, the last bit set when

@@ -181,11 +181,7 @@ __global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, i
         nan |= isnan(v[t]);
         amax = fmaxf(amax, fabsf(v[t]));
       }
-#pragma unroll
-    for (int d = 16; d > 0; d /= 2)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-    nan = __any_sync(0xffffffffu, nan);
-    float scale = e4m3Scale(amax, nan);
+    float scale = warpE4M3Scale(amax, nan);
     if (lane == 0)
       scales[r * groups + g] = scale;
     uint8_t *codes = q + r * outColumns + j;

@@ -205,11 +205,7 @@ __device__ inline float groupScale(const float *row, int64_t first, int64_t last
     nan |= isnan(v);
     amax = fmaxf(amax, fabsf(v));
   }
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2)
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-  nan = __any_sync(0xffffffffu, nan);
-  return device::e4m3Scale(amax, nan);
+  return device::warpE4M3Scale(amax, nan);
 }
 
 /// One 128-column group [first, last) of `row` quantised by one warp with 16-byte
@@ -231,11 +227,7 @@ __device__ inline GroupCodes4 quantizeGroup4(const float *row, int64_t first, in
   float4 v = out.active ? *reinterpret_cast<const float4 *>(row + i) : float4{0, 0, 0, 0};
   bool nan = isnan(v.x) || isnan(v.y) || isnan(v.z) || isnan(v.w);
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2)
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, d));
-  nan = __any_sync(0xffffffffu, nan);
-  out.scale = device::e4m3Scale(amax, nan);
+  out.scale = device::warpE4M3Scale(amax, nan);
   out.codes = uint32_t(device::encodeE4M3(v.x, out.scale)) |
               uint32_t(device::encodeE4M3(v.y, out.scale)) << 8 |
               uint32_t(device::encodeE4M3(v.z, out.scale)) << 16 |
