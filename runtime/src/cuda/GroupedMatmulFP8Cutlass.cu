@@ -85,7 +85,6 @@ static_assert(kSameStrides<GemmKernel, Pingpong64x128::GemmKernel>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
-using StrideC = typename GemmKernel::InternalStrideC;
 using StrideD = typename GemmKernel::InternalStrideD;
 using Shape3 = typename ProblemShape::UnderlyingProblemShape;
 
@@ -98,18 +97,16 @@ struct GroupArrays {
   const ElementScale **scaleB;
   LayoutSFA *layoutA;
   LayoutSFB *layoutB;
-  const ElementD **c;
   ElementD **d;
   StrideA *strideA;
   StrideB *strideB;
-  StrideC *strideC;
   StrideD *strideD;
 };
 
 __global__ void fillGroups(GroupArrays g, const ElementA *a, const float *rowScales,
                            const ElementB *weights, const float *weightScales, ElementD *d,
                            const int32_t *offsets, int experts, int n, int k, StrideA sa,
-                           StrideB sb, StrideC sc, StrideD sd) {
+                           StrideB sb, StrideD sd) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= experts)
     return;
@@ -124,10 +121,8 @@ __global__ void fillGroups(GroupArrays g, const ElementA *a, const float *rowSca
   g.layoutA[e] = ScaleConfig::tile_atom_to_shape_SFA(make_shape(m, n, k, 1));
   g.layoutB[e] = ScaleConfig::tile_atom_to_shape_SFB(make_shape(m, n, k, 1));
   g.d[e] = d + begin * n;
-  g.c[e] = g.d[e]; // never read: beta is 0
   g.strideA[e] = sa;
   g.strideB[e] = sb;
-  g.strideC[e] = sc;
   g.strideD[e] = sd;
 }
 
@@ -166,18 +161,16 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.scaleB));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.layoutA));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.layoutB));
-  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.c));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.d));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideA));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideB));
-  MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideC));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
 
   Strides<GemmKernel> st(n, k);
   fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
       g, reinterpret_cast<const ElementA *>(lhs), lhsScales,
       reinterpret_cast<const ElementB *>(weights), weightScales, product, offsets, groups,
-      static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.c, st.d);
+      static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
   auto run = [&](auto config) {
@@ -186,7 +179,7 @@ Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64
         groups, g.shapes,
         typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB, g.scaleA,
                                                        g.layoutA, g.scaleB, g.layoutB},
-        g.c, g.strideC, g.d, g.strideD);
+        g.d, g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulFP8Cutlass", k,
                                              n);
   };
