@@ -463,7 +463,12 @@ TEST(CudaKernels, InterleaveGateUpReordersRows) {
 /// results. On the 128x256 tiles the bf16 results come from the activation
 /// inside CUTLASS's epilogue (GatedEpilogueCutlass.cuh) when N / 2 is a multiple
 /// of 8, the f32 ones from the epilogue pass over the f32 product.
-void checkInterleavedGateUp(int64_t N);
+void checkInterleavedGateUp(int64_t N, const std::vector<int32_t> &offsets,
+                            const std::vector<cuda::BF16Tile> &tiles);
+
+const std::vector<cuda::BF16Tile> kEveryBF16Tile = {
+    cuda::BF16Tile::Auto,         cuda::BF16Tile::Tok64,           cuda::BF16Tile::Wgmma,
+    cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12};
 
 TEST(CudaKernels, InterleavedGateUpMatchesConcatenated) {
   // N / 2 = 200: the fused epilogue's 16-byte chunks, a partial last tile of
@@ -471,14 +476,23 @@ TEST(CudaKernels, InterleavedGateUpMatchesConcatenated) {
   // the pass.
   for (int64_t N : {400, 392}) {
     SCOPED_TRACE("N " + std::to_string(N));
-    ASSERT_NO_FATAL_FAILURE(checkInterleavedGateUp(N));
+    ASSERT_NO_FATAL_FAILURE(checkInterleavedGateUp(N, {0, 1, 130, 430, 430, 850}, kEveryBF16Tile));
   }
 }
 
-void checkInterleavedGateUp(int64_t N) {
+/// Some 420 tiles of 128x256, so each of the persistent kernel's CTAs takes
+/// three or four, of different experts: the gated epilogue's bias pipeline
+/// (two stages) wraps around, and a stage read for the wrong tile would show.
+TEST(CudaKernels, InterleavedGateUpMatchesConcatenatedOverManyTiles) {
+  ASSERT_NO_FATAL_FAILURE(checkInterleavedGateUp(
+      400, {9000, 9001, 20000, 20000, 26900},
+      {cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21}));
+}
+
+void checkInterleavedGateUp(int64_t N, const std::vector<int32_t> &offsets,
+                            const std::vector<cuda::BF16Tile> &tiles) {
   std::mt19937 rng(37);
-  const int64_t E = 6, K = 520, width = N / 2;
-  const std::vector<int32_t> offsets = {0, 1, 130, 430, 430, 850};
+  const int64_t E = static_cast<int64_t>(offsets.size()), K = 520, width = N / 2;
   const int64_t valid = offsets.back(), S = valid + 9;
   auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
   auto weights = randomVector(E * N * K, rng, 0.2f);
@@ -493,9 +507,7 @@ void checkInterleavedGateUp(int64_t N) {
                                    cpu::GateUpLayout::Concatenated};
   cpu::Epilogue interleaved = concatenated;
   interleaved.layout = cpu::GateUpLayout::Interleaved;
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma,
-                              cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
-                              cuda::BF16Tile::Wgmma128x256C12})
+  for (cuda::BF16Tile tile : tiles)
     for (bool withBias : {false, true}) {
       if (!cuda::bf16TileAvailable(tile))
         continue;

@@ -23,7 +23,14 @@ __device__ inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 /// gate/up epilogue that code runs while the tensor cores wait (v12). The
 /// difference is far below the bf16 rounding of the result, and within the
 /// CPU reference's tolerance.
-__device__ inline float sigmoidApprox(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+__device__ inline float sigmoidApprox(float x) {
+  // __expf(-x) is ex2.approx(x * -log2 e) without flushing: three more
+  // instructions per call to make results below 2^-126 subnormal, which
+  // 1 + e^-x rounds away anyway, so the flushing form gives the same bits.
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.44269504088896341f));
+  return __fdividef(1.0f, 1.0f + e);
+}
 
 __device__ inline float activate(cpu::ActivationKind kind, float alpha, float x) {
   switch (kind) {

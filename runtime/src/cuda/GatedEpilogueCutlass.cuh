@@ -8,9 +8,14 @@
 // registers: no f32 product of 2N columns and no second pass over it (v10's
 // epilogue pass took 7-8 % of the prefill call at T = 8192).
 //
-// Operator style, like CUTLASS's DefaultEpilogueArray, wrapped for the
-// warp-specialized ptr-array kernels by Sm90TmaWarpSpecializedAdapter; D's
-// per-expert pointers are the expert's first output row. Each warp holds 16
+// A collective of its own for the warp-specialized ptr-array kernels (the
+// interface of CUTLASS's Sm90TmaWarpSpecializedAdapter, plus a load): D's
+// per-expert pointers are the expert's first output row. With a bias, the
+// kernel's epilogue-load warp stages each tile's 256 bias values in shared
+// memory while the tile's mainloop runs (a 2-stage pipeline, as CUTLASS loads
+// C): loaded by the consumers after the mainloop, they waited out an L2
+// latency per tile, 17 % of the gpt-oss gate/up kernel's stall samples in
+// v12's ncu profile and still 8 % in v13's after batching them. Each warp holds 16
 // rows of the tile: it stages its outputs in its own slice of shared memory and
 // writes them back as whole 16-byte chunks of rows (a first version stored each
 // bf16 from its register, 8-byte pieces of 8 rows per instruction, and was no
@@ -29,6 +34,7 @@
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
 #include "cutlass/epilogue/thread/linear_combination.h"
+#include "cutlass/pipeline/sm90_pipeline.hpp"
 
 #include <cuda_bf16.h>
 
@@ -69,13 +75,16 @@ public:
   static constexpr int kWarps = 8;        // two consumer warp groups
   static constexpr int kWarpRows = 16;    // wgmma: 16 rows of the tile per warp
   static constexpr int kTileOutputs = 128; // 256 accumulator columns, in pairs
-  /// Staged per pass: half the tile's outputs. 16 KB in all, which the kernel
-  /// holds twice (the adapter's TensorMapStorage is this type too): the whole
-  /// tile's 32 KB, held twice, would not fit beside 4 mainloop stages.
+  /// Staged per pass: half the tile's outputs, 16 KB. (Until v13 the adapter
+  /// held this storage twice, as its TensorMapStorage too, and the whole tile's
+  /// 32 KB, held twice, would not fit beside 4 mainloop stages.)
   static constexpr int kPassOutputs = kTileOutputs / 2;
   static constexpr int kChunks = kPassOutputs / 8; // 16-byte chunks per staged row
+  /// Tiles whose bias is staged ahead of their epilogue.
+  static constexpr int kBiasStages = 2;
   struct SharedStorage {
     alignas(16) __nv_bfloat16 staged[kWarps][kWarpRows][kPassOutputs];
+    alignas(16) float bias[kBiasStages][2 * kTileOutputs]; // zero past N
   };
   /// A staged row's chunk c sits at c ^ (row % 8): the 8 rows a warp's 2-byte
   /// stores touch at once fall in 8 different bank groups, and the 8 chunks of
@@ -83,7 +92,17 @@ public:
   CUTLASS_DEVICE static int swizzled(int row, int column) {
     return ((column / 8) ^ (row % 8)) * 8 + column % 8;
   }
-  using TensorMapStorage = SharedStorage;
+  using TensorStorage = SharedStorage;
+  struct TensorMapStorage {}; // no TMA descriptors to update per expert
+
+  // The bias pipeline: the epilogue-load warp produces (32 arrivals, no TMA
+  // transaction bytes), the 256 consumer threads release each stage.
+  using LoadPipeline = cutlass::PipelineTransactionAsync<kBiasStages>;
+  using LoadPipelineState = cutlass::PipelineState<kBiasStages>;
+  using PipelineStorage = typename LoadPipeline::SharedStorage;
+  static constexpr bool RequiresTransactionBytes = false;
+  using StorePipeline = cutlass::PipelineTmaStore<0>; // stores are plain: none
+  using StorePipelineState = cutlass::PipelineState<0>;
 
   struct Arguments {
     __nv_bfloat16 **rows = nullptr; // per expert: its first output row
@@ -112,40 +131,135 @@ public:
     return args.rows != nullptr && args.outColumns > 0;
   }
 
-  CUTLASS_HOST_DEVICE explicit GatedEpilogueArray(Params const &params) : params_(params) {}
+  template <class TileShape> CUTLASS_HOST_DEVICE static constexpr int get_load_pipe_increment(TileShape) {
+    return 1;
+  }
+  template <class TileShape> CUTLASS_HOST_DEVICE static constexpr int get_store_pipe_increment(TileShape) {
+    return 1;
+  }
+  CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const &) {}
 
-  CUTLASS_DEVICE bool is_source_needed() { return false; }
+  CUTLASS_HOST_DEVICE GatedEpilogueArray(Params const &params, TensorStorage &) : params_(params) {}
 
-  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine,
-            class FrgLayout, class TiledMma, class ResidueMNK>
-  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problemShape, BlockShapeMNK blockShape,
-                                 BlockCoordMNKL blockCoord,
-                                 cute::Tensor<FrgEngine, FrgLayout> const &accumulators,
-                                 TiledMma tiledMma, ResidueMNK, int threadIdx, char *smem) {
+  /// The kernel runs the epilogue-load warp only when this holds (the same on
+  /// every thread: the consumers wait for the bias exactly then).
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return params_.bias != nullptr; }
+
+  CUTLASS_DEVICE auto load_init(Params const &, TensorMapStorage &, int32_t, int32_t) {
+    return cute::make_tuple(nullptr);
+  }
+
+  /// The epilogue-load warp (32 lanes): the tile's 256 bias values, or zero
+  /// past N, into the next stage, two float4 per lane.
+  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class TiledMma,
+            class TensorMapC>
+  CUTLASS_DEVICE LoadPipelineState load(LoadPipeline pipeline, LoadPipelineState state,
+                                        ProblemShapeMNKL problemShape, TileShapeMNK,
+                                        TileCoordMNKL tileCoord, TiledMma, int lane,
+                                        TensorStorage &storage, TensorMapC const &,
+                                        int = -1, bool = false) {
+    using namespace cute;
+    auto [mCoord, nCoord, kCoord, group] = tileCoord;
+    const int firstColumn = nCoord * 2 * kTileOutputs;
+    const int columnsLeft = int(get<1>(problemShape)) - firstColumn; // a multiple of 8
+    const float *bias = params_.bias[group] + firstColumn;
+    pipeline.producer_acquire(state);
+    float *stage = storage.bias[state.index()];
+    CUTLASS_PRAGMA_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int column = 4 * lane + kTileOutputs * half;
+      *reinterpret_cast<float4 *>(stage + column) =
+          column < columnsLeft ? __ldg(reinterpret_cast<const float4 *>(bias + column))
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    pipeline.producer_commit(state); // mbarrier.arrive releases the stores above
+    ++state;
+    return state;
+  }
+
+  CUTLASS_DEVICE LoadPipelineState load_tail(LoadPipeline pipeline, LoadPipelineState state) {
+    if (is_producer_load_needed())
+      pipeline.producer_tail(state); // every stage released before the warp exits
+    return state;
+  }
+
+  CUTLASS_DEVICE auto store_init(Params const &, TensorMapStorage &, int32_t, int32_t, int32_t) {
+    return cute::make_tuple(nullptr);
+  }
+
+  /// The consumers (256 threads): the tile's outputs, with the staged bias.
+  template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine,
+            class AccLayout, class TiledMma, class TensorMapD>
+  CUTLASS_DEVICE auto store(LoadPipeline loadPipeline, LoadPipelineState loadState, StorePipeline,
+                            StorePipelineState storeState, ProblemShapeMNKL problemShape,
+                            TileShapeMNK tileShape, TileCoordMNKL tileCoord,
+                            cute::Tensor<AccEngine, AccLayout> accumulators, TiledMma tiledMma,
+                            int threadIdx, TensorStorage &storage, TensorMapD const &, int = -1) {
+    const float *tileBias = nullptr;
+    if (is_producer_load_needed()) {
+      loadPipeline.consumer_wait(loadState);
+      tileBias = storage.bias[loadState.index()];
+    }
     // SiLU only (the caller checks; the four models measured all use it): with
     // the kind a run-time switch inside the unrolled loop, each of its 128
     // elements carried all four activations (GELU's erff included), and
     // instruction cache misses made the GEMM 2x slower (ncu: 52 % of stalls).
-    store(problemShape, blockShape, blockCoord, accumulators, tiledMma, threadIdx, smem);
+    // Bias and clamp as template arguments: tested per output they cost a
+    // predicate, a select and a reloaded constant each (v13's SASS: ~34
+    // instructions per output). Only one of the four runs in a launch.
+    const bool clamp = isfinite(params_.epilogue.limit);
+    if (tileBias && clamp)
+      write<true, true>(problemShape, tileShape, tileCoord, accumulators, tiledMma, threadIdx,
+                        tileBias, storage);
+    else if (tileBias)
+      write<true, false>(problemShape, tileShape, tileCoord, accumulators, tiledMma, threadIdx,
+                         tileBias, storage);
+    else if (clamp)
+      write<false, true>(problemShape, tileShape, tileCoord, accumulators, tiledMma, threadIdx,
+                         tileBias, storage);
+    else
+      write<false, false>(problemShape, tileShape, tileCoord, accumulators, tiledMma, threadIdx,
+                          tileBias, storage);
+    if (tileBias) {
+      loadPipeline.consumer_release(loadState); // arrive releases the reads above
+      ++loadState;
+    }
+    return cute::make_tuple(loadState, storeState);
   }
+
+  CUTLASS_DEVICE auto store_tail(LoadPipeline, LoadPipelineState loadState, StorePipeline,
+                                 StorePipelineState storeState) {
+    return cute::make_tuple(loadState, storeState);
+  }
+
+  template <bool IsLoad, class ProblemShapeMNKL>
+  CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage &, Params const &,
+                                                cute::TmaDescriptor const *, ProblemShapeMNKL,
+                                                int32_t, int32_t) {}
+  template <bool IsLoad>
+  CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage &, cute::TmaDescriptor const *,
+                                                  int32_t) {}
+  template <bool IsLoad> CUTLASS_DEVICE void tensormaps_fence_acquire(cute::TmaDescriptor const *) {}
 
 private:
   /// device::gatedEpilogue of SiLU (the same operations, so the same bits).
-  CUTLASS_DEVICE float gated(float gate, float up, bool clamp) const {
+  template <bool kClamp> CUTLASS_DEVICE float gated(float gate, float up) const {
     const cpu::Epilogue &e = params_.epilogue;
-    if (clamp) {
+    if constexpr (kClamp) {
       gate = fminf(gate, e.limit);
       up = fminf(fmaxf(up, -e.limit), e.limit);
     }
     return device::activate(cpu::ActivationKind::SiLU, e.alpha, gate) * (up + e.beta);
   }
 
-  template <class ProblemShapeMNKL, class BlockShapeMNK,
+  /// `tileBias`: the tile's 256 bias values in shared memory (kBias), or null.
+  template <bool kBias, bool kClamp, class ProblemShapeMNKL, class BlockShapeMNK,
             class BlockCoordMNKL, class FrgEngine, class FrgLayout, class TiledMma>
-  CUTLASS_DEVICE void store(ProblemShapeMNKL problemShape, BlockShapeMNK blockShape,
+  CUTLASS_DEVICE void write(ProblemShapeMNKL problemShape, BlockShapeMNK blockShape,
                             BlockCoordMNKL blockCoord,
                             cute::Tensor<FrgEngine, FrgLayout> const &accumulators,
-                            TiledMma tiledMma, int threadIdx, char *smem) {
+                            TiledMma tiledMma, int threadIdx, const float *tileBias,
+                            SharedStorage &storage) {
     using namespace cute;
     static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
     constexpr int kElements = decltype(size(accumulators))::value;
@@ -158,14 +272,12 @@ private:
                              make_coord(mCoord, nCoord));
     Tensor coords = tiledMma.get_thread_slice(threadIdx).partition_C(tile);
     __nv_bfloat16 *rows = params_.rows[group];
-    const float *bias = params_.bias ? params_.bias[group] : nullptr;
     const int lane = threadIdx % 32, warp = threadIdx / 32;
-    auto &staged = reinterpret_cast<SharedStorage *>(smem)->staged[warp];
+    auto &staged = storage.staged[warp];
     // The warp's first row (lane 0 holds it) and the tile's first column.
     const int firstRow = __shfl_sync(0xffffffffu, int(get<0>(coords(0))), 0);
     const int firstColumn = nCoord * 2 * kTileOutputs;
     const int64_t outFirst = firstColumn / 2;
-    const bool clamp = isfinite(params_.epilogue.limit);
     // wgmma's C fragment (PTX ISA, m64nNk16): lane l of a warp holds rows l/4 and
     // l/4 + 8 of the warp's 16, and in each 8-column group j the columns
     // 2 (l % 4) and 2 (l % 4) + 1: a gate and its up. Element 4j + 2h + v is
@@ -176,32 +288,19 @@ private:
     static_assert(kElements == 4 * (2 * kTileOutputs / 8), "one (2, 2, N/8) fragment per thread");
     const int quadRow = lane / 4, quadColumn = lane % 4;
     const int columnsLeft = n - firstColumn; // of this tile, inside N
-    // The tile's 256 bias values (1 KB, 8 lines) into L1 first: pass 0 loads
-    // its pairs one ahead of their use (the accumulators hold the registers),
-    // so each would otherwise wait out an L2 latency of its own.
-    if (bias && lane < 8 && lane * 32 < columnsLeft)
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(bias + firstColumn + lane * 32) : "memory");
     CUTLASS_PRAGMA_UNROLL
     for (int pass = 0; pass < 2; ++pass) {
       // Column groups run outermost, so each pass is half of them: 64 outputs.
-      // The pass's bias pairs are loaded first, all together (clamped into the
-      // row, so unconditionally): loaded one at a time behind the range check,
-      // each waited out its own L2 latency, 17 % of the gpt-oss gate/up
-      // kernel's stall samples in v12's ncu profile.
-      float2 biasPairs[kElements / 8];
-      CUTLASS_PRAGMA_UNROLL
-      for (int g = 0; g < kElements / 8; ++g) {
-        const int column = 2 * quadColumn + 8 * (pass * (kElements / 8) + g);
-        biasPairs[g] = bias ? __ldg(reinterpret_cast<const float2 *>(bias + firstColumn +
-                                                                     min(column, columnsLeft - 2)))
-                            : make_float2(0.0f, 0.0f);
-      }
       CUTLASS_PRAGMA_UNROLL
       for (int g = 0; g < kElements / 8; ++g) {
         const int columnGroup = pass * (kElements / 8) + g;
         const int column = 2 * quadColumn + 8 * columnGroup; // the gate's, in the tile
         if (column < columnsLeft) {
-          const float2 b = biasPairs[g]; // one pair for both rows
+          // One bias pair for both rows; a quad's 4 pairs are 32 consecutive
+          // bytes, the same for all 8 quads (a broadcast).
+          float2 b;
+          if constexpr (kBias)
+            b = *reinterpret_cast<const float2 *>(tileBias + column);
           // Output quadColumn + 4g of the pass: chunk g / 2, element
           // quadColumn + 4 (g % 2); the staged row's chunk is swizzled by
           // row % 8, which is quadRow for both row halves.
@@ -210,11 +309,11 @@ private:
           for (int half = 0; half < 2; ++half) {
             const int i = 4 * columnGroup + 2 * half;
             float gate = accumulators(i), up = accumulators(i + 1);
-            if (bias) {
+            if constexpr (kBias) {
               gate += b.x;
               up += b.y;
             }
-            staged[quadRow + 8 * half][slot] = __float2bfloat16_rn(gated(gate, up, clamp));
+            staged[quadRow + 8 * half][slot] = __float2bfloat16_rn(gated<kClamp>(gate, up));
           }
         }
       }
@@ -237,9 +336,8 @@ private:
   Params params_;
 };
 
-/// The form the sm90 warp-specialized kernels take.
-using GatedEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
-    GatedEpilogueArray>;
+/// The name the kernels' configurations use.
+using GatedEpilogue = GatedEpilogueArray;
 
 } // namespace moec::rt::cuda::detail::grouped
 
