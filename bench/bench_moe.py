@@ -336,7 +336,14 @@ def run_model(name, args, rows):
         x, ref = inputs[T], refs.get(T)
         try:
             with torch.inference_mode():
-                distinct = int(torch.unique(router(x.view(-1, H))[2]).numel())
+                ids = router(x.view(-1, H))[2]
+                distinct = int(torch.unique(ids).numel())
+                counts = torch.bincount(ids.flatten().long())
+                counts = counts[counts > 0].float()
+                # The tile choice sees only the mean (no host sync); skew costs weight re-reads.
+                log(f"  {name} T={T}: rows per touched expert mean {counts.mean().item():.1f}, "
+                    f"max {int(counts.max().item())}, experts over 8 rows "
+                    f"{int((counts > 8).sum().item())}")
         except Exception as e:
             log(f"  distinct experts: {e!r}")
             distinct = -1

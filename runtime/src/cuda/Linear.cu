@@ -264,15 +264,15 @@ __global__ void reduceSplits(const float *partial, int splits, int64_t m, int64_
 }
 
 /// How deep each K split is: enough splits that `blocks` blocks per split cover
-/// two waves of the SMs, each split at least `minDepth` deep and a multiple of
-/// `step`; the count is then what that depth needs.
+/// `waves` waves of the SMs, each split at least `minDepth` deep and a multiple
+/// of `step`; the count is then what that depth needs.
 struct KSplit {
   int64_t splits, perSplit;
 };
-KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step) {
+KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int64_t waves = 2) {
   if (k <= 0)
     return {1, 0}; // nothing to sum: one split writes the bias
-  int64_t splits = std::clamp<int64_t>((2 * detail::kSMs + blocks - 1) / blocks, 1,
+  int64_t splits = std::clamp<int64_t>((waves * detail::kSMs + blocks - 1) / blocks, 1,
                                        std::max<int64_t>(1, k / minDepth));
   int64_t perSplit = ((k + splits - 1) / splits + step - 1) / step * step;
   return {(k + perSplit - 1) / perSplit, perSplit};
@@ -382,7 +382,10 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     if (rowTiles > 65535)
       return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
     int64_t columnTiles = (n + kTileColumns - 1) / kTileColumns;
-    KSplit split = planSplits(k, columnTiles * rowTiles, 256, kTileK);
+    // Splits as shallow as 64 (8 steps): a tile's 3xTF32 step is ~48 serial
+    // mma.sync per warp, and v13's profile had the 128-row routers (one tile,
+    // 11 splits of 33 steps) at 35-37 us for gpt-oss, Qwen3 and DeepSeek-V3.
+    KSplit split = planSplits(k, columnTiles * rowTiles, 64, kTileK);
     return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
       dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(rowTiles),
                 static_cast<unsigned>(split.splits));
@@ -396,7 +399,11 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   int64_t columnBlocks = (width + kColumnsPerBlock - 1) / kColumnsPerBlock;
   // Decode routers are a few blocks deep: split K (ungated; the gated epilogue
   // needs both halves' full sums), each split at least one staged chunk deep.
-  KSplit split = gated ? KSplit{1, k} : planSplits(k, columnBlocks * rowBlocks, kChunk, kChunk);
+  // Four waves: each block's 8 warps wait out a staged chunk's loads between
+  // short bursts of FMAs (v13: DeepSeek-V3's router at T = 16, 32 column
+  // blocks in 9 splits, took 31 us to read 7.3 MB).
+  KSplit split =
+      gated ? KSplit{1, k} : planSplits(k, columnBlocks * rowBlocks, kChunk, kChunk, 4);
   return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
     dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(rowBlocks),
               static_cast<unsigned>(split.splits));
