@@ -121,10 +121,10 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
 /// accuracy at the tensor cores' rate (ncu v8: the SIMT tile ran DeepSeek-V3's
 /// 8192 x 7168 x 256 router at 29 TFLOP/s, 1.03 ms). Each block owns 128 rows x
 /// 128 columns, each of its 8 warps 64 x 32 (4 x 4 mma.m16n8k8 tiles), and walks
-/// K 8 at a time through double-buffered shared memory (the next step fetched
+/// K 16 at a time through double-buffered shared memory (the next step fetched
 /// into registers while this one multiplies: one barrier per step). Not gated:
 /// the bias and an activation only.
-constexpr int kTileRows = 128, kTileColumns = 128, kTileK = 8;
+constexpr int kTileRows = 128, kTileColumns = 128, kTileK = 16, kMmaK = 8;
 constexpr int kTilePad = 8; // the fragment loads conflict-free (a stride of 8 banks per k)
 /// From this many columns on the tiled kernel; fewer (Mixtral's 8 experts)
 /// would leave most of a 128-column tile idle, and the warp-per-column kernel
@@ -178,22 +178,32 @@ __global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128
   const int64_t kBegin = int64_t(blockIdx.z) * kPerSplit, kEnd = min(k, kBegin + kPerSplit);
   const bool vector = k % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  // This thread stages 4 k of one row of x and of one weight row per step.
-  const int stageRow = tid / 2, stageK = (tid % 2) * 4;
-  auto fetch = [&](int64_t k0, float4 &xq, float4 &wq) {
-    xq = loadQuad(x, row0 + stageRow, m, k, k0 + stageK, kEnd, vector);
-    wq = loadQuad(w, col0 + stageRow, n, k, k0 + stageK, kEnd, vector);
-  };
-  auto stage = [&](int buffer, const float4 &xq, const float4 &wq) {
-    const float xv[4] = {xq.x, xq.y, xq.z, xq.w}, wv[4] = {wq.x, wq.y, wq.z, wq.w};
+  // This thread stages 8 k of one row of x and of one weight row per step:
+  // a step of 16 k, fetched into registers one step ahead. (Steps of 8 made
+  // each split wait out one load latency per 8 k: v13 had DeepSeek-V3's
+  // router at T = 1024 at 206 us, 18 TFLOP/s.)
+  const int stageRow = tid / 2, stageK = (tid % 2) * 8;
+  auto fetch = [&](int64_t k0, float4 (&xq)[2], float4 (&wq)[2]) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      xs[buffer][stageK + i][stageRow] = xv[i];
-      ws[buffer][stageK + i][stageRow] = wv[i];
+    for (int h = 0; h < 2; ++h) {
+      xq[h] = loadQuad(x, row0 + stageRow, m, k, k0 + stageK + 4 * h, kEnd, vector);
+      wq[h] = loadQuad(w, col0 + stageRow, n, k, k0 + stageK + 4 * h, kEnd, vector);
+    }
+  };
+  auto stage = [&](int buffer, const float4 (&xq)[2], const float4 (&wq)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float xv[4] = {xq[h].x, xq[h].y, xq[h].z, xq[h].w};
+      const float wv[4] = {wq[h].x, wq[h].y, wq[h].z, wq[h].w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        xs[buffer][stageK + 4 * h + i][stageRow] = xv[i];
+        ws[buffer][stageK + 4 * h + i][stageRow] = wv[i];
+      }
     }
   };
   float acc[4][4][4] = {}; // [row tile][column tile][fragment]
-  float4 xq, wq;
+  float4 xq[2], wq[2];
   fetch(kBegin, xq, wq);
   stage(0, xq, wq);
   __syncthreads();
@@ -202,28 +212,31 @@ __global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128
     bool more = k0 + kTileK < kEnd;
     if (more)
       fetch(k0 + kTileK, xq, wq);
-    // B fragments (k = t and t + 4, column g) of the warp's 4 column tiles.
-    uint32_t bBig[4][2], bSmall[4][2];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      int c = warpColumn + j * 8 + g;
-      splitTF32(ws[buffer][t][c], bBig[j][0], bSmall[j][0]);
-      splitTF32(ws[buffer][t + 4][c], bBig[j][1], bSmall[j][1]);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      // A fragment: rows g and g + 8 of the row tile, k = t and t + 4.
-      int r = warpRow + i * 16 + g;
-      uint32_t aBig[4], aSmall[4];
-      splitTF32(xs[buffer][t][r], aBig[0], aSmall[0]);
-      splitTF32(xs[buffer][t][r + 8], aBig[1], aSmall[1]);
-      splitTF32(xs[buffer][t + 4][r], aBig[2], aSmall[2]);
-      splitTF32(xs[buffer][t + 4][r + 8], aBig[3], aSmall[3]);
+#pragma unroll 1 // unrolled, the two halves' fragments spilled (128 registers)
+    for (int kk = 0; kk < kTileK; kk += kMmaK) {
+      // B fragments (k = t and t + 4, column g) of the warp's 4 column tiles.
+      uint32_t bBig[4][2], bSmall[4][2];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        mmaTF32(acc[i][j], aSmall, bBig[j]);
-        mmaTF32(acc[i][j], aBig, bSmall[j]);
-        mmaTF32(acc[i][j], aBig, bBig[j]);
+        int c = warpColumn + j * 8 + g;
+        splitTF32(ws[buffer][kk + t][c], bBig[j][0], bSmall[j][0]);
+        splitTF32(ws[buffer][kk + t + 4][c], bBig[j][1], bSmall[j][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        // A fragment: rows g and g + 8 of the row tile, k = t and t + 4.
+        int r = warpRow + i * 16 + g;
+        uint32_t aBig[4], aSmall[4];
+        splitTF32(xs[buffer][kk + t][r], aBig[0], aSmall[0]);
+        splitTF32(xs[buffer][kk + t][r + 8], aBig[1], aSmall[1]);
+        splitTF32(xs[buffer][kk + t + 4][r], aBig[2], aSmall[2]);
+        splitTF32(xs[buffer][kk + t + 4][r + 8], aBig[3], aSmall[3]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          mmaTF32(acc[i][j], aSmall, bBig[j]);
+          mmaTF32(acc[i][j], aBig, bSmall[j]);
+          mmaTF32(acc[i][j], aBig, bBig[j]);
+        }
       }
     }
     if (more) // the other buffer was last read before the previous barrier
@@ -263,7 +276,7 @@ __global__ void reduceSplits(const float *partial, int splits, int64_t m, int64_
   }
 }
 
-/// How deep each K split is: enough splits that `blocks` blocks per split cover
+/// How deep each K split is: as many splits as `blocks` blocks per split fit in
 /// `waves` waves of the SMs, each split at least `minDepth` deep and a multiple
 /// of `step`; the count is then what that depth needs.
 struct KSplit {
@@ -272,7 +285,9 @@ struct KSplit {
 KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int64_t waves = 2) {
   if (k <= 0)
     return {1, 0}; // nothing to sum: one split writes the bias
-  int64_t splits = std::clamp<int64_t>((waves * detail::kSMs + blocks - 1) / blocks, 1,
+  // At most `waves` full waves: rounding up put 8 of DeepSeek-V3's 272 router
+  // blocks at T = 1024 (264 slots) into a wave of their own.
+  int64_t splits = std::clamp<int64_t>(waves * detail::kSMs / blocks, 1,
                                        std::max<int64_t>(1, k / minDepth));
   int64_t perSplit = ((k + splits - 1) / splits + step - 1) / step * step;
   return {(k + perSplit - 1) / perSplit, perSplit};
