@@ -8,7 +8,8 @@
 // bf16 matmul ceiling (685 TFLOP/s). A kernel microbenchmark: the model
 // benchmark against transformers is bench/bench_moe.py.
 //
-//   moec-bench-grouped-matmul [T,T,...] [SKEW]     (run on the GPU machine)
+//   moec-bench-grouped-matmul [T,T,...] [SKEW]     (run on the GPU machine;
+//   MOEC_BENCH_MODEL=PREFIX: one model's shapes)
 //
 // gpt-oss's shapes carry its bias rows and clamped SiLU (alpha 1.702, up + 1,
 // limit 7) from v12 on; before, every shape ran without bias, so gpt-oss's
@@ -28,10 +29,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <set>
 #include <string>
-#include <cstdlib>
 #include <vector>
 
 using namespace moec::rt;
@@ -285,8 +287,12 @@ int main(int argc, char **argv) {
               "artifacts); '*': the tile chooseBF16Tile picks; %% copy: touched experts' bf16 "
               "weight bytes / time / 4.25 TB/s; %% bf16: 2*slots*N*K / time / 685 TFLOP/s; "
               "routing skew %.2f\n", skew);
+  // MOEC_BENCH_MODEL=DeepSeek-V3 (a prefix): that model's shapes only, e.g. to
+  // profile one under ncu. The routing then differs from a full run's.
+  const char *only = std::getenv("MOEC_BENCH_MODEL");
   for (const Shape &shape : shapes)
     for (int64_t tokens : tokenCounts)
-      run(shape, tokens, skew, rng);
+      if (!only || std::strncmp(shape.model, only, std::strlen(only)) == 0)
+        run(shape, tokens, skew, rng);
   return 0;
 }

@@ -10,8 +10,8 @@
 // MANIFEST: input x f32 [1,-1,8]
 // MANIFEST: output y f32 [-1,4]
 // MANIFEST: output same f32 [1,-1,8]
-// MANIFEST: weight constant0 f32 [8,8] 64 256
-// MANIFEST: weight constant1 f32 [8] 320 32
+// MANIFEST: weight constant0 f32 [8,8] 256 256
+// MANIFEST: weight constant1 f32 [8] 512 32
 // RUN: moec-run %t/artifact --inputs %t/inputs.npz --expected-outputs %t/expected.npz | FileCheck %s
 // CHECK-DAG: y [3, 4]: {{.*}}: ok
 // CHECK-DAG: same [1, 3, 8]: max abs err 0.00e+00, {{.*}}: ok

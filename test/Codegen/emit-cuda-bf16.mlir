@@ -12,23 +12,23 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/mixtral
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/mixtral/manifest.txt
-// MANIFEST: weight gate.weight f32 [8,64] 64 2048
-// MANIFEST-NEXT: weight experts.gate_up_proj bf16 [8,80,64] 2112 81920
-// MANIFEST-NEXT: weight experts.down_proj bf16 [8,64,40] 84032 40960
+// MANIFEST: weight gate.weight f32 [8,64] 256 2048
+// MANIFEST-NEXT: weight experts.gate_up_proj bf16 [8,80,64] 2304 81920
+// MANIFEST-NEXT: weight experts.down_proj bf16 [8,64,40] 84224 40960
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cu
 // CODE-LABEL: Status create(
 // CODE: MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));
-// CODE: MOEC_RETURN_IF_ERROR(interleaveGateUp(state.model.mutableWeights() + 2112, 8, 80, 128, state.model.stream())); // gate/up weights (bf16)
+// CODE: MOEC_RETURN_IF_ERROR(interleaveGateUp(state.model.mutableWeights() + 2304, 8, 80, 128, state.model.stream())); // gate/up weights (bf16)
 // CODE-NOT: interleaveGateUp
 // CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));
 // CODE-LABEL: Status run(
 // CODE: float *v0 = reinterpret_cast<float *>(workspace + 4096);
-// CODE: BF16 *v6 = reinterpret_cast<BF16 *>(workspace + 5120);
-// CODE-NEXT: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2112); // experts.gate_up_proj (bf16)
-// CODE-NEXT: BF16 *v7 = reinterpret_cast<BF16 *>(workspace + 9216);
-// CODE-NEXT: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84032); // experts.down_proj (bf16)
-// CODE-NEXT: float *v8 = reinterpret_cast<float *>(workspace + 11776);
-// CODE-NEXT: float *v9 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(workspace + 19968);
+// CODE: BF16 *v6 = reinterpret_cast<BF16 *>(workspace + 5888);
+// CODE-NEXT: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2304); // experts.gate_up_proj (bf16)
+// CODE-NEXT: BF16 *v7 = reinterpret_cast<BF16 *>(workspace + 9984);
+// CODE-NEXT: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84224); // experts.down_proj (bf16)
+// CODE-NEXT: float *v8 = reinterpret_cast<float *>(workspace + 12544);
+// CODE-NEXT: float *v9 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(workspace + 20736);
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
 // CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
 // CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
@@ -41,18 +41,19 @@
 // RUN: moec compile %S/Inputs/concatenated-gate-up-bias.mlir --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/bias
 // RUN: FileCheck %s --check-prefix=BIAS < %t/bias/model.cu
 // BIAS-LABEL: Status create(
-// BIAS: interleaveGateUp(state.model.mutableWeights() + 320, 4, 16, 32, state.model.stream())); // gate/up weights (bf16)
-// BIAS-NEXT: interleaveGateUp(state.model.mutableWeights() + 2368, 4, 16, 4, state.model.stream())); // gate/up bias
+// BIAS: interleaveGateUp(state.model.mutableWeights() + 512, 4, 16, 32, state.model.stream())); // gate/up weights (bf16)
+// BIAS-NEXT: interleaveGateUp(state.model.mutableWeights() + 2560, 4, 16, 4, state.model.stream())); // gate/up bias
 // BIAS-NOT: interleaveGateUp
 // BIAS-LABEL: Status run(
-// BIAS: const float *w2 = reinterpret_cast<const float *>(weights + 2368); // gate_up_bias
+// BIAS: const float *w2 = reinterpret_cast<const float *>(weights + 2560); // gate_up_bias
 // BIAS: groupedMatmulBF16(v6, 2 * T, 16, w1, 4, 16, v4, w2, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
 // BIAS: groupedMatmulBF16(v7, 2 * T, 8, w3, 4, 16, v4, nullptr, Epilogue{}, v8, stream));
 
-// weights.bin holds the f32 router and the expert weights' bf16 bits; f32
-// would be 2048 + 2 * (81920 + 40960) bytes of tensors.
+// weights.bin holds the f32 router and the expert weights' bf16 bits (each
+// tensor 256-byte aligned); f32 would be 2048 + 2 * (81920 + 40960) bytes of
+// tensors.
 // RUN: %python -c "import os,sys; print(os.path.getsize(sys.argv[1]))" %t/mixtral/weights.bin | FileCheck %s --check-prefix=SIZE
-// SIZE: 124992
+// SIZE: 125184
 
 // Without the flag the same model keeps f32 weights and the f32 kernel.
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/f32
@@ -74,7 +75,7 @@
 // RUN: moec compile %t/block.mlir --target=cuda --expert-weights=bf16 -o %t/embedded
 // RUN: moec compile %t/block.mlir --target=cuda --expert-weights=bf16 --weights=external -o %t/external
 // RUN: FileCheck %s --check-prefix=EXTERNAL < %t/external/manifest.txt
-// EXTERNAL: weight gate_up bf16 [8,80,64] 2112 81920
+// EXTERNAL: weight gate_up bf16 [8,80,64] 2304 81920
 // RUN: %python %moec_src/bench/write_weights.py %t/external --splat router=0.01 --splat gate_up=0.02 --splat down=0.03
 // RUN: cmp %t/embedded/weights.bin %t/external/weights.bin
 

@@ -20,15 +20,15 @@
 // RUN: not moec compile %t/block.mlir --weights=external 2>&1 | FileCheck %s --check-prefix=NOTARGET
 
 // CHECK: --weights=external: weights.bin is not written
-// CHECK: weights weights.bin 247872
+// CHECK: weights weights.bin 248064
 // CHECK: input hidden_states f32 [-1,64]
-// CHECK: weight router f32 [8,64] 64 2048
-// CHECK: weight gate_up f32 [8,80,64] 2112 163840
-// CHECK: weight down f32 [8,64,40] 165952 81920
+// CHECK: weight router f32 [8,64] 256 2048
+// CHECK: weight gate_up f32 [8,80,64] 2304 163840
+// CHECK: weight down f32 [8,64,40] 166144 81920
 // BAD: unknown --weights='inline' (embedded, external)
 // NOTARGET: --weights needs --target
-// DEEPSEEK: weights weights.bin 45280658496
-// DEEPSEEK: weight router f32 [256,7168] 64
+// DEEPSEEK: weights weights.bin 45280658688
+// DEEPSEEK: weight router f32 [256,7168] 256
 // DEEPSEEK: weight correction_bias f32 [256]
 // DEEPSEEK: weight gate_up f32 [256,4096,7168]
 // DEEPSEEK: weight down f32 [256,7168,2048]

@@ -27,7 +27,7 @@
 
 // RUN: cp -r %t/mixtral %t/truncated && truncate -s 1000 %t/truncated/weights.bin
 // RUN: not moec-run %t/truncated --inputs %fixtures/mixtral/inputs.npz --outputs %t/out.npz 2>&1 | FileCheck %s --check-prefix=TRUNCATED
-// TRUNCATED: moec-run: error: {{.*}}truncated/weights.bin: holds 1000 bytes, the manifest says 247872 (truncated or from another build?)
+// TRUNCATED: moec-run: error: {{.*}}truncated/weights.bin: holds 1000 bytes, the manifest says 248064 (truncated or from another build?)
 // RUN: not ls %t/out.npz
 
 // RUN: cp -r %t/mixtral %t/no-library && echo garbage > %t/no-library/model.so
