@@ -484,9 +484,9 @@ TEST(CudaKernels, InterleavedGateUpMatchesConcatenated) {
 /// three or four, of different experts: the gated epilogue's bias pipeline
 /// (two stages) wraps around, and a stage read for the wrong tile would show.
 TEST(CudaKernels, InterleavedGateUpMatchesConcatenatedOverManyTiles) {
-  ASSERT_NO_FATAL_FAILURE(checkInterleavedGateUp(
-      400, {9000, 9001, 20000, 20000, 26900},
-      {cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21}));
+  ASSERT_NO_FATAL_FAILURE(
+      checkInterleavedGateUp(400, {9000, 9001, 20000, 20000, 26900},
+                             {cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21}));
 }
 
 void checkInterleavedGateUp(int64_t N, const std::vector<int32_t> &offsets,

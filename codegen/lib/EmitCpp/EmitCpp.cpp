@@ -12,7 +12,7 @@
 // Shapes: every dimension is static except the token dimension, which is
 // dynamic up to --max-tokens. A dimension is therefore `n` or `n·T`, a tensor
 // has at most one dynamic dimension, and the workspace is planned once for
-// T = max tokens (each intermediate at a fixed, 64-byte aligned offset).
+// T = max tokens (each intermediate at a fixed, 256-byte aligned offset).
 //
 //===----------------------------------------------------------------------===//
 

@@ -54,8 +54,8 @@ template <typename TileShape, typename ClusterShape, typename EpilogueSchedule,
           typename Fusion = NoSource>
 using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *,
-    kAlignmentD, ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *, kAlignmentD,
+    ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
 
 /// One configuration of either grouped GEMM: CUTLASS's sm90 mainloop for A and
 /// B (element; layout, with FP8 the scale layout beside it; alignment), tile,

@@ -131,10 +131,12 @@ public:
     return args.rows != nullptr && args.outColumns > 0;
   }
 
-  template <class TileShape> CUTLASS_HOST_DEVICE static constexpr int get_load_pipe_increment(TileShape) {
+  template <class TileShape>
+  CUTLASS_HOST_DEVICE static constexpr int get_load_pipe_increment(TileShape) {
     return 1;
   }
-  template <class TileShape> CUTLASS_HOST_DEVICE static constexpr int get_store_pipe_increment(TileShape) {
+  template <class TileShape>
+  CUTLASS_HOST_DEVICE static constexpr int get_store_pipe_increment(TileShape) {
     return 1;
   }
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const &) {}
@@ -156,8 +158,8 @@ public:
   CUTLASS_DEVICE LoadPipelineState load(LoadPipeline pipeline, LoadPipelineState state,
                                         ProblemShapeMNKL problemShape, TileShapeMNK,
                                         TileCoordMNKL tileCoord, TiledMma, int lane,
-                                        TensorStorage &storage, TensorMapC const &,
-                                        int = -1, bool = false) {
+                                        TensorStorage &storage, TensorMapC const &, int = -1,
+                                        bool = false) {
     using namespace cute;
     auto [mCoord, nCoord, kCoord, group] = tileCoord;
     const int firstColumn = nCoord * 2 * kTileOutputs;
@@ -239,7 +241,8 @@ public:
   template <bool IsLoad>
   CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage &, cute::TmaDescriptor const *,
                                                   int32_t) {}
-  template <bool IsLoad> CUTLASS_DEVICE void tensormaps_fence_acquire(cute::TmaDescriptor const *) {}
+  template <bool IsLoad>
+  CUTLASS_DEVICE void tensormaps_fence_acquire(cute::TmaDescriptor const *) {}
 
 private:
   /// device::gatedEpilogue of SiLU (the same operations, so the same bits).
@@ -255,11 +258,10 @@ private:
   /// `tileBias`: the tile's 256 bias values in shared memory (kBias), or null.
   template <bool kBias, bool kClamp, class ProblemShapeMNKL, class BlockShapeMNK,
             class BlockCoordMNKL, class FrgEngine, class FrgLayout, class TiledMma>
-  CUTLASS_DEVICE void write(ProblemShapeMNKL problemShape, BlockShapeMNK blockShape,
-                            BlockCoordMNKL blockCoord,
-                            cute::Tensor<FrgEngine, FrgLayout> const &accumulators,
-                            TiledMma tiledMma, int threadIdx, const float *tileBias,
-                            SharedStorage &storage) {
+  CUTLASS_DEVICE void
+  write(ProblemShapeMNKL problemShape, BlockShapeMNK blockShape, BlockCoordMNKL blockCoord,
+        cute::Tensor<FrgEngine, FrgLayout> const &accumulators, TiledMma tiledMma, int threadIdx,
+        const float *tileBias, SharedStorage &storage) {
     using namespace cute;
     static_assert(is_static<FrgLayout>::value, "the accumulator layout must be static");
     constexpr int kElements = decltype(size(accumulators))::value;

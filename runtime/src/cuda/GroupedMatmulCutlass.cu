@@ -176,10 +176,10 @@ __device__ inline void expertRows(const int32_t *offsets, int64_t rows, int e, i
   end = offsets[e];
 }
 
-__global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *weights,
-                           ElementD *d, __nv_bfloat16 *outBF16, const float *bias,
-                           const int32_t *offsets, int64_t rows, int experts, int n, int k,
-                           StrideA sa, StrideB sb, StrideD sd) {
+__global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *weights, ElementD *d,
+                           __nv_bfloat16 *outBF16, const float *bias, const int32_t *offsets,
+                           int64_t rows, int experts, int n, int k, StrideA sa, StrideB sb,
+                           StrideD sd) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= experts)
     return;
@@ -290,8 +290,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
         {}, {g.bias, 0.0f, {_0{}, _1{}, 0}}, {}};
     auto args = groupedArgumentsWith<typename Chosen::Gemm>(
         groups, g.shapes,
-        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, thread,
-        g.d, g.strideD);
+        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, thread, g.d,
+        g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
   auto runGated = [&](auto config) {

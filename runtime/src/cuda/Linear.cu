@@ -287,8 +287,8 @@ KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int
     return {1, 0}; // nothing to sum: one split writes the bias
   // At most `waves` full waves: rounding up put 8 of DeepSeek-V3's 272 router
   // blocks at T = 1024 (264 slots) into a wave of their own.
-  int64_t splits = std::clamp<int64_t>(waves * detail::kSMs / blocks, 1,
-                                       std::max<int64_t>(1, k / minDepth));
+  int64_t splits =
+      std::clamp<int64_t>(waves * detail::kSMs / blocks, 1, std::max<int64_t>(1, k / minDepth));
   int64_t perSplit = ((k + splits - 1) / splits + step - 1) / step * step;
   return {(k + perSplit - 1) / perSplit, perSplit};
 }
@@ -417,8 +417,7 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   // Four waves: each block's 8 warps wait out a staged chunk's loads between
   // short bursts of FMAs (v13: DeepSeek-V3's router at T = 16, 32 column
   // blocks in 9 splits, took 31 us to read 7.3 MB).
-  KSplit split =
-      gated ? KSplit{1, k} : planSplits(k, columnBlocks * rowBlocks, kChunk, kChunk, 4);
+  KSplit split = gated ? KSplit{1, k} : planSplits(k, columnBlocks * rowBlocks, kChunk, kChunk, 4);
   return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
     dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(rowBlocks),
               static_cast<unsigned>(split.splits));
