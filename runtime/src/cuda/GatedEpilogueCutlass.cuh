@@ -31,7 +31,6 @@
 #include "cute/atom/mma_traits_sm90_gmma.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
-#include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
 #include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/pipeline/sm90_pipeline.hpp"
