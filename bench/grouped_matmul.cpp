@@ -196,7 +196,7 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
         cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
-        cuda::BF16Tile::Wgmma128x256C12}) {
+        cuda::BF16Tile::Wgmma128x256C12, cuda::BF16Tile::Wgmma64x256}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
     bool wgmma = cuda::isWgmmaTile(tile);
     if (tokens >= 1024 && tile != cuda::BF16Tile::Tok32 && tile != cuda::BF16Tile::Tok64 && !wgmma)

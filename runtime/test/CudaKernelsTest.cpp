@@ -344,7 +344,8 @@ void checkPrefill(int64_t N) {
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256,
-        cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12})
+        cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12,
+        cuda::BF16Tile::Wgmma64x256})
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
       if (!cuda::bf16TileAvailable(tile))
         continue;
@@ -424,8 +425,9 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
     ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
-  for (cuda::BF16Tile tile : {cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256,
-                              cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12})
+  for (cuda::BF16Tile tile :
+       {cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
+        cuda::BF16Tile::Wgmma128x256C12, cuda::BF16Tile::Wgmma64x256})
     if (cuda::bf16TileAvailable(tile)) {
       ASSERT_NO_FATAL_FAILURE(
           checkBF16Activations(520, 392, {0, 1, 130, 430, 430, 850}, 859, tile));
@@ -468,7 +470,8 @@ void checkInterleavedGateUp(int64_t N, const std::vector<int32_t> &offsets,
 
 const std::vector<cuda::BF16Tile> kEveryBF16Tile = {
     cuda::BF16Tile::Auto,         cuda::BF16Tile::Tok64,           cuda::BF16Tile::Wgmma,
-    cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12};
+    cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12,
+    cuda::BF16Tile::Wgmma64x256};
 
 TEST(CudaKernels, InterleavedGateUpMatchesConcatenated) {
   // N / 2 = 200: the fused epilogue's 16-byte chunks, a partial last tile of
@@ -480,13 +483,14 @@ TEST(CudaKernels, InterleavedGateUpMatchesConcatenated) {
   }
 }
 
-/// Some 420 tiles of 128x256, so each of the persistent kernel's CTAs takes
-/// three or four, of different experts: the gated epilogue's bias pipeline
-/// (two stages) wraps around, and a stage read for the wrong tile would show.
+/// Some 420 tiles of 128x256 (840 of 64x256), so each of the persistent
+/// kernel's CTAs takes three or more, of different experts: the gated
+/// epilogue's bias pipeline (two stages) wraps around, and a stage read for the
+/// wrong tile would show; with pingpong tiles the two warp groups alternate.
 TEST(CudaKernels, InterleavedGateUpMatchesConcatenatedOverManyTiles) {
-  ASSERT_NO_FATAL_FAILURE(
-      checkInterleavedGateUp(400, {9000, 9001, 20000, 20000, 26900},
-                             {cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21}));
+  ASSERT_NO_FATAL_FAILURE(checkInterleavedGateUp(
+      400, {9000, 9001, 20000, 20000, 26900},
+      {cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma64x256}));
 }
 
 void checkInterleavedGateUp(int64_t N, const std::vector<int32_t> &offsets,

@@ -18,14 +18,16 @@ namespace {
 using namespace cute;
 using moec::rt::cuda::detail::grouped::GatedEpilogueArray;
 using moec::rt::cuda::detail::grouped::GatedTiledMma;
+using moec::rt::cuda::detail::grouped::GatedTiledMmaPingpong;
 
-TEST(GatedEpilogueLayout, AccumulatorsAreWhereTheEpilogueWritesThemFrom) {
-  constexpr int kRows = GatedEpilogueArray::kWarps * GatedEpilogueArray::kWarpRows;
+/// Every thread of `TiledMma`'s warps (`warps` of them, 16 rows each).
+template <typename TiledMma> void expectTheEpiloguesLayout(int warps) {
+  const int rows = warps * GatedEpilogueArray::kWarpRows;
   constexpr int kColumns = 2 * GatedEpilogueArray::kTileOutputs;
-  auto tile = make_identity_tensor(make_shape(Int<kRows>{}, Int<kColumns>{}));
+  auto tile = make_identity_tensor(make_shape(rows, Int<kColumns>{}));
   int mismatches = 0;
-  for (int thread = 0; thread < GatedEpilogueArray::kWarps * 32; ++thread) {
-    auto coords = GatedTiledMma{}.get_thread_slice(thread).partition_C(tile);
+  for (int thread = 0; thread < warps * 32; ++thread) {
+    auto coords = TiledMma{}.get_thread_slice(thread).partition_C(tile);
     ASSERT_EQ(int(size(coords)), 4 * (kColumns / 8)) << "elements per thread";
     const int lane = thread % 32, warp = thread / 32;
     for (int i = 0; i < int(size(coords)); ++i) {
@@ -42,6 +44,15 @@ TEST(GatedEpilogueLayout, AccumulatorsAreWhereTheEpilogueWritesThemFrom) {
     }
   }
   EXPECT_EQ(mismatches, 0);
+}
+
+TEST(GatedEpilogueLayout, AccumulatorsAreWhereTheEpilogueWritesThemFrom) {
+  expectTheEpiloguesLayout<GatedTiledMma>(GatedEpilogueArray::kWarps);
+}
+
+/// The pingpong tile: one warp group, 64 rows.
+TEST(GatedEpilogueLayout, PingpongAccumulatorsAreWhereTheEpilogueWritesThemFrom) {
+  expectTheEpiloguesLayout<GatedTiledMmaPingpong>(GatedEpilogueArray::kWarps / 2);
 }
 
 } // namespace

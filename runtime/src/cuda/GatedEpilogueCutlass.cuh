@@ -41,14 +41,18 @@
 
 namespace moec::rt::cuda::detail::grouped {
 
-/// The tiled MMA whose accumulator layout GatedEpilogueArray writes out: bf16
-/// m64n256k16 wgmma, K-major operands, two warp groups along M (the 128x256
-/// cooperative tile). GroupedMatmulCutlass.cu asserts that its gated kernels
-/// get exactly this one from CUTLASS's builder; GatedEpilogueLayoutTest checks
-/// its layout against the epilogue's, on the host.
-using GatedTiledMma = decltype(cute::make_tiled_mma(
+/// The tiled MMAs whose accumulator layout GatedEpilogueArray writes out: bf16
+/// m64n256k16 wgmma, K-major operands, `WarpGroups` warp groups along M: two
+/// on one 128x256 tile (cooperative), or one on its own 64x256 tile (pingpong).
+/// Each thread holds the same 128-element fragment in both. GroupedMatmulCutlass.cu
+/// asserts that its gated kernels get exactly these from CUTLASS's builder;
+/// GatedEpilogueLayoutTest checks their layout against the epilogue's, on the host.
+template <int WarpGroups>
+using GatedTiledMmaOf = decltype(cute::make_tiled_mma(
     cute::SM90_64x256x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>{},
-    cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+    cute::Layout<cute::Shape<cute::Int<WarpGroups>, cute::_1, cute::_1>>{}));
+using GatedTiledMma = GatedTiledMmaOf<2>;
+using GatedTiledMmaPingpong = GatedTiledMmaOf<1>;
 
 /// The collective epilogue itself (see above); CUTLASS's kernels take it as
 /// GatedEpilogue below.
@@ -71,7 +75,7 @@ public:
   using GmemTiledCopyC = void;
   using GmemTiledCopyD = void;
 
-  static constexpr int kWarps = 8;        // two consumer warp groups
+  static constexpr int kWarps = 8;        // two consumer warp groups (pingpong: 4 per tile)
   static constexpr int kWarpRows = 16;    // wgmma: 16 rows of the tile per warp
   static constexpr int kTileOutputs = 128; // 256 accumulator columns, in pairs
   /// Staged per pass: half the tile's outputs, 16 KB. (Until v13 the adapter
@@ -95,7 +99,9 @@ public:
   struct TensorMapStorage {}; // no TMA descriptors to update per expert
 
   // The bias pipeline: the epilogue-load warp produces (32 arrivals, no TMA
-  // transaction bytes), the 256 consumer threads release each stage.
+  // transaction bytes), the tile's consumer threads release each stage (256
+  // cooperative, 128 pingpong: the kernel sets the count, and a pingpong warp
+  // group skips the other's stages).
   using LoadPipeline = cutlass::PipelineTransactionAsync<kBiasStages>;
   using LoadPipelineState = cutlass::PipelineState<kBiasStages>;
   using PipelineStorage = typename LoadPipeline::SharedStorage;
@@ -188,7 +194,8 @@ public:
     return cute::make_tuple(nullptr);
   }
 
-  /// The consumers (256 threads): the tile's outputs, with the staged bias.
+  /// The consumers (the tile's 256 threads, or 128 with pingpong): the tile's
+  /// outputs, with the staged bias.
   template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class AccEngine,
             class AccLayout, class TiledMma, class TensorMapD>
   CUTLASS_DEVICE auto store(LoadPipeline loadPipeline, LoadPipelineState loadState, StorePipeline,

@@ -204,6 +204,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
   case BF16Tile::Wgmma128x256:
   case BF16Tile::Wgmma128x256C21:
   case BF16Tile::Wgmma128x256C12:
+  case BF16Tile::Wgmma64x256:
 #ifdef MOEC_HAVE_CUTLASS
   {
     // One of each pair is null, as for the results above.
@@ -217,6 +218,7 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
         tile == BF16Tile::Wgmma             ? detail::CutlassTile::Pingpong128x128
         : tile == BF16Tile::Wgmma128x256C21 ? detail::CutlassTile::Cooperative128x256Cluster21
         : tile == BF16Tile::Wgmma128x256C12 ? detail::CutlassTile::Cooperative128x256Cluster12
+        : tile == BF16Tile::Wgmma64x256     ? detail::CutlassTile::Pingpong64x256
                                             : detail::CutlassTile::Cooperative128x256;
     return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n, offsets,
                                         bias, epilogue, outF32, outBF16, config, stream);
@@ -252,6 +254,7 @@ const char *bf16TileName(BF16Tile tile) {
     return "wgmma128x256c21";
   case BF16Tile::Wgmma128x256C12:
     return "wgmma128x256c12";
+  case BF16Tile::Wgmma64x256: return "wgmma64x256";
   }
   return "?";
 }

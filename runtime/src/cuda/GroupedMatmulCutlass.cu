@@ -118,6 +118,21 @@ using CooperativeWideGatedOn =
     ConfigWith<Shape<_128, _256, _64>, ClusterShape,
                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, GatedEpilogue>;
 
+/// 64x256x64 pingpong tiles without clusters: each consumer warp group takes a
+/// tile of its own, so one group's epilogue (the gate/up activation above all,
+/// which the cooperative tile's two groups both wait out) runs while the other
+/// group's mainloop keeps the tensor cores busy. Twice the row reads per weight
+/// row of the 128x256 tile.
+template <typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
+using PingpongWideWith = Config<Shape<_64, _256, _64>, Shape<_1, _1, _1>,
+                                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                                cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong, Fusion>;
+using PingpongWide = PingpongWideWith<>;
+using PingpongWideBias = PingpongWideWith<BiasFusion<Shape<_64, _256, _64>>>;
+using PingpongWideGated =
+    ConfigWith<Shape<_64, _256, _64>, Shape<_1, _1, _1>,
+               cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong, GatedEpilogue>;
+
 using ClusterRows = Shape<_2, _1, _1>;
 using ClusterWeights = Shape<_1, _2, _1>;
 using ClusterNone = Shape<_1, _1, _1>;
@@ -131,7 +146,9 @@ static_assert(std::is_same_v<CooperativeWideGatedOn<ClusterNone>::CollectiveMain
               std::is_same_v<CooperativeWideGatedOn<ClusterRows>::CollectiveMainloop::TiledMma,
                              GatedTiledMma> &&
               std::is_same_v<CooperativeWideGatedOn<ClusterWeights>::CollectiveMainloop::TiledMma,
-                             GatedTiledMma>);
+                             GatedTiledMma> &&
+              std::is_same_v<PingpongWideGated::CollectiveMainloop::TiledMma,
+                             GatedTiledMmaPingpong>);
 
 // Both epilogues leave the 128x256x64 mainloop 4 stages (3 cost v12's f32
 // results 7-22 % against bf16 ones in the probe), and everything must fit.
@@ -144,7 +161,9 @@ using GemmKernel = Pingpong::GemmKernel; // the strides below are the same for a
 static_assert(kSameStrides<GemmKernel, CooperativeWide::GemmKernel> &&
               kSameStrides<GemmKernel, CooperativeWideBias::GemmKernel> &&
               kSameStrides<GemmKernel, CooperativeWideOn<ClusterRows>::GemmKernel> &&
-              kSameStrides<GemmKernel, CooperativeWideOn<ClusterWeights>::GemmKernel>);
+              kSameStrides<GemmKernel, CooperativeWideOn<ClusterWeights>::GemmKernel> &&
+              kSameStrides<GemmKernel, PingpongWide::GemmKernel> &&
+              kSameStrides<GemmKernel, PingpongWideBias::GemmKernel>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -320,6 +339,11 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
     break;
   case CutlassTile::Cooperative128x256Cluster12:
     MOEC_RETURN_IF_ERROR(runWide(ClusterWeights{}));
+    break;
+  case CutlassTile::Pingpong64x256:
+    MOEC_RETURN_IF_ERROR(fusedGate   ? runGated(PingpongWideGated{})
+                         : fusedBias ? runBias(PingpongWideBias{})
+                                     : run(PingpongWide{}));
     break;
   }
 

@@ -22,12 +22,14 @@ bool groupedMatmulCutlassSupports(int64_t k, int64_t n);
 
 /// The bf16 CUTLASS configurations (tile rows x weight rows, schedule, and for
 /// the cooperative tiles the cluster: none by default, 2x1 with two row tiles
-/// sharing a weight tile, 1x2 with two weight tiles sharing a row tile).
+/// sharing a weight tile, 1x2 with two weight tiles sharing a row tile; 64x256
+/// pingpong tiles, one per warp group, no clusters).
 enum class CutlassTile {
   Pingpong128x128,
   Cooperative128x256,
   Cooperative128x256Cluster21,
-  Cooperative128x256Cluster12
+  Cooperative128x256Cluster12,
+  Pingpong64x256
 };
 
 /// Rows in f32 (`lhs`, rounded here) or bf16 (`lhsBF16`), results out in f32

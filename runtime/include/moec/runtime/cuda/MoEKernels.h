@@ -88,8 +88,9 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
 /// 128x256 cooperative tiles (no clusters), Wgmma128x256C21 the same with 2x1
 /// clusters (two row tiles share a weight tile: torch's _grouped_mm, and moec
 /// until v12), Wgmma128x256C12 with 1x2 clusters (two weight tiles share a row
-/// tile). Auto picks by shape (chooseBF16Tile); the others exist for
-/// benchmarks and tests.
+/// tile), Wgmma64x256 with 64x256 pingpong tiles (each warp group its own
+/// tile, so one's epilogue runs under the other's mainloop). Auto picks by
+/// shape (chooseBF16Tile); the others exist for benchmarks and tests.
 enum class BF16Tile {
   Auto,
   Tok8,
@@ -99,12 +100,14 @@ enum class BF16Tile {
   Wgmma,
   Wgmma128x256,
   Wgmma128x256C21,
-  Wgmma128x256C12
+  Wgmma128x256C12,
+  Wgmma64x256
 };
 /// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
 inline bool isWgmmaTile(BF16Tile tile) {
   return tile == BF16Tile::Wgmma || tile == BF16Tile::Wgmma128x256 ||
-         tile == BF16Tile::Wgmma128x256C21 || tile == BF16Tile::Wgmma128x256C12;
+         tile == BF16Tile::Wgmma128x256C21 || tile == BF16Tile::Wgmma128x256C12 ||
+         tile == BF16Tile::Wgmma64x256;
 }
 /// From this many rows per touched expert on, Auto takes the wgmma tiles.
 inline constexpr int64_t kWgmmaMinRows = 32;
