@@ -334,7 +334,9 @@ void checkPrefill(int64_t N) {
   const int64_t E = 6, K = 520;
   const std::vector<int32_t> offsets = {0, 1, 130, 430, 430, 850};
   const int64_t valid = 850, S = valid + 9;
-  ASSERT_EQ(cuda::chooseBF16Tile(valid, E, K, /*gated=*/false),
+  // Biased: the 128x256 tiles (unbiased projections of these rows take the
+  // 64x256 pingpong ones, which the loop below runs by name).
+  ASSERT_EQ(cuda::chooseBF16Tile(valid, E, K, /*gated=*/false, /*biased=*/true),
             cuda::bf16TileAvailable(cuda::BF16Tile::Wgmma128x256)
                 ? cuda::BF16Tile::Wgmma128x256
                 : cuda::BF16Tile::Tok64);
@@ -644,7 +646,9 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // element loads, f32 only),
   // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per two
   // rows; 4097: a last warp with one row; 8 and 12 columns: the 8-column kernel
-  // full, the 16-column one partly used; K = 297: the warp-per-column kernel;
+  // full, the 16-column one partly used; K = 1000: a last step of four
+  // 128-column slices with one and a part of one inside K; K = 297: the
+  // warp-per-column kernel;
   // 301 rows, K = 4096: the warp-per-column kernel below 4096 rows).
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
@@ -658,6 +662,7 @@ TEST(CudaKernels, LinearMatchesCpu) {
                                 {4097, 1024, 16},
                                 {4097, 1024, 8},
                                 {4097, 1024, 12},
+                                {4097, 1000, 8},
                                 {4097, 297, 8}})
     ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth, n));
 }

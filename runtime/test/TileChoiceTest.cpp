@@ -23,27 +23,50 @@ using namespace moec::rt;
 /// once per row tile), so they kept 64-row tiles. v12: CUTLASS's 128x256 tiles
 /// without clusters beat both from 32 rows (gpt-oss and DeepSeek-V3 at
 /// T = 1024, skewed routing: 16-18 % faster than 64-row tiles for gate/up).
+/// v14: 64x256 pingpong tiles for gate/up below 64 rows and for unbiased
+/// projections up to 1024 rows.
 TEST(TileChoice, ChooseBF16TileFollowsTheMeasurements) {
   using cuda::BF16Tile;
   const bool cutlass = cuda::bf16TileAvailable(BF16Tile::Wgmma128x256);
-  auto wgmmaOr = [&](BF16Tile otherwise) { return cutlass ? BF16Tile::Wgmma128x256 : otherwise; };
+  auto wide = [&](BF16Tile otherwise) { return cutlass ? BF16Tile::Wgmma128x256 : otherwise; };
+  auto pingpong = [&](BF16Tile otherwise) { return cutlass ? BF16Tile::Wgmma64x256 : otherwise; };
   // gpt-oss's and DeepSeek-V3's gate/up at T = 1024: 32 rows over 128 and 256 experts.
-  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 4, 128, 2880, /*gated=*/true), wgmmaOr(BF16Tile::Tok64));
-  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 7168, /*gated=*/true), wgmmaOr(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 4, 128, 2880, /*gated=*/true, /*biased=*/true),
+            pingpong(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 7168, /*gated=*/true, /*biased=*/false),
+            pingpong(BF16Tile::Tok64));
+  // Qwen3's gate/up at T = 1024 (64 rows), Mixtral's at T = 8192 (2048).
+  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 128, 2048, /*gated=*/true, /*biased=*/false),
+            wide(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(8192 * 2, 8, 4096, /*gated=*/true, /*biased=*/false),
+            wide(BF16Tile::Tok64));
   // Mixtral's at T = 128: 32 rows over 8 experts; its down (K = 14336) too.
-  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 4096, /*gated=*/true), wgmmaOr(BF16Tile::Tok64));
-  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 14336, /*gated=*/false), wgmmaOr(BF16Tile::Tok64));
-  // DeepSeek-V3's down at T = 1024 (K = 2048).
-  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 2048, /*gated=*/false), wgmmaOr(BF16Tile::Tok32));
+  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 4096, /*gated=*/true, /*biased=*/false),
+            pingpong(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(128 * 2, 8, 14336, /*gated=*/false, /*biased=*/false),
+            pingpong(BF16Tile::Tok64));
+  // Down projections: DeepSeek-V3's at T = 1024 (K = 2048) and 8192 (256 rows),
+  // Mixtral's at T = 8192 (2048 rows), gpt-oss's (biased) at T = 8192.
+  EXPECT_EQ(cuda::chooseBF16Tile(1024 * 8, 256, 2048, /*gated=*/false, /*biased=*/false),
+            pingpong(BF16Tile::Tok32));
+  EXPECT_EQ(cuda::chooseBF16Tile(8192 * 8, 256, 2048, /*gated=*/false, /*biased=*/false),
+            pingpong(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(8192 * 2, 8, 14336, /*gated=*/false, /*biased=*/false),
+            wide(BF16Tile::Tok64));
+  EXPECT_EQ(cuda::chooseBF16Tile(8192 * 4, 128, 2880, /*gated=*/false, /*biased=*/true),
+            wide(BF16Tile::Tok64));
   // Qwen3's at T = 128 (8 rows over 128 experts) and decode rows.
-  EXPECT_EQ(cuda::chooseBF16Tile(128 * 8, 128, 2048, /*gated=*/true), BF16Tile::Tok32);
-  EXPECT_EQ(cuda::chooseBF16Tile(16 * 8, 256, 7168, /*gated=*/true), BF16Tile::Tok8);
+  EXPECT_EQ(cuda::chooseBF16Tile(128 * 8, 128, 2048, /*gated=*/true, /*biased=*/false),
+            BF16Tile::Tok32);
+  EXPECT_EQ(cuda::chooseBF16Tile(16 * 8, 256, 7168, /*gated=*/true, /*biased=*/false),
+            BF16Tile::Tok8);
 }
 
 /// chooseFP8Tile's rule at the benchmark models' shapes (v12's kernel bench):
 /// 64x128 pingpong tiles at T = 1024 for gpt-oss, DeepSeek-V3 (32 rows per
 /// expert) and Qwen3 (64), 128x128 cooperative ones for Mixtral (256) and at
-/// T = 8192; the mma.sync tiles below 16 rows (Qwen3 at T = 128: 8 rows).
+/// T = 8192; since v14 the pingpong tiles below 16 rows too (Qwen3 at
+/// T = 128: 8 rows; decode, 1 row), the mma.sync tiles without offsets.
 TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   using cuda::FP8Tile;
   const bool cutlass = cuda::fp8TileAvailable(FP8Tile::Wgmma);
@@ -55,7 +78,11 @@ TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   EXPECT_EQ(cuda::chooseFP8Tile(8192 * 4, 128, 2880, 2880, true), orTok32(FP8Tile::Wgmma));
   // Without offsets (one expert: moe.linear) only the mma.sync tiles run.
   EXPECT_EQ(cuda::chooseFP8Tile(8192, 1, 2880, 2880, false), FP8Tile::Tok32);
-  EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, true), FP8Tile::Tok16);
+  EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, true),
+            cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok16);
+  EXPECT_EQ(cuda::chooseFP8Tile(8, 128, 2048, 1536, true),
+            cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);
+  EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, false), FP8Tile::Tok16);
 }
 
 } // namespace

@@ -195,8 +195,8 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
       lhs,
       weightsBF16};
   if (tile == BF16Tile::Auto) {
-    tile = chooseBF16Tile(slots, experts, k, gated);
-    if (tile == BF16Tile::Wgmma128x256 && !detail::groupedMatmulCutlassSupports(k, n))
+    tile = chooseBF16Tile(slots, experts, k, gated, bias != nullptr);
+    if (isWgmmaTile(tile) && !detail::groupedMatmulCutlassSupports(k, n))
       tile = BF16Tile::Tok64;
   }
   switch (tile) {
@@ -259,7 +259,7 @@ const char *bf16TileName(BF16Tile tile) {
   return "?";
 }
 
-BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
+BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated, bool biased) {
   // By the mean rows per touched expert, slots / min(experts, slots), as
   // measured on the H200 (bench/grouped_matmul.cpp; docs/performance.md v5,
   // v9-v12): 8-row tiles up to ~4 rows (decode), 32-row tiles up to 16 (Qwen3
@@ -272,7 +272,13 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
   // down projections of up to 32 rows with K <= 4096 (24-32 % faster than 64
   // in v5; Mixtral's K = 14336 is 14 % slower), 64-row tiles for the rest.
   // 32-row gate/up tiles at <= 32 rows, faster in the bench, were slower in
-  // the artifact (v11; ChooseBF16TileFollowsTheMeasurements).
+  // the artifact (v11; ChooseBF16TileFollowsTheMeasurements). v14: 64x256
+  // pingpong tiles (half the padding of an expert's last row tile, one warp
+  // group's epilogue under the other's mainloop) for projections without a
+  // bias up to 1024 rows (down at T = 8192: DeepSeek-V3 11 % and Qwen3 5 %
+  // faster, Mixtral's 2048 rows 7 % slower; 2-5 % faster at T = 1024; gpt-oss's
+  // biased down 19 % slower) and for gate/up below 64 rows (gpt-oss and
+  // DeepSeek-V3 at T = 1024: 4 % faster; level to 2 % either way from 64 rows).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if (rows <= 4)
@@ -280,8 +286,10 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated) {
   if (rows <= 16)
     return BF16Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
-  if (rows >= kWgmmaMinRows)
-    return BF16Tile::Wgmma128x256;
+  if (rows >= kWgmmaMinRows) {
+    bool pingpong = gated ? rows < 64 : !biased && rows <= 1024;
+    return pingpong ? BF16Tile::Wgmma64x256 : BF16Tile::Wgmma128x256;
+  }
 #endif
   if (rows <= 32 && !gated && k <= 4096)
     return BF16Tile::Tok32;

@@ -330,7 +330,11 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
   // Qwen3 at 8 rows, 10-25 % slower than 8-row tiles at 4 (v9). Below 128
   // rows, 64x128 pingpong tiles (v12, T = 1024: 18-26 % faster for gpt-oss and
   // DeepSeek-V3 at 32 rows, 9-12 % for Qwen3 at 64; 6 % slower for Mixtral at
-  // 256, and at T = 8192 mostly slower: Mixtral by 20-35 %).
+  // 256, and at T = 8192 mostly slower: Mixtral by 20-35 %). v14: from one
+  // row (v13's kernel bench at T = 16 and 128, 1 to 18 rows per expert: the
+  // pingpong tiles 0-35 % faster than the best mma.sync tile in all 16 cases,
+  // gpt-oss gate/up at T = 128 543 against 679 µs); the mma.sync tiles stay
+  // for moe.linear (no offsets) and runtimes without CUTLASS.
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;

@@ -113,8 +113,8 @@ inline bool isWgmmaTile(BF16Tile tile) {
 inline constexpr int64_t kWgmmaMinRows = 32;
 const char *bf16TileName(BF16Tile tile);
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep; `gated`:
-/// a gate/up projection (its epilogue halves the output).
-BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated);
+/// a gate/up projection (its epilogue halves the output); `biased`: with a bias.
+BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated, bool biased);
 /// Whether this runtime has `tile` (Wgmma only with CUTLASS).
 bool bf16TileAvailable(BF16Tile tile);
 
@@ -166,7 +166,7 @@ enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong };
 inline bool isWgmmaTile(FP8Tile tile) {
   return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
 }
-inline constexpr int64_t kFP8WgmmaMinRows = 16;
+inline constexpr int64_t kFP8WgmmaMinRows = 1;
 inline constexpr int64_t kFP8CooperativeMinRows = 128;
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide;
 /// `offsets`: whether there are per-expert offsets (the wgmma tiles need them).
