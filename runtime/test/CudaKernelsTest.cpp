@@ -646,9 +646,8 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // element loads, f32 only),
   // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per two
   // rows; 4097: a last warp with one row; 8 and 12 columns: the 8-column kernel
-  // full, the 16-column one partly used; K = 1000: a last step of four
-  // 128-column slices with one and a part of one inside K; K = 297: the
-  // warp-per-column kernel;
+  // full, the 16-column one partly used; K = 1000: a last 128-column slice
+  // partly inside K; K = 297: the warp-per-column kernel;
   // 301 rows, K = 4096: the warp-per-column kernel below 4096 rows).
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},

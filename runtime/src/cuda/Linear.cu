@@ -301,8 +301,10 @@ KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int
 /// Measured (v11): 123-126 µs at T = 8192, but 92 µs at T = 1024, where a warp per
 /// column took 29 µs: 512 warps cannot hide its load latency. So it starts at
 /// kSkinnyMinRows, where the warp-per-column kernel would take ~135 µs.
+/// v14 tried four 128-column slices of the rows loaded ahead of their sums:
+/// 179 µs at T = 8192 (more registers, so fewer of the 4096 warps resident
+/// at once), and went back to one.
 constexpr int kSkinnyRows = 2;
-constexpr int kSkinnyLoads = 4;
 constexpr int64_t kSkinnyMaxColumns = 16;
 constexpr int64_t kSkinnyMinRows = 4096;
 template <int COLUMNS>
@@ -314,35 +316,22 @@ __global__ void __launch_bounds__(kThreads)
   if (first >= m)
     return;
   float acc[kSkinnyRows][COLUMNS] = {};
-  // kSkinnyLoads 128-column slices of the rows are loaded before any is summed:
-  // one slice per step left each warp one load latency per 2 KB (v14: 125 µs
-  // for Mixtral's router at T = 8192, where the rows' 134 MB take ~32 µs).
-  // The sum's order per lane is the same either way.
-  for (int64_t k0 = 4 * lane; k0 < k; k0 += 128 * kSkinnyLoads) {
-    float4 rows[kSkinnyLoads][kSkinnyRows];
+  for (int64_t k0 = 4 * lane; k0 < k; k0 += 128) {
+    float4 rows[kSkinnyRows];
 #pragma unroll
-    for (int s = 0; s < kSkinnyLoads; ++s)
+    for (int r = 0; r < kSkinnyRows; ++r)
+      rows[r] = first + r < m ? __ldg(reinterpret_cast<const float4 *>(x + (first + r) * k + k0))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int c = 0; c < COLUMNS; ++c) {
+      if (c >= n)
+        break;
+      float4 wv = __ldg(reinterpret_cast<const float4 *>(w + c * k + k0));
 #pragma unroll
       for (int r = 0; r < kSkinnyRows; ++r)
-        rows[s][r] = first + r < m && k0 + 128 * s < k
-                         ? __ldg(reinterpret_cast<const float4 *>(x + (first + r) * k + k0 +
-                                                                  128 * s))
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int s = 0; s < kSkinnyLoads; ++s) {
-      if (k0 + 128 * s >= k)
-        break;
-#pragma unroll
-      for (int c = 0; c < COLUMNS; ++c) {
-        if (c >= n)
-          break;
-        float4 wv = __ldg(reinterpret_cast<const float4 *>(w + c * k + k0 + 128 * s));
-#pragma unroll
-        for (int r = 0; r < kSkinnyRows; ++r)
-          acc[r][c] = fmaf(rows[s][r].w, wv.w,
-                           fmaf(rows[s][r].z, wv.z,
-                                fmaf(rows[s][r].y, wv.y, fmaf(rows[s][r].x, wv.x, acc[r][c]))));
-      }
+        acc[r][c] =
+            fmaf(rows[r].w, wv.w,
+                 fmaf(rows[r].z, wv.z, fmaf(rows[r].y, wv.y, fmaf(rows[r].x, wv.x, acc[r][c]))));
     }
   }
 #pragma unroll
