@@ -969,11 +969,22 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
 /// followed by quantizeE4M3, bit for bit, and leaves the sentinel tail alone:
 /// on QGMMA its epilogue pass quantises (N = 264: 16-byte loads, 4-byte code
 /// stores; 276: column by column), on the mma.sync tiles the quantise kernel
-/// follows.
+/// follows. 36000 rows: more (row, group) items than the pass's warps, so each
+/// warp takes several, two per step (kE4M3Items), with a last step of one.
+void checkFP8Quantized(const std::vector<int32_t> &offsets);
+
 TEST(CudaKernels, FP8GroupedMatmulQuantizedMatchesUnfused) {
+  for (const std::vector<int32_t> &offsets :
+       {std::vector<int32_t>{0, 1, 130, 430, 430, 850},
+        std::vector<int32_t>{0, 9000, 20000, 20000, 26001, 36000}}) {
+    SCOPED_TRACE("rows " + std::to_string(offsets.back()));
+    ASSERT_NO_FATAL_FAILURE(checkFP8Quantized(offsets));
+  }
+}
+
+void checkFP8Quantized(const std::vector<int32_t> &offsets) {
   std::mt19937 rng(41);
   const int64_t E = 6, K = 256, kBlocks = 2;
-  const std::vector<int32_t> offsets = {0, 1, 130, 430, 430, 850};
   const int64_t valid = offsets.back(), S = valid + 9;
   cpu::ThreadPool pool(2);
   for (int64_t N : {264, 276}) {

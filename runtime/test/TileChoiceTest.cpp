@@ -65,9 +65,9 @@ TEST(TileChoice, ChooseBF16TileFollowsTheMeasurements) {
 /// chooseFP8Tile's rule at the benchmark models' shapes (v12's kernel bench):
 /// 64x128 pingpong tiles at T = 1024 for gpt-oss, DeepSeek-V3 (32 rows per
 /// expert) and Qwen3 (64), 128x128 cooperative ones for Mixtral (256) and at
-/// T = 8192; since v14 the pingpong tiles from 2 rows (Qwen3 at T = 128: 8
-/// rows), at 1 row only where the mma.sync grid is shallow; the mma.sync
-/// tiles without offsets.
+/// T = 8192; since v14 the pingpong tiles from 16 slots (Qwen3 at T = 128: 8
+/// rows; gpt-oss at T = 16: one row per touched expert), below only where the
+/// mma.sync grid is shallow; the mma.sync tiles without offsets.
 TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   using cuda::FP8Tile;
   const bool cutlass = cuda::fp8TileAvailable(FP8Tile::Wgmma);
@@ -81,8 +81,11 @@ TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   EXPECT_EQ(cuda::chooseFP8Tile(8192, 1, 2880, 2880, false), FP8Tile::Tok32);
   EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, true),
             cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok16);
-  // One row per expert (T = 1): Qwen3's gate/up on the 8-row tile; Mixtral's
-  // down (2 experts x 32 blocks, K = 14336) on the pingpong one.
+  // gpt-oss's gate/up at T = 16: 64 slots over 128 experts.
+  EXPECT_EQ(cuda::chooseFP8Tile(16 * 4, 128, 2880, 5760, true),
+            cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);
+  // T = 1: Qwen3's gate/up on the 8-row tile; Mixtral's down (2 experts x 32
+  // blocks, K = 14336) on the pingpong one.
   EXPECT_EQ(cuda::chooseFP8Tile(8, 128, 2048, 1536, true), FP8Tile::Tok8);
   EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 14336, 4096, true),
             cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);

@@ -331,20 +331,23 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
   // Qwen3 at 8 rows, 10-25 % slower than 8-row tiles at 4 (v9). Below 128
   // rows, 64x128 pingpong tiles (v12, T = 1024: 18-26 % faster for gpt-oss and
   // DeepSeek-V3 at 32 rows, 9-12 % for Qwen3 at 64; 6 % slower for Mixtral at
-  // 256, and at T = 8192 mostly slower: Mixtral by 20-35 %). v14: from two
-  // rows (v13's kernel bench at T = 16 and 128, 2 to 18 rows per expert: the
-  // pingpong tiles 0-35 % faster than the best mma.sync tile in all 16 cases,
-  // gpt-oss gate/up at T = 128 543 against 679 µs). At one row (T = 1) the
-  // 8-row tile is 4-18 % faster, but where its grid, a block per 128 weight
-  // rows of each touched expert, is under one wave and K is long: Mixtral's
-  // down at T = 1, 64 blocks 14336 deep, 89.6 µs against 51.4 (v14). The
-  // mma.sync tiles stay for moe.linear (no offsets) and runtimes without CUTLASS.
+  // 256, and at T = 8192 mostly slower: Mixtral by 20-35 %). v14: from 16
+  // slots whatever the rows (v13's kernel bench at T = 16 and 128, 1 to 18
+  // rows per expert: the pingpong tiles 0-35 % faster than the best mma.sync
+  // tile in all 16 cases, gpt-oss gate/up at T = 128 543 against 679 µs). The
+  // slots, not the rows per expert, tell decode from T = 16: both have one
+  // row per touched expert by that estimate when the experts outnumber the
+  // slots. Below 16 slots (T = 1) the 8-row tile is 4-18 % faster, but where
+  // its grid, a block per 128 weight rows of each touched expert, is under one
+  // wave and K is long: Mixtral's down at T = 1, 64 blocks 14336 deep, 89.6 µs
+  // against 51.4 (v14). The mma.sync tiles stay for moe.linear (no offsets)
+  // and runtimes without CUTLASS.
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
   bool shallowGrid = touched * ((n + 127) / 128) < detail::kSMs && k > 4096;
-  if ((rows >= kFP8WgmmaMinRows || shallowGrid) && offsets &&
+  if ((slots >= kFP8WgmmaMinSlots || shallowGrid) && offsets &&
       detail::groupedMatmulFP8CutlassSupports(k, n))
     tile = rows >= kFP8CooperativeMinRows ? FP8Tile::Wgmma : FP8Tile::WgmmaPingpong;
 #else

@@ -159,15 +159,15 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
 /// CUTLASS's sm90 grouped GEMM with blockwise scaling in runtimes built with
 /// CUTLASS: Wgmma with 128x128 cooperative tiles and 1x2 clusters,
 /// WgmmaPingpong with 64x128 pingpong tiles (one warp group's epilogue overlaps
-/// the other's mainloop). Auto takes WgmmaPingpong from kFP8WgmmaMinRows rows
-/// per touched expert (below, where the mma.sync grid would be shallow) and
-/// Wgmma from kFP8CooperativeMinRows.
+/// the other's mainloop). Auto takes WgmmaPingpong from kFP8WgmmaMinSlots
+/// slots (below, where the mma.sync grid would be shallow) and Wgmma from
+/// kFP8CooperativeMinRows rows per touched expert.
 enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong };
 /// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
 inline bool isWgmmaTile(FP8Tile tile) {
   return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
 }
-inline constexpr int64_t kFP8WgmmaMinRows = 2;
+inline constexpr int64_t kFP8WgmmaMinSlots = 16;
 inline constexpr int64_t kFP8CooperativeMinRows = 128;
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide;
 /// `offsets`: whether there are per-expert offsets (the wgmma tiles need them).
