@@ -970,7 +970,7 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
 /// on QGMMA its epilogue pass quantises (N = 264: 16-byte loads, 4-byte code
 /// stores; 276: column by column), on the mma.sync tiles the quantise kernel
 /// follows. 36000 rows: more (row, group) items than the pass's warps, so each
-/// warp takes several, two per step (kE4M3Items), with a last step of one.
+/// warp takes several.
 void checkFP8Quantized(const std::vector<int32_t> &offsets);
 
 TEST(CudaKernels, FP8GroupedMatmulQuantizedMatchesUnfused) {

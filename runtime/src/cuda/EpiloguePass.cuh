@@ -147,78 +147,55 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
 /// result written. One warp per (valid row, 128-column output group), lane l on
 /// the group's columns 4l..4l+3; q [rows, outColumns] e4m3 codes, scales
 /// [rows, ceil(outColumns / 128)]. VEC 4: 16-byte loads and 4-byte code stores
-/// (n % 8 == 0, aligned buffers), else column by column. Each warp loads
-/// kE4M3Items groups before it reduces and stores any: with one, Mixtral's FP8
-/// gate/up pass at T = 8192 (2.1 GB) read at about half the copy bandwidth
-/// (995 µs, v14's profile), each warp waiting out a load latency per 1 KB.
-constexpr int kE4M3Items = 2;
+/// (n % 8 == 0, aligned buffers), else column by column. (v14 loaded two
+/// groups per warp before reducing either, for more bytes in flight: no faster,
+/// Mixtral's FP8 call at T = 8192 7.79-7.94 ms against 7.71.)
 template <int VEC>
 __global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
                                  int64_t rows, int n, int outColumns, const float *bias,
                                  cpu::Epilogue epilogue, uint8_t *q, float *scales) {
   int64_t valid = offsets ? offsets[experts - 1] : rows;
   const int groups = (outColumns + 127) / 128, lane = threadIdx.x % 32;
-  const int64_t items = valid * groups, stride = int64_t(gridDim.x) * blockDim.x / 32;
-  for (int64_t first = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; first < items;
-       first += kE4M3Items * stride) {
-    // Every load first (the stores below may alias nothing they read, but the
-    // compiler cannot know that), then each group's scale and codes.
-    float v[kE4M3Items][4];
-#pragma unroll
-    for (int u = 0; u < kE4M3Items; ++u) {
-      const int64_t item = first + u * stride;
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-        v[u][t] = 0.0f;
-      if (item >= items)
-        continue;
-      const int64_t r = item / groups;
-      const int j = static_cast<int>(item % groups) * 128 + 4 * lane;
-      const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
-      const float *row = product + r * n;
-      if constexpr (VEC == 4) {
-        if (j < outColumns) // outColumns % 4 == 0: all four columns or none
-          epilogueValues(row, biasRow, j, outColumns, epilogue, v[u]);
-      } else {
-#pragma unroll
-        for (int t = 0; t < 4; ++t)
-          if (j + t < outColumns) {
-            float one[1];
-            epilogueValues(row, biasRow, j + t, outColumns, epilogue, one);
-            v[u][t] = one[0];
-          }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kE4M3Items; ++u) {
-      const int64_t item = first + u * stride;
-      if (item >= items) // the same for the whole warp: the shuffles below stay whole
-        break;
-      const int64_t r = item / groups;
-      const int g = static_cast<int>(item % groups), j = g * 128 + 4 * lane;
-      float amax = 0.0f;
-      bool nan = false;
+  for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; item < valid * groups;
+       item += int64_t(gridDim.x) * blockDim.x / 32) {
+    int64_t r = item / groups;
+    int g = static_cast<int>(item % groups), j = g * 128 + 4 * lane;
+    const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
+    const float *row = product + r * n;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (VEC == 4) {
+      if (j < outColumns) // outColumns % 4 == 0: all four columns or none
+        epilogueValues(row, biasRow, j, outColumns, epilogue, v);
+    } else {
 #pragma unroll
       for (int t = 0; t < 4; ++t)
         if (j + t < outColumns) {
-          nan |= isnan(v[u][t]);
-          amax = fmaxf(amax, fabsf(v[u][t]));
+          float one[1];
+          epilogueValues(row, biasRow, j + t, outColumns, epilogue, one);
+          v[t] = one[0];
         }
-      float scale = warpE4M3Scale(amax, nan);
-      if (lane == 0)
-        scales[r * groups + g] = scale;
-      uint8_t *codes = q + r * outColumns + j;
-      if (VEC == 4 && j < outColumns) {
-        *reinterpret_cast<uint32_t *>(codes) =
-            uint32_t(encodeE4M3(v[u][0], scale)) | uint32_t(encodeE4M3(v[u][1], scale)) << 8 |
-            uint32_t(encodeE4M3(v[u][2], scale)) << 16 |
-            uint32_t(encodeE4M3(v[u][3], scale)) << 24;
-      } else if (VEC != 4) {
+    }
+    float amax = 0.0f;
+    bool nan = false;
 #pragma unroll
-        for (int t = 0; t < 4; ++t)
-          if (j + t < outColumns)
-            codes[t] = encodeE4M3(v[u][t], scale);
+    for (int t = 0; t < 4; ++t)
+      if (j + t < outColumns) {
+        nan |= isnan(v[t]);
+        amax = fmaxf(amax, fabsf(v[t]));
       }
+    float scale = warpE4M3Scale(amax, nan);
+    if (lane == 0)
+      scales[r * groups + g] = scale;
+    uint8_t *codes = q + r * outColumns + j;
+    if (VEC == 4 && j < outColumns) {
+      *reinterpret_cast<uint32_t *>(codes) =
+          uint32_t(encodeE4M3(v[0], scale)) | uint32_t(encodeE4M3(v[1], scale)) << 8 |
+          uint32_t(encodeE4M3(v[2], scale)) << 16 | uint32_t(encodeE4M3(v[3], scale)) << 24;
+    } else if (VEC != 4) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        if (j + t < outColumns)
+          codes[t] = encodeE4M3(v[t], scale);
     }
   }
 }
