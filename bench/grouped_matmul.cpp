@@ -192,7 +192,8 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
                 100.0 * flops / (ms * 1e-3) / (fp8 ? kFP8Ceiling : kBF16Ceiling), fp8 ? "fp8" : "bf16");
     std::fflush(stdout);
   };
-  cuda::BF16Tile chosen = cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated, shape.bias);
+  cuda::BF16Tile chosen =
+      cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated, shape.bias);
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
         cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,

@@ -337,17 +337,15 @@ void checkPrefill(int64_t N) {
   // Biased: the 128x256 tiles (unbiased projections of these rows take the
   // 64x256 pingpong ones, which the loop below runs by name).
   ASSERT_EQ(cuda::chooseBF16Tile(valid, E, K, /*gated=*/false, /*biased=*/true),
-            cuda::bf16TileAvailable(cuda::BF16Tile::Wgmma128x256)
-                ? cuda::BF16Tile::Wgmma128x256
-                : cuda::BF16Tile::Tok64);
+            cuda::bf16TileAvailable(cuda::BF16Tile::Wgmma128x256) ? cuda::BF16Tile::Wgmma128x256
+                                                                  : cuda::BF16Tile::Tok64);
   auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
   auto weights = randomVector(E * N * K, rng, 0.2f);
   roundToBF16(lhs);
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
-  for (cuda::BF16Tile tile :
-       {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256,
-        cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma128x256C12,
-        cuda::BF16Tile::Wgmma64x256})
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Auto, cuda::BF16Tile::Wgmma,
+                              cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
+                              cuda::BF16Tile::Wgmma128x256C12, cuda::BF16Tile::Wgmma64x256})
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
       if (!cuda::bf16TileAvailable(tile))
         continue;
@@ -490,9 +488,10 @@ TEST(CudaKernels, InterleavedGateUpMatchesConcatenated) {
 /// epilogue's bias pipeline (two stages) wraps around, and a stage read for the
 /// wrong tile would show; with pingpong tiles the two warp groups alternate.
 TEST(CudaKernels, InterleavedGateUpMatchesConcatenatedOverManyTiles) {
-  ASSERT_NO_FATAL_FAILURE(checkInterleavedGateUp(
-      400, {9000, 9001, 20000, 20000, 26900},
-      {cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21, cuda::BF16Tile::Wgmma64x256}));
+  ASSERT_NO_FATAL_FAILURE(
+      checkInterleavedGateUp(400, {9000, 9001, 20000, 20000, 26900},
+                             {cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
+                              cuda::BF16Tile::Wgmma64x256}));
 }
 
 void checkInterleavedGateUp(int64_t N, const std::vector<int32_t> &offsets,

@@ -254,7 +254,8 @@ const char *bf16TileName(BF16Tile tile) {
     return "wgmma128x256c21";
   case BF16Tile::Wgmma128x256C12:
     return "wgmma128x256c12";
-  case BF16Tile::Wgmma64x256: return "wgmma64x256";
+  case BF16Tile::Wgmma64x256:
+    return "wgmma64x256";
   }
   return "?";
 }

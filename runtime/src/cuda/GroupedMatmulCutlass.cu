@@ -141,14 +141,14 @@ using CooperativeWideBias = CooperativeWideBiasOn<ClusterNone>;
 using CooperativeWideGated = CooperativeWideGatedOn<ClusterNone>;
 
 // GatedEpilogue writes out the accumulator layout of GatedTiledMma.
-static_assert(std::is_same_v<CooperativeWideGatedOn<ClusterNone>::CollectiveMainloop::TiledMma,
-                             GatedTiledMma> &&
-              std::is_same_v<CooperativeWideGatedOn<ClusterRows>::CollectiveMainloop::TiledMma,
-                             GatedTiledMma> &&
-              std::is_same_v<CooperativeWideGatedOn<ClusterWeights>::CollectiveMainloop::TiledMma,
-                             GatedTiledMma> &&
-              std::is_same_v<PingpongWideGated::CollectiveMainloop::TiledMma,
-                             GatedTiledMmaPingpong>);
+static_assert(
+    std::is_same_v<CooperativeWideGatedOn<ClusterNone>::CollectiveMainloop::TiledMma,
+                   GatedTiledMma> &&
+    std::is_same_v<CooperativeWideGatedOn<ClusterRows>::CollectiveMainloop::TiledMma,
+                   GatedTiledMma> &&
+    std::is_same_v<CooperativeWideGatedOn<ClusterWeights>::CollectiveMainloop::TiledMma,
+                   GatedTiledMma> &&
+    std::is_same_v<PingpongWideGated::CollectiveMainloop::TiledMma, GatedTiledMmaPingpong>);
 
 // Both epilogues leave the 128x256x64 mainloop 4 stages (3 cost v12's f32
 // results 7-22 % against bf16 ones in the probe), and everything must fit.
