@@ -91,74 +91,36 @@ __device__ inline const float *biasRowOf(const float *bias, const int32_t *offse
   return bias + static_cast<int64_t>(lo) * n;
 }
 
-/// The product values that output columns j..j+VEC of one row need, as they
-/// lie: 2 VEC interleaved gate/up pairs, VEC gates then VEC ups, or VEC values
-/// (ungated, the second half unused). Loads only, so that a caller can have
-/// several rows' loads in flight before any arithmetic (epiloguePassE4M3).
+/// value[0..VEC) = the epilogue of output columns j..j+VEC of one product row
+/// (and its expert's bias row, or null).
 template <int VEC>
-__device__ inline void loadProduct(const float *row, int j, int outColumns,
-                                   const cpu::Epilogue &epilogue, float (&raw)[2 * VEC]) {
+__device__ inline void epilogueValues(const float *row, const float *biasRow, int j, int outColumns,
+                                      const cpu::Epilogue &epilogue, float (&value)[VEC]) {
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
   if (gated && epilogue.layout == cpu::GateUpLayout::Interleaved) { // gate, up, gate, up, ...
-    loadFloats(row + 2 * j, raw);
-  } else {
-    float first[VEC];
-    loadFloats(row + j, first);
+    float pairs[2 * VEC];
+    loadFloats(row + 2 * j, pairs);
+    addFloats(biasRow ? biasRow + 2 * j : nullptr, pairs);
 #pragma unroll
     for (int i = 0; i < VEC; ++i)
-      raw[i] = first[i];
-    if (gated) { // all gates, then all ups
-      float second[VEC];
-      loadFloats(row + outColumns + j, second);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i)
-        raw[VEC + i] = second[i];
-    }
-  }
-}
-
-/// value[0..VEC) = the epilogue of loadProduct's values (and the expert's bias
-/// row, or null).
-template <int VEC>
-__device__ inline void finishValues(float (&raw)[2 * VEC], const float *biasRow, int j,
-                                    int outColumns, const cpu::Epilogue &epilogue,
-                                    float (&value)[VEC]) {
-  bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
-  if (gated && epilogue.layout == cpu::GateUpLayout::Interleaved) {
-    addFloats(biasRow ? biasRow + 2 * j : nullptr, raw);
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      value[i] = gatedEpilogue(epilogue, raw[2 * i], raw[2 * i + 1]);
-  } else if (gated) {
+      value[i] = gatedEpilogue(epilogue, pairs[2 * i], pairs[2 * i + 1]);
+  } else if (gated) { // all gates, then all ups
     float gate[VEC], up[VEC];
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      gate[i] = raw[i], up[i] = raw[VEC + i];
+    loadFloats(row + j, gate);
+    loadFloats(row + outColumns + j, up);
     addFloats(biasRow ? biasRow + j : nullptr, gate);
     addFloats(biasRow ? biasRow + outColumns + j : nullptr, up);
 #pragma unroll
     for (int i = 0; i < VEC; ++i)
       value[i] = gatedEpilogue(epilogue, gate[i], up[i]);
   } else {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      value[i] = raw[i];
+    loadFloats(row + j, value);
     addFloats(biasRow ? biasRow + j : nullptr, value);
     if (epilogue.enabled)
 #pragma unroll
       for (int i = 0; i < VEC; ++i)
         value[i] = activate(epilogue.kind, epilogue.alpha, value[i]);
   }
-}
-
-/// value[0..VEC) = the epilogue of output columns j..j+VEC of one product row
-/// (and its expert's bias row, or null).
-template <int VEC>
-__device__ inline void epilogueValues(const float *row, const float *biasRow, int j, int outColumns,
-                                      const cpu::Epilogue &epilogue, float (&value)[VEC]) {
-  float raw[2 * VEC];
-  loadProduct<VEC>(row, j, outColumns, epilogue, raw);
-  finishValues<VEC>(raw, biasRow, j, outColumns, epilogue, value);
 }
 
 /// out[r, j] = epilogue(product[r, :] + bias[expert of r, :]) for the valid rows r.
@@ -185,80 +147,58 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
 /// result written. One warp per (valid row, 128-column output group), lane l on
 /// the group's columns 4l..4l+3; q [rows, outColumns] e4m3 codes, scales
 /// [rows, ceil(outColumns / 128)]. VEC 4: 16-byte loads and 4-byte code stores
-/// (n % 8 == 0, aligned buffers), else column by column.
-///
-/// With VEC 4 each warp step takes kE4M3Items groups and issues all their
-/// product loads (loadProduct) before any arithmetic: one group per step left
-/// a warp one load latency per 1 KB, and Mixtral's FP8 gate/up pass at T = 8192
-/// (2.1 GB) read at about half the copy bandwidth (995 µs, v14). (v14's first
-/// try loaded the second group after the first group's epilogue arithmetic,
-/// which the layout's branches kept in between: no faster.)
-constexpr int kE4M3Items = 2;
+/// (n % 8 == 0, aligned buffers), else column by column. (v14 tried two groups
+/// per warp step for more bytes in flight, once with the second group's loads
+/// after the first's arithmetic and once with both groups' loads first: no
+/// faster either time, Mixtral's FP8 call at T = 8192 7.77-7.94 ms against
+/// 7.71-7.75 in the same calls. The pass reads 2.1 GB there at about half the
+/// copy bandwidth for a reason these did not find.)
 template <int VEC>
 __global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
                                  int64_t rows, int n, int outColumns, const float *bias,
                                  cpu::Epilogue epilogue, uint8_t *q, float *scales) {
-  constexpr int kItems = VEC == 4 ? kE4M3Items : 1;
   int64_t valid = offsets ? offsets[experts - 1] : rows;
   const int groups = (outColumns + 127) / 128, lane = threadIdx.x % 32;
-  const int64_t items = valid * groups, stride = int64_t(gridDim.x) * blockDim.x / 32;
-  for (int64_t first = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; first < items;
-       first += kItems * stride) {
-    float raw[kItems][8];
+  for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; item < valid * groups;
+       item += int64_t(gridDim.x) * blockDim.x / 32) {
+    int64_t r = item / groups;
+    int g = static_cast<int>(item % groups), j = g * 128 + 4 * lane;
+    const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
+    const float *row = product + r * n;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if constexpr (VEC == 4) {
-#pragma unroll
-      for (int u = 0; u < kItems; ++u) {
-        const int64_t item = first + u * stride;
-        const int j = static_cast<int>(item % groups) * 128 + 4 * lane;
-        // outColumns % 4 == 0: all four columns or none
-        if (item < items && j < outColumns)
-          loadProduct<4>(product + (item / groups) * n, j, outColumns, epilogue, raw[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      const int64_t item = first + u * stride;
-      if (item >= items) // the same for the whole warp: the shuffles below stay whole
-        break;
-      const int64_t r = item / groups;
-      const int g = static_cast<int>(item % groups), j = g * 128 + 4 * lane;
-      const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
-      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if constexpr (VEC == 4) {
-        if (j < outColumns)
-          finishValues<4>(raw[u], biasRow, j, outColumns, epilogue, v);
-      } else {
-        const float *row = product + r * n;
-#pragma unroll
-        for (int t = 0; t < 4; ++t)
-          if (j + t < outColumns) {
-            float one[1];
-            epilogueValues(row, biasRow, j + t, outColumns, epilogue, one);
-            v[t] = one[0];
-          }
-      }
-      float amax = 0.0f;
-      bool nan = false;
+      if (j < outColumns) // outColumns % 4 == 0: all four columns or none
+        epilogueValues(row, biasRow, j, outColumns, epilogue, v);
+    } else {
 #pragma unroll
       for (int t = 0; t < 4; ++t)
         if (j + t < outColumns) {
-          nan |= isnan(v[t]);
-          amax = fmaxf(amax, fabsf(v[t]));
+          float one[1];
+          epilogueValues(row, biasRow, j + t, outColumns, epilogue, one);
+          v[t] = one[0];
         }
-      float scale = warpE4M3Scale(amax, nan);
-      if (lane == 0)
-        scales[r * groups + g] = scale;
-      uint8_t *codes = q + r * outColumns + j;
-      if (VEC == 4 && j < outColumns) {
-        *reinterpret_cast<uint32_t *>(codes) =
-            uint32_t(encodeE4M3(v[0], scale)) | uint32_t(encodeE4M3(v[1], scale)) << 8 |
-            uint32_t(encodeE4M3(v[2], scale)) << 16 | uint32_t(encodeE4M3(v[3], scale)) << 24;
-      } else if (VEC != 4) {
+    }
+    float amax = 0.0f;
+    bool nan = false;
 #pragma unroll
-        for (int t = 0; t < 4; ++t)
-          if (j + t < outColumns)
-            codes[t] = encodeE4M3(v[t], scale);
+    for (int t = 0; t < 4; ++t)
+      if (j + t < outColumns) {
+        nan |= isnan(v[t]);
+        amax = fmaxf(amax, fabsf(v[t]));
       }
+    float scale = warpE4M3Scale(amax, nan);
+    if (lane == 0)
+      scales[r * groups + g] = scale;
+    uint8_t *codes = q + r * outColumns + j;
+    if (VEC == 4 && j < outColumns) {
+      *reinterpret_cast<uint32_t *>(codes) =
+          uint32_t(encodeE4M3(v[0], scale)) | uint32_t(encodeE4M3(v[1], scale)) << 8 |
+          uint32_t(encodeE4M3(v[2], scale)) << 16 | uint32_t(encodeE4M3(v[3], scale)) << 24;
+    } else if (VEC != 4) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        if (j + t < outColumns)
+          codes[t] = encodeE4M3(v[t], scale);
     }
   }
 }
