@@ -75,7 +75,10 @@ public:
   using GmemTiledCopyC = void;
   using GmemTiledCopyD = void;
 
-  static constexpr int kWarps = 8;        // two consumer warp groups (pingpong: 4 per tile)
+  // Two consumer warp groups; with pingpong tiles each group's 4 warps use
+  // slices 0-3 in turn, which is safe because the kernel's order barrier runs
+  // the two groups' epilogues one after the other.
+  static constexpr int kWarps = 8;
   static constexpr int kWarpRows = 16;    // wgmma: 16 rows of the tile per warp
   static constexpr int kTileOutputs = 128; // 256 accumulator columns, in pairs
   /// Staged per pass: half the tile's outputs, 16 KB. (Until v13 the adapter

@@ -122,7 +122,10 @@ using CooperativeWideGatedOn =
 /// tile of its own, so one group's epilogue (the gate/up activation above all,
 /// which the cooperative tile's two groups both wait out) runs while the other
 /// group's mainloop keeps the tensor cores busy. Twice the row reads per weight
-/// row of the 128x256 tile.
+/// row of the 128x256 tile. Measured (v14), the overlap did not pay where the
+/// cooperative tile pads little (Mixtral at T = 8192: gate/up 2 % slower, one
+/// 64-row warp group's mainloop being slower); the 64-row tiles' smaller
+/// padding of each expert's last row tile did (chooseBF16Tile).
 template <typename Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float>>
 using PingpongWideWith = Config<Shape<_64, _256, _64>, Shape<_1, _1, _1>,
                                 cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
