@@ -717,9 +717,7 @@ void expectSameCodes(const std::vector<uint8_t> &want, const std::vector<float> 
   for (int64_t i = 0; i < valid * k; ++i)
     ASSERT_EQ(got[i], want[i]) << "code " << i;
   for (int64_t i = 0; i < valid * groups; ++i)
-    ASSERT_TRUE(gotScales[i] == wantScales[i] ||
-                (std::isnan(gotScales[i]) && std::isnan(wantScales[i])))
-        << "scale " << i << ": " << gotScales[i] << ", the CPU's " << wantScales[i];
+    ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
   for (int64_t i = valid * k; i < slots * k; ++i)
     ASSERT_EQ(got[i], 0xFF) << "row " << i / k << " (past the valid count) written";
   for (int64_t i = valid * groups; i < slots * groups; ++i)
@@ -748,7 +746,7 @@ void expectQuantizeMatchesCpu(const std::vector<float> &x, int64_t slots, int64_
 /// encoding that rounds the quotient twice without rounding to odd first would
 /// disagree with the CPU's single rounding. (v11 ran two f32 encodings, one
 /// from __fdiv_rz and one from the reciprocal, against it too: both exact, and
-/// neither made the FP8 gate/up pass faster then; v14 takes the first.)
+/// neither made the FP8 gate/up pass faster.)
 TEST(CudaKernels, QuantizeE4M3NearMidpointsMatchesCpuExactly) {
   std::vector<float> midpoints; // halfway between adjacent positive e4m3 values
   for (int code = 0; code < 0x7E; ++code) {
@@ -785,13 +783,6 @@ void checkQuantize(int64_t k) {
   const int64_t slots = 11, valid = 8;
   auto x = randomVector(slots * k, rng, 5.0f);
   std::fill(x.begin() + (3 * k + 128), x.begin() + (3 * k + 256), 0.0f); // an all-zero group
-  // A group with a NaN (a NaN scale, and NaN quotients everywhere), one with an
-  // infinity (an infinite scale: zero codes, and a NaN one), one with a
-  // negative infinity, and a negative zero.
-  x[5 * k + 7] = NAN;
-  x[6 * k + 130] = INFINITY;
-  x[7 * k + 3] = -INFINITY;
-  x[4 * k + 9] = -0.0f;
   ASSERT_NO_FATAL_FAILURE(expectQuantizeMatchesCpu(x, slots, valid, k));
 }
 

@@ -31,23 +31,19 @@ __device__ inline float warpE4M3Scale(float laneAmax, bool laneNan) {
   return e4m3Scale(laneAmax, __any_sync(0xffffffffu, laneNan));
 }
 
-/// v / scale as an e4m3 code, rounded once from the exact quotient, as the
-/// CPU's division in double and single rounding give. The quotient is rounded
-/// to odd into f32 (toward zero, the last bit set when inexact) and the
-/// hardware's cvt rounds that to nearest: with 24 bits against e4m3's 4, at
-/// least two to spare, the two roundings equal the one (Boldo and Melquiond's
-/// round-to-odd theorem). v14: the f32 division toward zero and an FMA's exact
-/// remainder give the rounding to odd; until then a division in double did (a
-/// double division per element: ncu had the FP8 gate/up pass issue-bound, 74 %
-/// of the SM busy at 52 % of DRAM bandwidth). The remainder is exact where it
-/// can matter (quotients near 2^-10 and up, scales from 1e-12), and a NaN
-/// quotient takes the double conversion as before.
+/// v / scale as an e4m3 code: the division in double, rounded once, as on the
+/// CPU. CUDA converts double to e4m3 in software (~40 integer instructions); so
+/// the quotient is rounded to odd into f32 (toward zero, the last bit set when
+/// inexact) and the hardware's cvt rounds that to nearest: with 24 bits against
+/// e4m3's 4, at least two to spare, the two roundings equal the one (Boldo and
+/// Melquiond's round-to-odd theorem; a host emulation agreed on 5e7 quotients,
+/// e4m3 midpoints and their neighbours among them). NaN takes the software path.
 __device__ inline uint8_t encodeE4M3(float v, float scale) {
-  float f = __fdiv_rz(v, scale);
-  if (isnan(f)) // as before v14, bit for bit
-    return static_cast<uint8_t>(
-        __nv_cvt_double_to_fp8(static_cast<double>(v) / scale, __NV_SATFINITE, __NV_E4M3));
-  if (fmaf(-f, scale, v) != 0.0f)
+  double q = static_cast<double>(v) / scale;
+  if (isnan(q))
+    return static_cast<uint8_t>(__nv_cvt_double_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
+  float f = __double2float_rz(q);
+  if (static_cast<double>(f) != q)
     f = __int_as_float(__float_as_int(f) | 1);
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
 }
