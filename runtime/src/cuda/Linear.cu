@@ -419,7 +419,9 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   // needs both halves' full sums), each split at least one staged chunk deep.
   // Four waves: each block's 8 warps wait out a staged chunk's loads between
   // short bursts of FMAs (v13: DeepSeek-V3's router at T = 16, 32 column
-  // blocks in 9 splits, took 31 us to read 7.3 MB).
+  // blocks in 9 splits, took 31 us to read 7.3 MB). Measured with four, it
+  // still took 31 us (v13's notebook, step 5): that router is not limited by
+  // the blocks in flight, and two waves would do as well.
   KSplit split = gated ? KSplit{1, k} : planSplits(k, columnBlocks * rowBlocks, kChunk, kChunk, 4);
   return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
     dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(rowBlocks),
