@@ -643,10 +643,11 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // a last split shorter than the others; 8 columns: Mixtral's router at T = 1),
   // 64+ rows (tiled, split K; 100: one partial row tile; K = 297: the tiles'
   // element loads, f32 only),
-  // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per two
-  // rows; 4097: a last warp with one row; 8 and 12 columns: the 8-column kernel
-  // full, the 16-column one partly used; K = 1000: a last 128-column slice
-  // partly inside K; K = 297: the warp-per-column kernel;
+  // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per four
+  // rows, or two of 16 columns; 4097 and 4101: a last block partly used; 8 and
+  // 12 columns: the 8-column kernel full, the 16-column one partly used;
+  // K = 1000: a last 512-deep staged chunk and its last 128-column slice partly
+  // inside K; K = 297: the warp-per-column kernel;
   // 301 rows, K = 4096: the warp-per-column kernel below 4096 rows).
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
@@ -661,6 +662,7 @@ TEST(CudaKernels, LinearMatchesCpu) {
                                 {4097, 1024, 8},
                                 {4097, 1024, 12},
                                 {4097, 1000, 8},
+                                {4101, 1000, 16},
                                 {4097, 297, 8}})
     ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth, n));
 }
@@ -717,7 +719,9 @@ void expectSameCodes(const std::vector<uint8_t> &want, const std::vector<float> 
   for (int64_t i = 0; i < valid * k; ++i)
     ASSERT_EQ(got[i], want[i]) << "code " << i;
   for (int64_t i = 0; i < valid * groups; ++i)
-    ASSERT_EQ(gotScales[i], wantScales[i]) << "scale " << i;
+    ASSERT_TRUE(gotScales[i] == wantScales[i] ||
+                (std::isnan(gotScales[i]) && std::isnan(wantScales[i])))
+        << "scale " << i << ": " << gotScales[i] << ", the CPU's " << wantScales[i];
   for (int64_t i = valid * k; i < slots * k; ++i)
     ASSERT_EQ(got[i], 0xFF) << "row " << i / k << " (past the valid count) written";
   for (int64_t i = valid * groups; i < slots * groups; ++i)
@@ -783,6 +787,13 @@ void checkQuantize(int64_t k) {
   const int64_t slots = 11, valid = 8;
   auto x = randomVector(slots * k, rng, 5.0f);
   std::fill(x.begin() + (3 * k + 128), x.begin() + (3 * k + 256), 0.0f); // an all-zero group
+  // A group with a NaN (a NaN scale, and NaN quotients everywhere), one with an
+  // infinity (an infinite scale: zero codes, and inf / inf a NaN one), one with
+  // a negative infinity, and a negative zero.
+  x[5 * k + 7] = NAN;
+  x[6 * k + 130] = INFINITY;
+  x[7 * k + 3] = -INFINITY;
+  x[4 * k + 9] = -0.0f;
   ASSERT_NO_FATAL_FAILURE(expectQuantizeMatchesCpu(x, slots, valid, k));
 }
 
@@ -986,7 +997,7 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
   const int64_t E = 6, K = 256, kBlocks = 2;
   const int64_t valid = offsets.back(), S = valid + 9;
   cpu::ThreadPool pool(2);
-  for (int64_t N : {264, 276}) {
+  for (int64_t N : {264, 276, 2064}) {
     int64_t nBlocks = (N + 127) / 128;
     auto x = randomVector(S * K, rng), bias = randomVector(E * N, rng);
     std::vector<uint8_t> lq(S * K), wq(E * N * K);

@@ -10,17 +10,21 @@
 #define MOEC_RUNTIME_SRC_CUDA_E4M3_CUH
 
 #include <cuda_fp8.h>
+#include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace moec::rt::cuda::device {
 
 /// The scale of a 128-column group from its largest magnitude: amax / 448 (at
 /// least 1e-12), NaN if any element is NaN.
-__device__ inline float e4m3Scale(float amax, bool nan) {
-  return nan ? __int_as_float(0x7fc00000) : static_cast<float>(fmax(amax / 448.0, 1e-12));
+__host__ __device__ inline float e4m3Scale(float amax, bool nan) {
+  return nan ? NAN : static_cast<float>(fmax(amax / 448.0, 1e-12));
 }
 
+#ifdef __CUDACC__
 /// The scale of a 128-column group that a warp holds: each lane's largest
 /// magnitude and NaN flag, reduced over the warp by shuffles, then e4m3Scale.
 /// Every lane gets it.
@@ -30,23 +34,87 @@ __device__ inline float warpE4M3Scale(float laneAmax, bool laneNan) {
     laneAmax = fmaxf(laneAmax, __shfl_xor_sync(0xffffffffu, laneAmax, d));
   return e4m3Scale(laneAmax, __any_sync(0xffffffffu, laneNan));
 }
+#endif
 
-/// v / scale as an e4m3 code: the division in double, rounded once, as on the
-/// CPU. CUDA converts double to e4m3 in software (~40 integer instructions); so
-/// the quotient is rounded to odd into f32 (toward zero, the last bit set when
-/// inexact) and the hardware's cvt rounds that to nearest: with 24 bits against
-/// e4m3's 4, at least two to spare, the two roundings equal the one (Boldo and
-/// Melquiond's round-to-odd theorem; a host emulation agreed on 5e7 quotients,
-/// e4m3 midpoints and their neighbours among them). NaN takes the software path.
-__device__ inline uint8_t encodeE4M3(float v, float scale) {
-  double q = static_cast<double>(v) / scale;
-  if (isnan(q))
-    return static_cast<uint8_t>(__nv_cvt_double_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
-  float f = __double2float_rz(q);
-  if (static_cast<double>(f) != q)
-    f = __int_as_float(__float_as_int(f) | 1);
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
-}
+/// The e4m3 codes of one group's values v / scale, each quotient rounded once
+/// to nearest, as the CPU does with the division in double (Float8.h). The
+/// hardware's cvt rounds an f32 to e4m3; so the quotient is first rounded to
+/// odd into f32 (toward zero, the last bit set when inexact): with 24 bits
+/// against e4m3's 4, the two roundings equal the one (Boldo and Melquiond's
+/// round-to-odd theorem).
+///
+/// The quotient comes from the group's f32 reciprocal and FMA remainders, not a
+/// division per value: q = v·r, then q += (v - q·s)·r, which leaves q within an
+/// ulp of v / s, so that v - q·s is exact and its sign says which side of q the
+/// quotient lies. (The division in double was ~45 % of the instructions of the
+/// FP8 gate/up pass, which is issue-bound: v14's ncu, docs/performance.md v15.)
+/// Finite values and scales only (a NaN or infinite one takes the division in
+/// double); a quotient below 2^-12 is a signed zero in e4m3 whatever its bits.
+/// Host and device compute the same bits (E4M3EncoderTest checks the host's
+/// against Float8.h on every e4m3 midpoint).
+class E4M3Encoder {
+public:
+  __host__ __device__ explicit E4M3Encoder(float scale)
+      : scale_(scale), reciprocal_(1.0f / scale), fast_(scale >= 0x1p-100f && scale <= 0x1p100f) {}
+
+  __host__ __device__ float scale() const { return scale_; }
+
+  __host__ __device__ uint8_t operator()(float v) const {
+    if (!fast_ || !(fabsf(v) <= 0x1p100f))
+      return byDivision(v);
+    float q = v * reciprocal_;
+    q = fmaf(fmaf(-q, scale_, v), reciprocal_, q);
+    if (fabsf(q) < 0x1p-12f)
+      return static_cast<uint8_t>(bitsOf(v) >> 31 << 7);
+    float remainder = fmaf(-q, scale_, v); // exact: q is within an ulp
+    if (remainder != 0.0f) {
+      uint32_t bits = bitsOf(q);
+      if ((remainder < 0.0f) == (q > 0.0f)) // |q| above the quotient's magnitude
+        --bits;
+      q = floatOf(bits | 1u);
+    }
+    return roundToE4M3(q);
+  }
+
+  /// Four codes in one word, the first in the low byte (the codes' memory order).
+  __host__ __device__ uint32_t encode4(float a, float b, float c, float d) const {
+    return uint32_t((*this)(a)) | uint32_t((*this)(b)) << 8 | uint32_t((*this)(c)) << 16 |
+           uint32_t((*this)(d)) << 24;
+  }
+
+private:
+  /// The reference's arithmetic: the division in double, rounded to odd into
+  /// f32; a NaN quotient is 0x7F whatever its sign, as on the CPU (inf / inf,
+  /// in a group holding an infinity, is the device's negative default NaN).
+  __host__ __device__ uint8_t byDivision(float v) const {
+    double q = static_cast<double>(v) / scale_;
+    if (q != q)
+      return 0x7F;
+    float f = static_cast<float>(q);
+    if (fabs(static_cast<double>(f)) > fabs(q)) // rounded away from zero: step back
+      f = floatOf(bitsOf(f) - 1u);
+    if (static_cast<double>(f) != q)
+      f = floatOf(bitsOf(f) | 1u);
+    return roundToE4M3(f);
+  }
+
+  __host__ __device__ static uint8_t roundToE4M3(float f) {
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
+  }
+  __host__ __device__ static uint32_t bitsOf(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+  }
+  __host__ __device__ static float floatOf(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+
+  float scale_, reciprocal_;
+  bool fast_;
+};
 
 } // namespace moec::rt::cuda::device
 

@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace moec::rt::cuda::device {
@@ -144,82 +145,85 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
 
 /// The pass that quantises its own outputs: moe.quantize of the pass's result,
 /// bit for bit (the same values, then E4M3.cuh's scale and codes), with no f32
-/// result written. One warp per (valid row, 128-column output group), lane l on
-/// the group's columns 4l..4l+3; q [rows, outColumns] e4m3 codes, scales
-/// [rows, ceil(outColumns / 128)]. VEC 4: 16-byte loads and 4-byte code stores
-/// (n % 8 == 0, aligned buffers), else column by column. (v14 tried two groups
-/// per warp step for more bytes in flight, once with the second group's loads
-/// after the first's arithmetic and once with both groups' loads first: no
-/// faster either time, Mixtral's FP8 call at T = 8192 7.77-7.94 ms against
-/// 7.71-7.75 in the same calls. The pass reads 2.1 GB there at about half the
-/// copy bandwidth for a reason these did not find.)
+/// result written. A block per valid row (grid-stride), its warps on the row's
+/// 128-column output groups, lane l on a group's columns 4l..4l+3; q [rows,
+/// outColumns] e4m3 codes, scales [rows, ceil(outColumns / 128)]. VEC 4:
+/// 16-byte loads and 4-byte code stores (n % 8 == 0, aligned buffers), else
+/// column by column.
+///
+/// It is issue-bound, not memory-bound (v14's ncu: 74 % SM busy at 52 % of
+/// DRAM bandwidth for Mixtral's FP8 gate/up at T = 8192): so the row and group
+/// come from the loops, not from a 64-bit division of a flat item index, and
+/// the bias row is found once per row. (v14 also tried two groups per warp step
+/// for more bytes in flight, with the loads before and after the first group's
+/// arithmetic: no faster either time.)
 template <int VEC>
 __global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
                                  int64_t rows, int n, int outColumns, const float *bias,
                                  cpu::Epilogue epilogue, uint8_t *q, float *scales) {
-  int64_t valid = offsets ? offsets[experts - 1] : rows;
+  const int64_t valid = offsets ? offsets[experts - 1] : rows;
   const int groups = (outColumns + 127) / 128, lane = threadIdx.x % 32;
-  for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; item < valid * groups;
-       item += int64_t(gridDim.x) * blockDim.x / 32) {
-    int64_t r = item / groups;
-    int g = static_cast<int>(item % groups), j = g * 128 + 4 * lane;
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
     const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
     const float *row = product + r * n;
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if constexpr (VEC == 4) {
-      if (j < outColumns) // outColumns % 4 == 0: all four columns or none
-        epilogueValues(row, biasRow, j, outColumns, epilogue, v);
-    } else {
+    for (int g = warp; g < groups; g += warps) {
+      const int j = g * 128 + 4 * lane;
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if constexpr (VEC == 4) {
+        if (j < outColumns) // outColumns % 4 == 0: all four columns or none
+          epilogueValues(row, biasRow, j, outColumns, epilogue, v);
+      } else {
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+          if (j + t < outColumns) {
+            float one[1];
+            epilogueValues(row, biasRow, j + t, outColumns, epilogue, one);
+            v[t] = one[0];
+          }
+      }
+      float amax = 0.0f;
+      bool nan = false;
 #pragma unroll
       for (int t = 0; t < 4; ++t)
         if (j + t < outColumns) {
-          float one[1];
-          epilogueValues(row, biasRow, j + t, outColumns, epilogue, one);
-          v[t] = one[0];
+          nan |= isnan(v[t]);
+          amax = fmaxf(amax, fabsf(v[t]));
         }
-    }
-    float amax = 0.0f;
-    bool nan = false;
+      const E4M3Encoder encode(warpE4M3Scale(amax, nan));
+      if (lane == 0)
+        scales[r * groups + g] = encode.scale();
+      uint8_t *codes = q + r * outColumns + j;
+      if (VEC == 4 && j < outColumns) {
+        *reinterpret_cast<uint32_t *>(codes) = encode.encode4(v[0], v[1], v[2], v[3]);
+      } else if (VEC != 4) {
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
-      if (j + t < outColumns) {
-        nan |= isnan(v[t]);
-        amax = fmaxf(amax, fabsf(v[t]));
+        for (int t = 0; t < 4; ++t)
+          if (j + t < outColumns)
+            codes[t] = encode(v[t]);
       }
-    float scale = warpE4M3Scale(amax, nan);
-    if (lane == 0)
-      scales[r * groups + g] = scale;
-    uint8_t *codes = q + r * outColumns + j;
-    if (VEC == 4 && j < outColumns) {
-      *reinterpret_cast<uint32_t *>(codes) =
-          uint32_t(encodeE4M3(v[0], scale)) | uint32_t(encodeE4M3(v[1], scale)) << 8 |
-          uint32_t(encodeE4M3(v[2], scale)) << 16 | uint32_t(encodeE4M3(v[3], scale)) << 24;
-    } else if (VEC != 4) {
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-        if (j + t < outColumns)
-          codes[t] = encodeE4M3(v[t], scale);
     }
   }
 }
 
 /// Launches epiloguePassE4M3 on `stream` (VEC 4 where n % 8 == 0 and the
-/// buffers are aligned).
+/// buffers are aligned): a warp per output group up to 8 per block, and
+/// blocks enough for 16 waves of 256 threads, as a warp per item had.
 inline cudaError_t launchEpiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
                                           int64_t rows, int n, int outColumns, const float *bias,
                                           cpu::Epilogue epilogue, uint8_t *q, float *scales,
                                           cudaStream_t stream) {
-  int64_t warps = rows * ((outColumns + 127) / 128);
-  unsigned blocks = detail::blocksFor(warps * 32, 256, 16 * detail::kSMs);
+  const int warps = std::clamp((outColumns + 127) / 128, 1, 8);
+  const unsigned blocks = detail::blocksFor(rows, 1, 16 * detail::kSMs * 8 / warps);
   auto aligned = [](const void *p, int bytes) {
     return reinterpret_cast<uintptr_t>(p) % bytes == 0;
   };
   if (n % 8 == 0 && aligned(product, 16) && aligned(bias, 16) && aligned(q, 4))
-    epiloguePassE4M3<4><<<blocks, 256, 0, stream>>>(product, offsets, experts, rows, n, outColumns,
-                                                    bias, epilogue, q, scales);
+    epiloguePassE4M3<4><<<blocks, 32 * warps, 0, stream>>>(product, offsets, experts, rows, n,
+                                                           outColumns, bias, epilogue, q, scales);
   else
-    epiloguePassE4M3<1><<<blocks, 256, 0, stream>>>(product, offsets, experts, rows, n, outColumns,
-                                                    bias, epilogue, q, scales);
+    epiloguePassE4M3<1><<<blocks, 32 * warps, 0, stream>>>(product, offsets, experts, rows, n,
+                                                           outColumns, bias, epilogue, q, scales);
   return cudaGetLastError();
 }
 

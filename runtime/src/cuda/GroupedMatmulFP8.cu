@@ -212,7 +212,7 @@ __device__ inline float groupScale(const float *row, int64_t first, int64_t last
 /// One 128-column group [first, last) of `row` quantised by one warp with 16-byte
 /// loads (K % 4 == 0, so 16-byte aligned rows): lane l holds columns first + 4l
 /// to first + 4l + 3, reads them once, and returns their four codes in one word
-/// (`active`: the columns are inside the group). groupScale's and encodeE4M3's
+/// (`active`: the columns are inside the group). groupScale's and E4M3Encoder's
 /// arithmetic, so the same codes and scale. v10: the element-wise kernels read
 /// each value twice and stored bytes, at about a quarter of the copy bandwidth
 /// (Mixtral's gate/up result at T = 8192: 1.0 ms).
@@ -228,11 +228,9 @@ __device__ inline GroupCodes4 quantizeGroup4(const float *row, int64_t first, in
   float4 v = out.active ? *reinterpret_cast<const float4 *>(row + i) : float4{0, 0, 0, 0};
   bool nan = isnan(v.x) || isnan(v.y) || isnan(v.z) || isnan(v.w);
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-  out.scale = device::warpE4M3Scale(amax, nan);
-  out.codes = uint32_t(device::encodeE4M3(v.x, out.scale)) |
-              uint32_t(device::encodeE4M3(v.y, out.scale)) << 8 |
-              uint32_t(device::encodeE4M3(v.z, out.scale)) << 16 |
-              uint32_t(device::encodeE4M3(v.w, out.scale)) << 24;
+  const device::E4M3Encoder encode(device::warpE4M3Scale(amax, nan));
+  out.scale = encode.scale();
+  out.codes = encode.encode4(v.x, v.y, v.z, v.w);
   return out;
 }
 
@@ -256,13 +254,13 @@ __device__ void quantizeGroupTo(const float *row, int64_t k, int64_t g, int lane
       }
     return;
   }
-  float scale = groupScale(row, first, last, lane);
+  const device::E4M3Encoder encode(groupScale(row, first, last, lane));
   if (lane == 0)
     for (int64_t s = 0; s < count; ++s)
       if (int64_t d = destination(s); d >= 0)
-        scales[d * groups + g] = scale;
+        scales[d * groups + g] = encode.scale();
   for (int64_t i = first + lane; i < last; i += 32) {
-    uint8_t code = device::encodeE4M3(row[i], scale);
+    uint8_t code = encode(row[i]);
     for (int64_t s = 0; s < count; ++s)
       if (int64_t d = destination(s); d >= 0)
         q[d * k + i] = code;
@@ -270,7 +268,7 @@ __device__ void quantizeGroupTo(const float *row, int64_t k, int64_t g, int lane
 }
 
 /// One warp per (row, 128-column group): amax by shuffles, then the scale and
-/// the e4m3 codes (the division in double, rounded once, as on the CPU). Row r
+/// the e4m3 codes (E4M3Encoder: each quotient rounded once, as on the CPU). Row r
 /// is x's row r, or with a permutation (moe.permute fused in) row
 /// permutation[r] / topK of the hidden states.
 __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,

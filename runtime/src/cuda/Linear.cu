@@ -294,59 +294,77 @@ KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int
 }
 
 /// Many rows and few columns (Mixtral's router: 8 experts), not gated: a warp
-/// per kSkinnyRows rows, each lane summing its quarter-K slices (16-byte loads
-/// of the rows; the weights, 8 x 4096 f32 = 128 KB, from L1 and L2) for every column,
-/// then a shuffle reduction. v10's profile had the warp-per-column kernel at
-/// 272 µs per call for Mixtral at T = 8192 (134 MB of rows: ~35 µs of copy).
-/// Measured (v11): 123-126 µs at T = 8192, but 92 µs at T = 1024, where a warp per
-/// column took 29 µs: 512 warps cannot hide its load latency. So it starts at
-/// kSkinnyMinRows, where the warp-per-column kernel would take ~135 µs.
-/// v14 tried four 128-column slices of the rows loaded ahead of their sums:
-/// 179 µs at T = 8192 (more registers, so fewer of the 4096 warps resident
-/// at once), and went back to one.
-constexpr int kSkinnyRows = 2;
+/// per kSkinnyRows<COLUMNS> rows, each lane summing its quarter-K slices (16-byte
+/// loads of the rows) for every column, then a shuffle reduction. The weights,
+/// 8 x 4096 f32 = 128 KB, are staged into shared memory a 512-deep chunk at a
+/// time for the block's 8 warps.
+/// v10's profile had the warp-per-column kernel at 272 µs per call for Mixtral
+/// at T = 8192 (134 MB of rows: ~35 µs of copy). v11's skinny kernel, each warp
+/// reading the weights from L1 and L2 for its two rows, took 123-126 µs (v14's
+/// profile: 0.12-0.18 ms); four slices of the rows loaded ahead, 179 µs (v14).
+/// This one loads a chunk of its rows (4 rows x 512 columns per warp: 8 KB in
+/// flight) before staging the weights, and reads the weights from shared memory
+/// (v15). The sums run in the same order as v11's, so the same bits.
+/// It starts at kSkinnyMinRows: at T = 1024 the warp-per-column kernel took
+/// 29 µs against v11's 92.
+template <int COLUMNS> constexpr int kSkinnyRows = 32 / COLUMNS; // 32 accumulators per lane
+constexpr int kSkinnyChunk = 512;                                // K staged per step
 constexpr int64_t kSkinnyMaxColumns = 16;
 constexpr int64_t kSkinnyMinRows = 4096;
 template <int COLUMNS>
 __global__ void __launch_bounds__(kThreads)
     linearSkinnyKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
                        const float *bias, cpu::Epilogue epilogue, float *y) {
+  constexpr int kRows = kSkinnyRows<COLUMNS>, kSlices = kSkinnyChunk / 128;
+  __shared__ __align__(16) float4 weights[COLUMNS][kSkinnyChunk / 4];
   const int lane = threadIdx.x % 32;
-  const int64_t first = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32 * kSkinnyRows;
-  if (first >= m)
-    return;
-  float acc[kSkinnyRows][COLUMNS] = {};
-  for (int64_t k0 = 4 * lane; k0 < k; k0 += 128) {
-    float4 rows[kSkinnyRows];
+  const int64_t first = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32 * kRows;
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float acc[kRows][COLUMNS] = {}; // reduced over the warp at the end: in every lane
+  for (int64_t k0 = 0; k0 < k; k0 += kSkinnyChunk) {
+    // Lane l's columns of the chunk: k0 + 128 i + 4 l, for i < kSlices.
+    float4 rows[kRows][kSlices];
 #pragma unroll
-    for (int r = 0; r < kSkinnyRows; ++r)
-      rows[r] = first + r < m ? __ldg(reinterpret_cast<const float4 *>(x + (first + r) * k + k0))
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int c = 0; c < COLUMNS; ++c) {
-      if (c >= n)
-        break;
-      float4 wv = __ldg(reinterpret_cast<const float4 *>(w + c * k + k0));
-#pragma unroll
-      for (int r = 0; r < kSkinnyRows; ++r)
-        acc[r][c] =
-            fmaf(rows[r].w, wv.w,
-                 fmaf(rows[r].z, wv.z, fmaf(rows[r].y, wv.y, fmaf(rows[r].x, wv.x, acc[r][c]))));
+      for (int i = 0; i < kSlices; ++i) {
+        int64_t kk = k0 + 128 * i + 4 * lane;
+        rows[r][i] = first + r < m && kk < k
+                         ? __ldg(reinterpret_cast<const float4 *>(x + (first + r) * k + kk))
+                         : zero;
+      }
+    __syncthreads(); // the previous chunk's weights are read
+    for (int q = threadIdx.x; q < COLUMNS * kSkinnyChunk / 4; q += blockDim.x) {
+      int c = q / (kSkinnyChunk / 4);
+      int64_t kk = k0 + 4 * (q % (kSkinnyChunk / 4));
+      weights[c][q % (kSkinnyChunk / 4)] =
+          c < n && kk < k ? __ldg(reinterpret_cast<const float4 *>(w + c * k + kk)) : zero;
     }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kSlices; ++i)
+#pragma unroll
+      for (int c = 0; c < COLUMNS; ++c) {
+        float4 wv = weights[c][32 * i + lane];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+          acc[r][c] = fmaf(rows[r][i].w, wv.w,
+                           fmaf(rows[r][i].z, wv.z,
+                                fmaf(rows[r][i].y, wv.y, fmaf(rows[r][i].x, wv.x, acc[r][c]))));
+      }
   }
 #pragma unroll
-  for (int r = 0; r < kSkinnyRows; ++r)
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int c = 0; c < COLUMNS; ++c)
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
         acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], offset);
-        // Lane r * COLUMNS + c writes (row r, column c): the sums are in every lane.
 #pragma unroll
-  for (int r = 0; r < kSkinnyRows; ++r)
+  for (int r = 0; r < kRows; ++r) // lane r * COLUMNS + c writes (row r, column c)
 #pragma unroll
     for (int c = 0; c < COLUMNS; ++c)
-      if (lane == (r * COLUMNS + c) % 32 && c < n && first + r < m) {
+      if (lane == r * COLUMNS + c && c < n && first + r < m) {
         float v = acc[r][c] + (bias ? bias[c] : 0.0f);
         y[(first + r) * n + c] =
             epilogue.enabled ? device::activate(epilogue.kind, epilogue.alpha, v) : v;
@@ -386,12 +404,16 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (!gated && m >= kSkinnyMinRows && n <= kSkinnyMaxColumns && k % 4 == 0 && aligned(x) &&
       aligned(w)) {
-    unsigned blocks = static_cast<unsigned>(
-        detail::blocksFor((m + kSkinnyRows - 1) / kSkinnyRows * 32, kThreads, INT32_MAX));
+    auto blocks = [&](int rowsPerWarp) {
+      return static_cast<unsigned>(
+          detail::blocksFor((m + rowsPerWarp - 1) / rowsPerWarp * 32, kThreads, INT32_MAX));
+    };
     if (n <= 8)
-      linearSkinnyKernel<8><<<blocks, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y);
+      linearSkinnyKernel<8>
+          <<<blocks(kSkinnyRows<8>), kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y);
     else
-      linearSkinnyKernel<16><<<blocks, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y);
+      linearSkinnyKernel<16>
+          <<<blocks(kSkinnyRows<16>), kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y);
     MOEC_CUDA_TRY(cudaGetLastError());
     return Status::ok();
   }
