@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -96,6 +97,39 @@ TEST(E4M3Encoder, MatchesTheDivisionOnRandomGroups) {
     for (float x : v)
       ASSERT_EQ(encode(x), definition(x, encode.scale()))
           << "v " << x << " scale " << encode.scale();
+  }
+}
+
+/// Four codes at once (the paired cvt, the signs by mask) are the four codes.
+TEST(E4M3Encoder, FourAtOnceAreFourCodes) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  const float specials[] = {
+      0.0f, -0.0f, 600.0f, -1e30f, std::numeric_limits<float>::infinity(), std::nanf("")};
+  for (float scale : {1.0f, 0.0123f, std::numeric_limits<float>::infinity()}) {
+    const E4M3Encoder encode(scale);
+    for (int i = 0; i < 100000; ++i) {
+      float v[4];
+      for (float &x : v)
+        x = rng() % 16 == 0 ? specials[rng() % 6] * scale : unit(rng) * 448.0f * scale;
+      uint32_t want = uint32_t(encode(v[0])) | uint32_t(encode(v[1])) << 8 |
+                      uint32_t(encode(v[2])) << 16 | uint32_t(encode(v[3])) << 24;
+      ASSERT_EQ(encode.encode4(v[0], v[1], v[2], v[3]), want)
+          << v[0] << " " << v[1] << " " << v[2] << " " << v[3] << " scale " << scale;
+      for (int t = 0; t < 4; ++t)
+        ASSERT_EQ(want >> 8 * t & 0xFF, definition(v[t], scale)) << v[t] << " scale " << scale;
+    }
+  }
+}
+
+/// e4m3Scale's f32 division is the CPU's double one rounded to f32 (sampled
+/// here; v15 checked every non-negative f32 once).
+TEST(E4M3Encoder, ScaleMatchesTheDivisionInDouble) {
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 97) {
+    float amax;
+    std::memcpy(&amax, &bits, sizeof amax);
+    ASSERT_EQ(e4m3Scale(amax, false), static_cast<float>(std::max(amax / 448.0, 1e-12)))
+        << "amax " << amax;
   }
 }
 

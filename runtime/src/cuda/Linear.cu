@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Epilogue.cuh"
+#include "ExpertTiles.cuh"
 #include "GridSize.h"
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
@@ -120,32 +121,28 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
 /// small·small term is below f32's last bit), in f32 accumulators: f32-level
 /// accuracy at the tensor cores' rate (ncu v8: the SIMT tile ran DeepSeek-V3's
 /// 8192 x 7168 x 256 router at 29 TFLOP/s, 1.03 ms). Each block owns 128 rows x
-/// 128 columns, each of its 8 warps 64 x 32 (4 x 4 mma.m16n8k8 tiles), and walks
-/// K 16 at a time through double-buffered shared memory (the next step fetched
-/// into registers while this one multiplies: one barrier per step). Not gated:
-/// the bias and an activation only.
-constexpr int kTileRows = 128, kTileColumns = 128, kTileK = 16, kMmaK = 8;
-constexpr int kTilePad = 8; // the fragment loads conflict-free (a stride of 8 banks per k)
+/// 128 columns, each of its 8 warps 64 x 32 (4 x 4 mma.m16n8k8 tiles). Not
+/// gated: the bias and an activation only.
+///
+/// K streams through a cp.async pipeline of kTiledStages stages 32 deep, both
+/// operands K-contiguous in shared memory as in global (rows padded to 36
+/// floats: a fragment's lanes, rows g and k t, hit banks 4g + t, all distinct).
+/// v13's kernel staged 16-deep steps through registers, transposed, one step
+/// ahead: one load latency waited out per 16 k, 0.93 ms for DeepSeek-V3's
+/// router at T = 8192 (32 TFLOP/s; v14's profile); this one took 612 µs in
+/// v15's ncu, at 0.54 issues per scheduler cycle with 4 warps per scheduler
+/// (registers and shared memory allow 2 blocks per SM). Issuing each of the
+/// three terms over the four column tiles before the next measured the same
+/// (617 µs): the compiler already interleaves them.
+constexpr int kTileRows = 128, kTileColumns = 128, kTileK = 32, kMmaK = 8;
+constexpr int kTiledStages = 3;
+constexpr int kTileStride = kTileK + 4; // floats per staged row
+constexpr int kTiledStageFloats = (kTileRows + kTileColumns) * kTileStride;
+constexpr int kTiledSharedBytes = kTiledStages * kTiledStageFloats * 4; // 108 KB: 2 blocks per SM
 /// From this many columns on the tiled kernel; fewer (Mixtral's 8 experts)
 /// would leave most of a 128-column tile idle, and the warp-per-column kernel
 /// reads each row once for all of them.
 constexpr int64_t kTiledMinColumns = 64;
-
-/// Four consecutive k of `row` (of `rows` rows, K contiguous) from k0 on, zero
-/// past the bounds; one 16-byte load when `vector` (k % 4 == 0, aligned).
-__device__ inline float4 loadQuad(const float *base, int64_t row, int64_t rows, int64_t k,
-                                  int64_t k0, int64_t kEnd, bool vector) {
-  if (row >= rows)
-    return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const float *p = base + row * k + k0;
-  if (vector)
-    return k0 < kEnd ? __ldg(reinterpret_cast<const float4 *>(p)) : make_float4(0, 0, 0, 0);
-  float v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    v[i] = k0 + i < kEnd ? __ldg(p + i) : 0.0f;
-  return make_float4(v[0], v[1], v[2], v[3]);
-}
 
 /// v as the big and small tf32 halves of 3xTF32 (bit patterns for mma).
 __device__ inline void splitTF32(float v, uint32_t &big, uint32_t &small) {
@@ -161,6 +158,31 @@ __device__ inline void mmaTF32(float (&d)[4], const uint32_t (&a)[4], const uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/// Issues the copies of one operand's 128-row, 32-deep tile (rows [row0, row0 +
+/// 128) of `rows`, columns [k0, k0 + 32) clipped to kEnd) into `tile`, zeros
+/// outside: 16-byte copies when `vector` (K % 4 == 0, aligned), else 4-byte ones.
+__device__ inline void loadTile(float *tile, const float *base, int64_t row0, int64_t rows,
+                                int64_t k, int64_t k0, int64_t kEnd, bool vector) {
+  constexpr int kChunks = kTileRows * kTileK / 4; // 16-byte chunks per tile
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    int q = threadIdx.x + i * kThreads, r = q / (kTileK / 4), c = 4 * (q % (kTileK / 4));
+    int64_t row = row0 + r, kk = k0 + c;
+    float *dst = tile + r * kTileStride + c;
+    const float *src = base + (row < rows ? row : 0) * k + kk;
+    if (vector) {
+      bool valid = row < rows && kk < kEnd; // kEnd - kk >= 4: K % 4 == 0
+      tiles::copyAsync16(dst, valid ? src : base, valid ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        bool valid = row < rows && kk + e < kEnd;
+        tiles::copyAsync4(dst + e, valid ? src + e : base, valid);
+      }
+    }
+  }
+}
+
 /// Split K (blockIdx.z; `partial` non-null): too few tiles to fill the SMs --
 /// each split writes its own partial sums and reduceSplits adds them in a fixed
 /// order, so logits do not depend on timing.
@@ -168,9 +190,7 @@ __global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128
     linearTiledKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
                       const float *bias, cpu::Epilogue epilogue, float *y, int64_t kPerSplit,
                       float *partial) {
-  // Transposed ([k][row], [k][column]): a fragment's lanes read one k row each.
-  __shared__ __align__(16) float xs[2][kTileK][kTileRows + kTilePad];
-  __shared__ __align__(16) float ws[2][kTileK][kTileColumns + kTilePad];
+  extern __shared__ __align__(16) float staged[]; // [stage][x rows, then w rows][kTileStride]
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4; // the mma fragments' row and k
   const int warpRow = (warp / 4) * 64, warpColumn = (warp % 4) * 32;
@@ -178,72 +198,46 @@ __global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128
   const int64_t kBegin = int64_t(blockIdx.z) * kPerSplit, kEnd = min(k, kBegin + kPerSplit);
   const bool vector = k % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  // This thread stages 8 k of one row of x and of one weight row per step:
-  // a step of 16 k, fetched into registers one step ahead. (Steps of 8 made
-  // each split wait out one load latency per 8 k: v13 had DeepSeek-V3's
-  // router at T = 1024 at 206 us, 18 TFLOP/s.)
-  const int stageRow = tid / 2, stageK = (tid % 2) * 8;
-  auto fetch = [&](int64_t k0, float4 (&xq)[2], float4 (&wq)[2]) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      xq[h] = loadQuad(x, row0 + stageRow, m, k, k0 + stageK + 4 * h, kEnd, vector);
-      wq[h] = loadQuad(w, col0 + stageRow, n, k, k0 + stageK + 4 * h, kEnd, vector);
-    }
-  };
-  auto stage = [&](int buffer, const float4 (&xq)[2], const float4 (&wq)[2]) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float xv[4] = {xq[h].x, xq[h].y, xq[h].z, xq[h].w};
-      const float wv[4] = {wq[h].x, wq[h].y, wq[h].z, wq[h].w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        xs[buffer][stageK + 4 * h + i][stageRow] = xv[i];
-        ws[buffer][stageK + 4 * h + i][stageRow] = wv[i];
-      }
-    }
-  };
   float acc[4][4][4] = {}; // [row tile][column tile][fragment]
-  float4 xq[2], wq[2];
-  fetch(kBegin, xq, wq);
-  stage(0, xq, wq);
-  __syncthreads();
-  int buffer = 0;
-  for (int64_t k0 = kBegin; k0 < kEnd; k0 += kTileK) {
-    bool more = k0 + kTileK < kEnd;
-    if (more)
-      fetch(k0 + kTileK, xq, wq);
-#pragma unroll 1 // unrolled, the two halves' fragments spilled (128 registers)
-    for (int kk = 0; kk < kTileK; kk += kMmaK) {
-      // B fragments (k = t and t + 4, column g) of the warp's 4 column tiles.
-      uint32_t bBig[4][2], bSmall[4][2];
+  const int64_t steps = (kEnd - kBegin + kTileK - 1) / kTileK;
+  tiles::runPipeline<kTiledStages>(
+      steps,
+      [&](int64_t step, int stage) {
+        float *xs = staged + stage * kTiledStageFloats, *ws = xs + kTileRows * kTileStride;
+        int64_t k0 = kBegin + step * kTileK;
+        loadTile(xs, x, row0, m, k, k0, kEnd, vector);
+        loadTile(ws, w, col0, n, k, k0, kEnd, vector);
+      },
+      [&](int64_t, int stage) {
+        const float *xs = staged + stage * kTiledStageFloats, *ws = xs + kTileRows * kTileStride;
+#pragma unroll 1 // unrolled, the steps' fragments spilled (128 registers)
+        for (int kk = 0; kk < kTileK; kk += kMmaK) {
+          // B fragments (k = t and t + 4, column g) of the warp's 4 column tiles.
+          uint32_t bBig[4][2], bSmall[4][2];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        int c = warpColumn + j * 8 + g;
-        splitTF32(ws[buffer][kk + t][c], bBig[j][0], bSmall[j][0]);
-        splitTF32(ws[buffer][kk + t + 4][c], bBig[j][1], bSmall[j][1]);
-      }
+          for (int j = 0; j < 4; ++j) {
+            const float *column = ws + (warpColumn + j * 8 + g) * kTileStride + kk + t;
+            splitTF32(column[0], bBig[j][0], bSmall[j][0]);
+            splitTF32(column[4], bBig[j][1], bSmall[j][1]);
+          }
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        // A fragment: rows g and g + 8 of the row tile, k = t and t + 4.
-        int r = warpRow + i * 16 + g;
-        uint32_t aBig[4], aSmall[4];
-        splitTF32(xs[buffer][kk + t][r], aBig[0], aSmall[0]);
-        splitTF32(xs[buffer][kk + t][r + 8], aBig[1], aSmall[1]);
-        splitTF32(xs[buffer][kk + t + 4][r], aBig[2], aSmall[2]);
-        splitTF32(xs[buffer][kk + t + 4][r + 8], aBig[3], aSmall[3]);
+          for (int i = 0; i < 4; ++i) {
+            // A fragment: rows g and g + 8 of the row tile, k = t and t + 4.
+            const float *row = xs + (warpRow + i * 16 + g) * kTileStride + kk + t;
+            uint32_t aBig[4], aSmall[4];
+            splitTF32(row[0], aBig[0], aSmall[0]);
+            splitTF32(row[8 * kTileStride], aBig[1], aSmall[1]);
+            splitTF32(row[4], aBig[2], aSmall[2]);
+            splitTF32(row[8 * kTileStride + 4], aBig[3], aSmall[3]);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          mmaTF32(acc[i][j], aSmall, bBig[j]);
-          mmaTF32(acc[i][j], aBig, bSmall[j]);
-          mmaTF32(acc[i][j], aBig, bBig[j]);
+            for (int j = 0; j < 4; ++j) {
+              mmaTF32(acc[i][j], aSmall, bBig[j]);
+              mmaTF32(acc[i][j], aBig, bSmall[j]);
+              mmaTF32(acc[i][j], aBig, bBig[j]);
+            }
+          }
         }
-      }
-    }
-    if (more) // the other buffer was last read before the previous barrier
-      stage(buffer ^ 1, xq, wq);
-    __syncthreads();
-    buffer ^= 1;
-  }
+      });
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -422,15 +416,18 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     if (rowTiles > 65535)
       return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
     int64_t columnTiles = (n + kTileColumns - 1) / kTileColumns;
-    // Splits as shallow as 64 (8 steps): a tile's 3xTF32 step is ~48 serial
-    // mma.sync per warp, and v13's profile had the 128-row routers (one tile,
-    // 11 splits of 33 steps) at 35-37 us for gpt-oss, Qwen3 and DeepSeek-V3.
+    // Splits as shallow as 64 (two pipeline stages, both loaded at once): a
+    // tile's 3xTF32 step is ~48 serial mma.sync per warp, and v13's profile had
+    // the 128-row routers (one tile, 11 splits of 33 steps) at 35-37 us for
+    // gpt-oss, Qwen3 and DeepSeek-V3.
     KSplit split = planSplits(k, columnTiles * rowTiles, 64, kTileK);
+    MOEC_CUDA_TRY(cudaFuncSetAttribute(
+        linearTiledKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTiledSharedBytes));
     return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
       dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(rowTiles),
                 static_cast<unsigned>(split.splits));
-      linearTiledKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y,
-                                                       split.perSplit, partial);
+      linearTiledKernel<<<grid, kThreads, kTiledSharedBytes, stream>>>(
+          x, m, k, w, n, bias, epilogue, y, split.perSplit, partial);
     });
   }
   int64_t rowBlocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
