@@ -280,6 +280,12 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated, b
   // faster, Mixtral's 2048 rows 7 % slower; 2-5 % faster at T = 1024; gpt-oss's
   // biased down 19 % slower) and for gate/up below 64 rows (gpt-oss and
   // DeepSeek-V3 at T = 1024: 4 % faster; level to 2 % either way from 64 rows).
+  // v15 tried, from 128 to 1024 rows, each expert's whole 128-row tiles on the
+  // 128x256 tiles and its last rows on 64x256 ones in a second launch (half
+  // the padding): 10-19 % slower at T = 8192 (gpt-oss 4.65 against 3.92 ms),
+  // because the second kernel streams every expert's weights again (4.2 GB
+  // for gpt-oss's gate/up), where the last row tile of one kernel finds them
+  // in L2.
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if (rows <= 4)
