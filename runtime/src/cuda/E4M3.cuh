@@ -51,8 +51,9 @@ __device__ inline float warpE4M3Scale(float laneAmax, bool laneNan) {
 /// remainders, not a division per value: q = |v|·r, then q += (|v| - q·s)·r,
 /// which leaves q within an ulp of |v| / s, so that |v| - q·s is exact and its
 /// sign says which side of q the quotient lies; v's sign is then the code's top
-/// bit. (The division in double was ~45 % of the instructions of the FP8
-/// gate/up pass, which is issue-bound: v14's ncu, docs/performance.md v15.)
+/// bit. (The division in double was ~45 % of the instructions of the FP8 gate/up
+/// pass in v11's source counters, and v14's ncu had that pass issue-bound; the
+/// ncu of this version: docs/performance.md v15.)
 /// Quotients up to 512 only: larger ones, NaN and infinite values and scales
 /// take the division in double. Host and device compute the same bits
 /// (E4M3EncoderTest checks the host's against Float8.h on every e4m3 midpoint).
