@@ -29,8 +29,8 @@ in float64.
   elements of the quantised gate/up result then moves the output by 1e-3 to
   1e-2 (4.2e-3 on deepseek_v3_fp8, whose accuracy against fp32 stays the same
   to three digits; the GPU unit tests allow QGMMA 2^-4 of the RMS per GEMM). A
-  wrong scale or block moves it by far more. --phase prepare / run split the work between a machine with moec
-  and one with the GPU.
+  wrong scale or block moves it by far more. --phase prepare / run split the
+  work between a machine with moec and one with the GPU.
 * Against fp32: DeepGEMM's difference 1 - 2·Σxy / (Σx² + Σy²) and the relative
   L2 error within the bounds (CI: 5e-3 and 0.1, see Transforms/check-fp8.py).
 """

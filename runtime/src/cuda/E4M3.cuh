@@ -28,7 +28,6 @@ __host__ __device__ inline float e4m3Scale(float amax, bool nan) {
   return nan ? NAN : fmaxf(amax / 448.0f, 1e-12f);
 }
 
-#ifdef __CUDACC__
 /// The scale of a 128-column group that a warp holds: each lane's largest
 /// magnitude and NaN flag, reduced over the warp by shuffles, then e4m3Scale.
 /// Every lane gets it.
@@ -38,7 +37,6 @@ __device__ inline float warpE4M3Scale(float laneAmax, bool laneNan) {
     laneAmax = fmaxf(laneAmax, __shfl_xor_sync(0xffffffffu, laneAmax, d));
   return e4m3Scale(laneAmax, __any_sync(0xffffffffu, laneNan));
 }
-#endif
 
 /// The e4m3 codes of one group's values v / scale, each quotient rounded once
 /// to nearest, as the CPU does with the division in double (Float8.h). The
