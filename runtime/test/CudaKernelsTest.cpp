@@ -113,19 +113,74 @@ void checkRoute(int64_t E) {
   }
 }
 
-void checkGroupedPipeline(int64_t H, int64_t E);
+void checkSort(int64_t S, int64_t E, int64_t firstExpert);
+
+TEST(CudaKernels, SortByExpertMatchesCpuWithInverse) {
+  // Up to kSortOneBlockMaxSlots: one block (128 x 2 up to 256 slots, 256 x 4
+  // beyond); past it, CUB's device-wide sort and an inversion of its own.
+  // E = 4096: the most local experts; first expert 5: expert parallel.
+  static_assert(cuda::kSortOneBlockMaxSlots == 1024);
+  for (int64_t S : {1, 8, 255, 256, 257, 1000, 1024, 1025, 5003})
+    for (auto [E, first] : {std::pair<int64_t, int64_t>{8, 0}, {128, 0}, {300, 5}, {4096, 0}})
+      ASSERT_NO_FATAL_FAILURE(checkSort(S, E, first));
+}
+
+void checkSort(int64_t S, int64_t E, int64_t firstExpert) {
+  SCOPED_TRACE("slots " + std::to_string(S) + ", experts " + std::to_string(E) + ", first " +
+               std::to_string(firstExpert));
+  std::mt19937 rng(static_cast<unsigned>(S * 131 + E));
+  // Few distinct ids so that ties (stability) are common; about one in nine
+  // invalid: below the local range, past it, negative.
+  std::uniform_int_distribution<int64_t> pick(0, std::min<int64_t>(E, 40) + 4);
+  std::vector<int32_t> ids(S);
+  for (auto &id : ids) {
+    int64_t v = pick(rng);
+    id = static_cast<int32_t>(v < 2 ? -1 - v : v < 4 ? firstExpert + E + v : firstExpert + v - 4);
+  }
+  ids[0] = static_cast<int32_t>(firstExpert + E - 1); // the last local expert
+  std::vector<int32_t> perm(S), offsets(E);
+  int32_t numValid = 0;
+  cpu::sortByExpert(ids.data(), S, E, firstExpert, perm.data(), offsets.data(), &numValid);
+  std::vector<int32_t> inverse(S, -1);
+  for (int32_t r = 0; r < numValid; ++r)
+    inverse[perm[r]] = r;
+
+  DeviceBuffer dIds = upload(ids), dPerm = poisoned(S * 4), dOffsets = poisoned(E * 4),
+               dValid = poisoned(4), dInverse = poisoned(S * 4);
+  size_t workspaceBytes = 0;
+  ASSERT_OK(cuda::sortWorkspaceBytes(S, workspaceBytes));
+  DeviceBuffer workspace = poisoned(workspaceBytes);
+  ASSERT_OK(cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, firstExpert, dPerm.dataAs<int32_t>(),
+                               dOffsets.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
+                               dInverse.dataAs<int32_t>(), workspace.data(), workspaceBytes,
+                               nullptr));
+  ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+  ASSERT_EQ(download<int32_t>(dValid, 1)[0], numValid);
+  ASSERT_GT(numValid, 0);
+  EXPECT_EQ(download<int32_t>(dPerm, S), perm);
+  EXPECT_EQ(download<int32_t>(dOffsets, E), offsets);
+  EXPECT_EQ(download<int32_t>(dInverse, S), inverse);
+}
+
+void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse);
 
 TEST(CudaKernels, GroupedPipelineMatchesCpuWithSentinels) {
   // H = 96: combine's 16-byte path; 1030: its element path over three column
   // chunks. E = 300: the offsets' scan spans many threads' items.
+  // T = 129 (258 slots): the one-block sort; 2100 (4200): CUB's sort and the
+  // token-major permute. Each with the sort's inverse given to permute and
+  // combineRows, and without it (combine and permute invert on their own).
   for (auto [hidden, experts] : {std::pair<int64_t, int64_t>{96, 8}, {1030, 8}, {96, 300}})
-    ASSERT_NO_FATAL_FAILURE(checkGroupedPipeline(hidden, experts));
+    for (int64_t T : {129, 2100})
+      for (bool sortsInverse : {true, false})
+        ASSERT_NO_FATAL_FAILURE(checkGroupedPipeline(hidden, experts, T, sortsInverse));
 }
 
-void checkGroupedPipeline(int64_t H, int64_t E) {
-  SCOPED_TRACE("hidden " + std::to_string(H) + ", experts " + std::to_string(E));
+void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
+  SCOPED_TRACE("hidden " + std::to_string(H) + ", experts " + std::to_string(E) + ", tokens " +
+               std::to_string(T) + (sortsInverse ? ", the sort's inverse" : ""));
   std::mt19937 rng(5);
-  const int64_t T = 129, I = 48, K = 2, S = T * K;
+  const int64_t I = 48, K = 2, S = T * K;
   RandomBlock block(T, H, I, E, K, rng);
   const auto &x = block.x, &gu = block.gateUp, &down = block.down, &gub = block.gateUpBias,
              &w = block.weights, &shared = block.shared, &gate = block.sharedGate;
@@ -160,21 +215,28 @@ void checkGroupedPipeline(int64_t H, int64_t E) {
   DeviceBuffer workspace = poisoned(workspaceBytes);
   cudaStream_t stream;
   ASSERT_OK(cudaStatus(cudaStreamCreate(&stream), "stream", __FILE__, __LINE__));
+  int32_t *inverse = sortsInverse ? dRowOfSlot.dataAs<int32_t>() : nullptr;
   ASSERT_OK(cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
-                               dOffsets.dataAs<int32_t>(), dNumValid.dataAs<int32_t>(),
+                               dOffsets.dataAs<int32_t>(), dNumValid.dataAs<int32_t>(), inverse,
                                workspace.data(), workspaceBytes, stream));
   ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
-                          dNumValid.dataAs<int32_t>(), S, K, dRows.dataAs<float>(), stream));
+                          dNumValid.dataAs<int32_t>(), inverse, S, K, dRows.dataAs<float>(),
+                          stream));
   ASSERT_OK(cuda::groupedMatmul(dRows.dataAs<float>(), S, H, dGu.dataAs<float>(), E, 2 * I,
                                 dOffsets.dataAs<int32_t>(), dGub.dataAs<float>(), act,
                                 dH.dataAs<float>(), stream));
   ASSERT_OK(cuda::groupedMatmul(dH.dataAs<float>(), S, I, dDown.dataAs<float>(), E, H,
                                 dOffsets.dataAs<int32_t>(), nullptr, {}, dY.dataAs<float>(),
                                 stream));
-  ASSERT_OK(cuda::combine(dY.dataAs<float>(), dPerm.dataAs<int32_t>(), S, H, dW.dataAs<float>(), T,
-                          K, dNumValid.dataAs<int32_t>(), dShared.dataAs<float>(),
-                          dGate.dataAs<float>(), dRowOfSlot.dataAs<int32_t>(),
-                          dOut.dataAs<float>(), stream));
+  if (sortsInverse)
+    ASSERT_OK(cuda::combineRows(dY.dataAs<float>(), inverse, H, dW.dataAs<float>(), T, K,
+                                dShared.dataAs<float>(), dGate.dataAs<float>(),
+                                dOut.dataAs<float>(), stream));
+  else
+    ASSERT_OK(cuda::combine(dY.dataAs<float>(), dPerm.dataAs<int32_t>(), S, H, dW.dataAs<float>(),
+                            T, K, dNumValid.dataAs<int32_t>(), dShared.dataAs<float>(),
+                            dGate.dataAs<float>(), dRowOfSlot.dataAs<int32_t>(),
+                            dOut.dataAs<float>(), stream));
   ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
   ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "stream", __FILE__, __LINE__));
 
@@ -182,6 +244,12 @@ void checkGroupedPipeline(int64_t H, int64_t E) {
   EXPECT_EQ(download<int32_t>(dOffsets, E), offsets);
   EXPECT_EQ(download<int32_t>(dNumValid, 1)[0], numValid);
   ASSERT_EQ(numValid, S - 4);
+  if (sortsInverse) {
+    std::vector<int32_t> rowOfSlot(S, -1);
+    for (int32_t r = 0; r < numValid; ++r)
+      rowOfSlot[perm[r]] = r;
+    EXPECT_EQ(download<int32_t>(dRowOfSlot, S), rowOfSlot);
+  }
   std::vector<float> gotY = download<float>(dY, S * H);
   // Both sides sum in f32, in different orders, and the sums over H cancel:
   // an element's error scales with the whole tensor's magnitude (its RMS), not
@@ -568,10 +636,11 @@ TEST(CudaKernels, PermuteBF16IsTheRoundedF32Permute) {
                    dValid = upload(std::vector<int32_t>{int32_t(valid)});
       DeviceBuffer dRows = poisoned(S * H * 4), dRowsBF16 = poisoned(S * H * 2);
       ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
-                              dValid.dataAs<int32_t>(), S, K, dRows.dataAs<float>(), nullptr));
-      ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
-                              dValid.dataAs<int32_t>(), S, K, dRowsBF16.dataAs<cuda::BF16>(),
+                              dValid.dataAs<int32_t>(), nullptr, S, K, dRows.dataAs<float>(),
                               nullptr));
+      ASSERT_OK(cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                              dValid.dataAs<int32_t>(), nullptr, S, K,
+                              dRowsBF16.dataAs<cuda::BF16>(), nullptr));
       ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
       std::vector<float> rows = download<float>(dRows, S * H);
       std::vector<uint16_t> bits = download<uint16_t>(dRowsBF16, S * H);
@@ -859,11 +928,20 @@ void checkPermuteQuantize(const std::vector<float> &hidden, int64_t T, int64_t t
   cpu::quantizeE4M3(pool, rows.data(), numValid, H, want.data(), wantScales.data());
   DeviceBuffer dHidden = upload(hidden), dPerm = upload(permutation),
                dValid = upload(std::vector<int32_t>{numValid});
-  DeviceBuffer dQ = poisoned(slots * H), dScales = poisoned(slots * groups * 4);
-  ASSERT_OK(cuda::permuteQuantizeE4M3(dHidden.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
-                                      dValid.dataAs<int32_t>(), slots, topK, dQ.dataAs<uint8_t>(),
-                                      dScales.dataAs<float>(), nullptr));
-  ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, numValid, slots, H));
+  // Without the inverse (inverted here where token-major), and with it.
+  std::vector<int32_t> inverse(slots, -1);
+  for (int32_t r = 0; r < numValid; ++r)
+    inverse[permutation[r]] = r;
+  DeviceBuffer dInverse = upload(inverse);
+  for (const int32_t *rowOfSlot : {static_cast<const int32_t *>(nullptr),
+                                   static_cast<const int32_t *>(dInverse.dataAs<int32_t>())}) {
+    SCOPED_TRACE(rowOfSlot ? "the sort's inverse" : "no inverse");
+    DeviceBuffer dQ = poisoned(slots * H), dScales = poisoned(slots * groups * 4);
+    ASSERT_OK(cuda::permuteQuantizeE4M3(dHidden.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                                        dValid.dataAs<int32_t>(), rowOfSlot, slots, topK,
+                                        dQ.dataAs<uint8_t>(), dScales.dataAs<float>(), nullptr));
+    ASSERT_NO_FATAL_FAILURE(expectSameCodes(want, wantScales, dQ, dScales, numValid, slots, H));
+  }
 }
 
 /// Whether `tile` runs a CUTLASS QGMMA kernel: the wgmma tiles, and Auto where

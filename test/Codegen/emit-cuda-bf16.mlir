@@ -23,17 +23,17 @@
 // CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));
 // CODE-LABEL: Status run(
 // CODE: float *v0 = reinterpret_cast<float *>(workspace + 4096);
-// CODE: BF16 *v6 = reinterpret_cast<BF16 *>(workspace + 5888);
+// CODE: BF16 *v7 = reinterpret_cast<BF16 *>(workspace + 6144);
 // CODE-NEXT: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 2304); // experts.gate_up_proj (bf16)
-// CODE-NEXT: BF16 *v7 = reinterpret_cast<BF16 *>(workspace + 9984);
+// CODE-NEXT: BF16 *v8 = reinterpret_cast<BF16 *>(workspace + 10240);
 // CODE-NEXT: const uint16_t *w2 = reinterpret_cast<const uint16_t *>(weights + 84224); // experts.down_proj (bf16)
-// CODE-NEXT: float *v8 = reinterpret_cast<float *>(workspace + 12544);
-// CODE-NEXT: float *v9 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(workspace + 20736);
+// CODE-NEXT: float *v9 = reinterpret_cast<float *>(workspace + 12800);
+// CODE-NEXT: float *v10 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(workspace + 20992);
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
-// CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
-// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v6, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
-// CODE-SAME: v7, stream));
-// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v7, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v8, stream));
+// CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, v6, 2 * T, 2, v7, stream));
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v7, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
+// CODE-SAME: v8, stream));
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v8, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v9, stream));
 // CODE-NOT: groupedMatmul(
 
 // A gate/up bias is interleaved with its weights; the down projection and its
@@ -46,8 +46,8 @@
 // BIAS-NOT: interleaveGateUp
 // BIAS-LABEL: Status run(
 // BIAS: const float *w2 = reinterpret_cast<const float *>(weights + 2560); // gate_up_bias
-// BIAS: groupedMatmulBF16(v6, 2 * T, 16, w1, 4, 16, v4, w2, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
-// BIAS: groupedMatmulBF16(v7, 2 * T, 8, w3, 4, 16, v4, nullptr, Epilogue{}, v8, stream));
+// BIAS: groupedMatmulBF16(v7, 2 * T, 16, w1, 4, 16, v4, w2, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
+// BIAS: groupedMatmulBF16(v8, 2 * T, 8, w3, 4, 16, v4, nullptr, Epilogue{}, v9, stream));
 
 // weights.bin holds the f32 router and the expert weights' bf16 bits (each
 // tensor 256-byte aligned); f32 would be 2048 + 2 * (81920 + 40960) bytes of
@@ -88,12 +88,12 @@
 // SHARED-MANIFEST: weight shared_gate_up_weight bf16 [48,64]
 // SHARED-MANIFEST: weight shared_down_weight bf16 [64,24]
 // RUN: FileCheck %s --check-prefix=SHARED < %t/deepseek/model.cu
-// SHARED: BF16 *v9 = reinterpret_cast<BF16 *>(
+// SHARED: BF16 *v10 = reinterpret_cast<BF16 *>(
 // SHARED: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 16, nullptr, Epilogue{}, v0, stream));
 // SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
 // SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
 // SHARED: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 64, w4, 48, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
-// SHARED: MOEC_RETURN_IF_ERROR(linearBF16(v9, T, 24, w5, 64, nullptr, Epilogue{}, v10, stream));
+// SHARED: MOEC_RETURN_IF_ERROR(linearBF16(v10, T, 24, w5, 64, nullptr, Epilogue{}, v11, stream));
 
 // With --fp8 the experts' gate/up result is quantised by the matmul itself
 // (groupedMatmulFP8Quantized: no f32 or bf16 rows between them), and nothing is

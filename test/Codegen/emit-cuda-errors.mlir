@@ -21,7 +21,7 @@
 // RUN: FileCheck %s --check-prefix=FP8-EXPERTS < %t/fp8-experts/model.cu
 // The permute is fused into the first quantize: its f32 rows are never written.
 // FP8-EXPERTS: // (fused into the moe.quantize below)
-// FP8-EXPERTS: permuteQuantizeE4M3(in0, 64, [[PERM:v[0-9]+]], [[VALID:v[0-9]+]], 2 * T, 2, [[Q:v[0-9]+]], [[S:v[0-9]+]], stream)
+// FP8-EXPERTS: permuteQuantizeE4M3(in0, 64, [[PERM:v[0-9]+]], [[VALID:v[0-9]+]], [[INV:v[0-9]+]], 2 * T, 2, [[Q:v[0-9]+]], [[S:v[0-9]+]], stream)
 // The gate/up matmul is fused into the second quantize: its f32 result is
 // never written (the epilogue pass quantises), so no quantizeE4M3 remains.
 // FP8-EXPERTS: // (fused into the moe.quantize below)

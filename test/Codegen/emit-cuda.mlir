@@ -21,15 +21,17 @@
 // CODE: auto compute = [&]() -> Status {
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8, nullptr, Epilogue{}, v0, stream));
 // CODE: MOEC_RETURN_IF_ERROR(route(v0, T, 8, nullptr, Routing{RoutingKind::SoftmaxTopK, 2, true, 1, 1, 0x1p+0f}, v1, v2, stream));
-// CODE: MOEC_RETURN_IF_ERROR(sortByExpert(v1, 2 * T, 8, 0, v3, v4, v5, sortWorkspace + state.sortOffset[0], state.sortBytes[0], stream));
+// The sort also writes the inverse permutation (v6), which permute and the
+// combine read instead of inverting the permutation again.
+// CODE: MOEC_RETURN_IF_ERROR(sortByExpert(v1, 2 * T, 8, 0, v3, v4, v5, v6, sortWorkspace + state.sortOffset[0], state.sortBytes[0], stream));
 // CODE-NOT: cudaStreamSynchronize
-// CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, 2 * T, 2, v6, stream));
+// CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, v6, 2 * T, 2, v7, stream));
 // CODE-NOT: cudaStreamSynchronize
-// CODE: MOEC_RETURN_IF_ERROR(combine(v8, v3, 2 * T, 64, v2, T, 2, v5, nullptr, nullptr, v10, v9, stream));
+// CODE: MOEC_RETURN_IF_ERROR(combineRows(v9, v6, 64, v2, T, 2, nullptr, nullptr, v10, stream));
 // CODE: MOEC_RETURN_IF_ERROR(inPlace ? state.graphs.run(T, stream, compute, callerInputs, 1, callerOutputs, 1)
 // CODE-NEXT: : state.graphs.run(T, stream, compute));
 // CODE-NEXT: if (!inPlace)
-// CODE-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[0], v9, sizeof(*v9) * (64 * T), cudaMemcpyDefault, stream));
+// CODE-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[0], v10, sizeof(*v10) * (64 * T), cudaMemcpyDefault, stream));
 // CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(stream));
 // CODE-NOT: cudaStreamSynchronize
 

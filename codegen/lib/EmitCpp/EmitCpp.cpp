@@ -338,6 +338,14 @@ private:
   llvm::DenseMap<Value, ValueInfo> values;
   llvm::DenseMap<Value, ValueInfo> bf16Values; // constants stored as bf16
   llvm::DenseMap<Value, unsigned> outputOf; // results written straight into an output
+  /// CUDA: a moe.sort's permutation -> its inverse (rowOfSlot), which the sort
+  /// writes and permute and combine read instead of inverting it again.
+  llvm::DenseMap<Value, std::string> inverseOf;
+  /// The inverse of `permutation` if a moe.sort wrote one, else "nullptr".
+  std::string inverseOrNull(Value permutation) const {
+    auto it = inverseOf.find(permutation);
+    return it == inverseOf.end() ? "nullptr" : it->second;
+  }
   unsigned nextVar = 0;
   bool usesTokens = false;
   bool needsIdsToI32 = false;
@@ -793,6 +801,14 @@ LogicalResult Emitter::emitSort(moe::SortOp op) {
                                    (*offsets)->var,
                                    (*numValid)->var};
   if (cuda) {
+    // The inverse permutation, one int32 per slot (sortByExpert).
+    std::string rowOfSlot = "v" + std::to_string(nextVar++);
+    uint64_t offset =
+        reserve(4 * static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
+    decl("int32_t *" + rowOfSlot + " = reinterpret_cast<int32_t *>(workspace + " +
+         std::to_string(offset) + ");");
+    inverseOf[op.getPermutation()] = rowOfSlot;
+    args.push_back(rowOfSlot);
     // CUB's workspace, sized for max tokens when the model is created.
     size_t index = sortSlots.size();
     sortSlots.push_back(static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
@@ -829,8 +845,9 @@ LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
   // CUDA reads num_valid on the device and takes the slot count as the bound.
   if (cuda)
     kernel("permute", {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var,
-                       (*numValid)->var, dimExpr((*permutation)->dims[0]),
-                       std::to_string(op.getTopK()), (*rows)->var});
+                       (*numValid)->var, inverseOrNull(op.getPermutation()),
+                       dimExpr((*permutation)->dims[0]), std::to_string(op.getTopK()),
+                       (*rows)->var});
   else
     kernel("permute", {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var,
                        "*" + (*numValid)->var, std::to_string(op.getTopK()), (*rows)->var});
@@ -1034,8 +1051,8 @@ LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
   std::string k = dimExpr((*input)->dims[1]);
   if (fused)
     kernel("permuteQuantizeE4M3", {(*input)->var, k, (*permutation)->var, (*numValid)->var,
-                                   dimExpr(rows), std::to_string(permute.getTopK()), q->var,
-                                   scales->var});
+                                   inverseOrNull(permute.getPermutation()), dimExpr(rows),
+                                   std::to_string(permute.getTopK()), q->var, scales->var});
   // Only rows that hold data: the sentinel tail of the permuted rows is never
   // written, and so never read.
   else if (cuda)
@@ -1075,6 +1092,13 @@ LogicalResult Emitter::emitCombine(moe::CombineOp op) {
                                    addend,
                                    gate,
                                    (*out)->var};
+  if (cuda && inverseOf.count(op.getPermutation())) {
+    // The sort's inverse permutation, already on the device.
+    kernel("combineRows", {(*rows)->var, inverseOf[op.getPermutation()], dimExpr((*rows)->dims[1]),
+                           (*weights)->var, dimExpr(tokens), dimExpr((*weights)->dims[1]), addend,
+                           gate, (*out)->var});
+    return success();
+  }
   if (cuda) {
     // The inverse permutation: one int32 per slot.
     Dim slots = (*permutation)->dims[0];

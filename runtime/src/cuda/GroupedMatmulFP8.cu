@@ -384,15 +384,19 @@ Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *val
 }
 
 Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-                           const int32_t *numValid, int64_t slots, int64_t topK, uint8_t *q,
-                           float *scales, cudaStream_t stream) {
+                           const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots,
+                           int64_t topK, uint8_t *q, float *scales, cudaStream_t stream) {
   if (slots < detail::kPermuteByTokenMinSlots || topK <= 0 || slots % topK != 0)
     return launchQuantize(hidden, slots, hiddenSize, numValid, permutation, topK, q, scales,
                           stream);
   detail::StreamScratch scratch(stream);
-  int32_t *slotOf = nullptr;
-  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), slotOf));
-  MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, slotOf, stream));
+  const int32_t *slotOf = rowOfSlot;
+  if (!slotOf) {
+    int32_t *inverse = nullptr;
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), inverse));
+    MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, inverse, stream));
+    slotOf = inverse;
+  }
   int64_t tokens = slots / topK, groups = (hiddenSize + kBlockK - 1) / kBlockK;
   int64_t blocks = std::min<int64_t>((tokens * groups * 32 + 255) / 256, 65535);
   quantizeTokensToSlotsKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(

@@ -15,6 +15,7 @@
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
@@ -328,6 +329,69 @@ __global__ void sortKeysKernel(const int32_t *ids, int64_t slots, int64_t numExp
   }
 }
 
+/// Decode's sort: one block sorts up to kThreads * kItems slots in shared
+/// memory (CUB's block radix sort, stable like the device-wide one, so equal
+/// ids keep ascending slot order) and writes the permutation, the offsets (by
+/// binary search in the sorted keys), the valid count and the inverse. One
+/// launch where the device-wide sort takes five (a memset, the keys, CUB's
+/// sort, the offsets' scan, and the inverse later): at T = 1 each is a few µs
+/// of a call whose weights stream in tens (docs/performance.md, v16).
+/// Slots past `slots` are padded with the sentinel key and, being last in
+/// slot order, sort after every real slot.
+template <int kThreads, int kItems>
+__global__ void __launch_bounds__(kThreads)
+    sortOneBlockKernel(const int32_t *ids, int slots, int numExperts, int64_t firstExpert,
+                       int endBit, int32_t *permutation, int32_t *offsets, int32_t *numValid,
+                       int32_t *rowOfSlot) {
+  using Sort = cub::BlockRadixSort<uint32_t, kThreads, kItems, int32_t>;
+  constexpr int kSlots = kThreads * kItems;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    uint32_t sortedKeys[kSlots];
+  } shared;
+  uint32_t keys[kItems];
+  int32_t values[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    int s = threadIdx.x * kItems + i;
+    int64_t local = s < slots ? static_cast<int64_t>(ids[s]) - firstExpert : -1;
+    keys[i] = local >= 0 && local < numExperts ? uint32_t(local) : uint32_t(numExperts);
+    values[i] = s;
+  }
+  Sort(shared.sort).Sort(keys, values, 0, endBit);
+  __syncthreads(); // the sort's storage becomes the sorted keys
+#pragma unroll
+  for (int i = 0; i < kItems; ++i)
+    shared.sortedKeys[threadIdx.x * kItems + i] = keys[i];
+  __syncthreads();
+  // The first rank whose key exceeds e: slots with ids up to e (keys sorted).
+  auto ranksUpTo = [&](uint32_t e) {
+    int lo = 0, hi = slots;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (shared.sortedKeys[mid] > e)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  };
+  for (int e = threadIdx.x; e < numExperts; e += kThreads)
+    offsets[e] = ranksUpTo(uint32_t(e));
+  int valid = numExperts > 0 ? ranksUpTo(uint32_t(numExperts - 1)) : 0;
+  if (threadIdx.x == 0)
+    *numValid = valid;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    int r = threadIdx.x * kItems + i;
+    if (r < slots) {
+      permutation[r] = values[i];
+      if (rowOfSlot)
+        rowOfSlot[values[i]] = r < valid ? r : -1;
+    }
+  }
+}
+
 /// Inclusive ends of the experts' rows: one block scans the counts (up to
 /// kMaxLocalExperts, kOffsetsItems per thread), where one thread walking 128
 /// counts in global memory took 9 µs of a decode step.
@@ -598,11 +662,25 @@ Status route(const float *logits, int64_t tokens, int64_t experts, const float *
 }
 
 Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
-                    int32_t *permutation, int32_t *offsets, int32_t *numValid, void *workspace,
-                    size_t workspaceBytes, cudaStream_t stream) {
+                    int32_t *permutation, int32_t *offsets, int32_t *numValid,
+                    int32_t *rowOfSlot, void *workspace, size_t workspaceBytes,
+                    cudaStream_t stream) {
   if (numExperts > kMaxLocalExperts)
     return Status::error("sortByExpert: more than " + std::to_string(kMaxLocalExperts) +
                          " local experts");
+  if (slots <= kSortOneBlockMaxSlots) {
+    auto launch = [&](auto kernel, int threads) {
+      kernel<<<1, threads, 0, stream>>>(ids, static_cast<int>(slots), static_cast<int>(numExperts),
+                                        firstExpert, keyBits(numExperts), permutation, offsets,
+                                        numValid, rowOfSlot);
+    };
+    if (slots <= 256)
+      launch(sortOneBlockKernel<128, 2>, 128);
+    else
+      launch(sortOneBlockKernel<256, 4>, 256);
+    MOEC_CUDA_TRY(cudaGetLastError());
+    return Status::ok();
+  }
   size_t needed = 0;
   MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(slots, needed));
   if (workspaceBytes < needed)
@@ -627,6 +705,8 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
   }
   offsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(counts, numExperts, offsets, numValid);
   MOEC_CUDA_TRY(cudaGetLastError());
+  if (rowOfSlot)
+    MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
   return Status::ok();
 }
 
@@ -644,8 +724,8 @@ namespace {
 /// permute's launch for f32 or bf16 rows.
 template <typename Row>
 Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-                   const int32_t *numValid, int64_t slots, int64_t topK, Row *rows,
-                   cudaStream_t stream) {
+                   const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots,
+                   int64_t topK, Row *rows, cudaStream_t stream) {
   if (slots == 0)
     return Status::ok();
   if (slots < detail::kPermuteByTokenMinSlots || topK <= 0 || slots % topK != 0) {
@@ -655,9 +735,13 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
     return Status::ok();
   }
   detail::StreamScratch scratch(stream);
-  int32_t *slotOf = nullptr;
-  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), slotOf));
-  MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, slotOf, stream));
+  const int32_t *slotOf = rowOfSlot;
+  if (!slotOf) {
+    int32_t *inverse = nullptr;
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), inverse));
+    MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, inverse, stream));
+    slotOf = inverse;
+  }
   int64_t tokens = slots / topK;
   permuteByTokenKernel<<<blocksFor(tokens, 1, 16 * kSMs), 256, 0, stream>>>(
       hidden, hiddenSize, slotOf, tokens, topK, rows);
@@ -667,15 +751,17 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
 } // namespace
 
 Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-               const int32_t *numValid, int64_t slots, int64_t topK, float *rows,
-               cudaStream_t stream) {
-  return permuteRows(hidden, hiddenSize, permutation, numValid, slots, topK, rows, stream);
+               const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots, int64_t topK,
+               float *rows, cudaStream_t stream) {
+  return permuteRows(hidden, hiddenSize, permutation, numValid, rowOfSlot, slots, topK, rows,
+                     stream);
 }
 
 Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-               const int32_t *numValid, int64_t slots, int64_t topK, BF16 *rows,
-               cudaStream_t stream) {
-  return permuteRows(hidden, hiddenSize, permutation, numValid, slots, topK, rows, stream);
+               const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots, int64_t topK,
+               BF16 *rows, cudaStream_t stream) {
+  return permuteRows(hidden, hiddenSize, permutation, numValid, rowOfSlot, slots, topK, rows,
+                     stream);
 }
 
 Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *weights,
@@ -695,6 +781,15 @@ Status combine(const float *rows, const int32_t *permutation, int64_t slots, int
   if (tokens == 0)
     return Status::ok();
   MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
+  return combineRows(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
+                     stream);
+}
+
+Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
+                   const float *addendGate, float *out, cudaStream_t stream) {
+  if (tokens == 0)
+    return Status::ok();
   int64_t chunks = (hiddenSize + kCombineColumns - 1) / kCombineColumns;
   if (tokens > INT32_MAX || chunks > 65535)
     return Status::error("combine: " + std::to_string(tokens) + " tokens of " +

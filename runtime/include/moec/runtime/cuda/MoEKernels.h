@@ -63,18 +63,30 @@ Status narrowIds(const int64_t *ids, int64_t count, int32_t *out, cudaStream_t s
 Status route(const float *logits, int64_t tokens, int64_t experts, const float *correctionBias,
              const Routing &routing, int32_t *ids, float *weights, cudaStream_t stream);
 
-/// `workspace` holds sortWorkspaceBytes(slots) bytes.
-Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
-                    int32_t *permutation, int32_t *offsets, int32_t *numValid, void *workspace,
-                    size_t workspaceBytes, cudaStream_t stream);
+/// Up to this many slots sortByExpert is one launch of one block (decode);
+/// from here on, CUB's device-wide radix sort and an offsets scan.
+inline constexpr int64_t kSortOneBlockMaxSlots = 1024;
 
+/// Stable: equal ids keep ascending slot order; invalid and non-local ids sort
+/// last as the sentinel (docs/design.md). `workspace` holds
+/// sortWorkspaceBytes(slots) bytes. `rowOfSlot` (nullable) receives the
+/// inverse permutation, rowOfSlot[s] = the row of slot s or -1 for a sentinel,
+/// which permute and combineRows take instead of inverting it again.
+Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
+                    int32_t *permutation, int32_t *offsets, int32_t *numValid,
+                    int32_t *rowOfSlot, void *workspace, size_t workspaceBytes,
+                    cudaStream_t stream);
+
+/// Row r of `rows` = hidden row permutation[r] / topK, for r < *numValid (read
+/// on the device). `rowOfSlot`: sortByExpert's inverse, or null (then, where a
+/// token-major pass pays, permute inverts the permutation itself).
 Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-               const int32_t *numValid, int64_t slots, int64_t topK, float *rows,
-               cudaStream_t stream);
+               const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots, int64_t topK,
+               float *rows, cudaStream_t stream);
 /// The same rows rounded to bf16, for a bf16-weight grouped matmul.
 Status permute(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-               const int32_t *numValid, int64_t slots, int64_t topK, BF16 *rows,
-               cudaStream_t stream);
+               const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots, int64_t topK,
+               BF16 *rows, cudaStream_t stream);
 
 /// Rows at or past offsets[E-1] (read on the device) are not touched.
 Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *weights,
@@ -151,9 +163,10 @@ Status quantizeE4M3(const float *x, int64_t slots, int64_t k, const int32_t *val
 /// moe.permute and moe.quantize in one pass (the f32 permuted rows are never
 /// written): row r of the result quantises hidden row permutation[r] / topK,
 /// for r < *numValid (read on the device).
+/// `rowOfSlot` as for permute.
 Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-                           const int32_t *numValid, int64_t slots, int64_t topK, uint8_t *q,
-                           float *scales, cudaStream_t stream);
+                           const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots,
+                           int64_t topK, uint8_t *q, float *scales, cudaStream_t stream);
 
 /// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16;
 /// CUTLASS's sm90 grouped GEMM with blockwise scaling in runtimes built with
@@ -202,6 +215,10 @@ Status combine(const float *rows, const int32_t *permutation, int64_t slots, int
                const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
                const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
                cudaStream_t stream);
+/// combine given sortByExpert's inverse permutation (tokens * topK entries).
+Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
+                   const float *addendGate, float *out, cudaStream_t stream);
 
 } // namespace moec::rt::cuda
 
