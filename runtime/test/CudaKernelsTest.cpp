@@ -381,6 +381,32 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   }
 }
 
+/// The 8-row tile's 4-stage pipeline (K <= 1024 over more than two waves of
+/// blocks: 96 experts x 8 column tiles), as Qwen3's down at T = 16 runs it:
+/// one or two rows per expert, some idle, K = 776 (12 stages and a partial one).
+TEST(CudaKernels, TensorCoreGroupedMatmulShortKManyBlocks) {
+  std::mt19937 rng(23);
+  const int64_t E = 96, K = 776, N = 1000;
+  std::vector<int32_t> offsets(E);
+  int32_t end = 0;
+  for (int64_t e = 0; e < E; ++e)
+    offsets[e] = end += static_cast<int32_t>(e % 3); // 0, 1, 2 rows in turn
+  const int64_t valid = end, S = valid + 5;
+  auto lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  auto weights = randomVector(E * N * K, rng, 0.2f);
+  roundToBF16(lhs);
+  std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
+  for (const cpu::Epilogue &epilogue : allEpilogues()) {
+    SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
+                 std::to_string(epilogue.enabled));
+    std::vector<float> want, got;
+    ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(cuda::BF16Tile::Tok8, lhs, S, K, weights, weightsBF16, E,
+                                           N, offsets, bias, epilogue, want, got));
+    ASSERT_NO_FATAL_FAILURE(expectRowsThenUntouchedTail(want, got, valid, outputWidth(epilogue, N),
+                                                        "8-row tiles, 4 stages"));
+  }
+}
+
 void checkPrefill(int64_t N);
 
 /// Prefill shapes, where Auto takes the wgmma tiles (runtimes with CUTLASS):

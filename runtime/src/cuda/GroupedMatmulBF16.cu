@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExpertTiles.cuh"
+#include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
@@ -157,6 +158,15 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
   storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
+/// K up to which the 8-row tile may take 4 stages (launch<8, 4>).
+constexpr int64_t kShortDecodeK = 1024;
+/// The 8-row tile's blocks with rows, as the host can estimate them: one row
+/// tile per touched expert (min(experts, slots)) times the column tiles.
+inline int64_t shortDecodeBlocks(int64_t slots, int64_t experts, int64_t width, bool gated) {
+  int64_t columnsPerTile = gated ? kWeightRows / 2 : kWeightRows;
+  return std::min(experts, slots) * ((width + columnsPerTile - 1) / columnsPerTile);
+}
+
 template <int TOK, int STAGES, typename Lhs>
 Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
   return launchTiles(groupedMatmulBF16Kernel<TOK, STAGES, Lhs>, problem, slots, TOK,
@@ -227,6 +237,17 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
     return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
 #endif
   case BF16Tile::Tok8:
+    // Short K over more than two waves of blocks (Qwen3's down at T = 16,
+    // K = 768: 12 stages of 64 per block): 4 stages, 75 KB of shared memory,
+    // so three blocks share an SM and one block's pipeline fill and drain run
+    // under the others' streams. Eight stages (150 KB, one block per SM) keep
+    // more bytes in flight where a wave or less of long-K blocks must stream
+    // alone (decode at T = 1, Mixtral's K = 14336). v13's kernel bench had
+    // Qwen3's down at 69 % of copy on 8-row tiles (88.9 µs at T = 16), 75 % on
+    // the 6-stage 16-row ones. NOT RUN ON A GPU (wip/short-k-decode-stages).
+    if (k <= kShortDecodeK &&
+        shortDecodeBlocks(slots, experts, p.layout.width, gated) >= 2 * detail::kSMs)
+      return launch<8, 4>(p, slots, stream);
     return launch<8, 8>(p, slots, stream);
   case BF16Tile::Tok16:
     return launch<16, 6>(p, slots, stream);
