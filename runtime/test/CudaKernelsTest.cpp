@@ -169,7 +169,8 @@ TEST(CudaKernels, GroupedPipelineMatchesCpuWithSentinels) {
   // chunks. E = 300: the offsets' scan spans many threads' items.
   // T = 129 (258 slots): the one-block sort; 2100 (4200): CUB's sort and the
   // token-major permute. Each with the sort's inverse given to permute and
-  // combineRows, and without it (combine and permute invert on their own).
+  // combineRows, captured in a CUDA graph, and without it, eagerly (combine
+  // and permute invert on their own).
   for (auto [hidden, experts] : {std::pair<int64_t, int64_t>{96, 8}, {1030, 8}, {96, 300}})
     for (int64_t T : {129, 2100})
       for (bool sortsInverse : {true, false})
@@ -216,6 +217,11 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
   cudaStream_t stream;
   ASSERT_OK(cudaStatus(cudaStreamCreate(&stream), "stream", __FILE__, __LINE__));
   int32_t *inverse = sortsInverse ? dRowOfSlot.dataAs<int32_t>() : nullptr;
+  // With the inverse, the chain runs as an artifact runs it: captured in a CUDA
+  // graph (programmatic edges between the dependent launches), then replayed.
+  if (sortsInverse)
+    ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                         "capture", __FILE__, __LINE__));
   ASSERT_OK(cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
                                dOffsets.dataAs<int32_t>(), dNumValid.dataAs<int32_t>(), inverse,
                                workspace.data(), workspaceBytes, stream));
@@ -237,6 +243,16 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
                             T, K, dNumValid.dataAs<int32_t>(), dShared.dataAs<float>(),
                             dGate.dataAs<float>(), dRowOfSlot.dataAs<int32_t>(),
                             dOut.dataAs<float>(), stream));
+  if (sortsInverse) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_OK(cudaStatus(cudaStreamEndCapture(stream, &graph), "capture", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphInstantiate(&exec, graph, 0), "graph", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphLaunch(exec, stream), "graph launch", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphExecDestroy(exec), "graph", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphDestroy(graph), "graph", __FILE__, __LINE__));
+  }
   ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
   ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "stream", __FILE__, __LINE__));
 

@@ -12,6 +12,7 @@
 #ifndef MOEC_RUNTIME_SRC_CUDA_EXPERTTILES_CUH
 #define MOEC_RUNTIME_SRC_CUDA_EXPERTTILES_CUH
 
+#include "DependentLaunch.cuh"
 #include "Epilogue.cuh"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/Status.h"
@@ -275,9 +276,8 @@ Status launchTiles(void (*kernel)(Problem), Problem problem, int64_t slots, int 
   int64_t blocks = 0;
   MOEC_RETURN_IF_ERROR(planGrid(problem.layout, slots, tok, name, blocks));
   MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(problem);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+  return detail::launchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                                 shared, stream, problem);
 }
 
 } // namespace moec::rt::cuda::tiles

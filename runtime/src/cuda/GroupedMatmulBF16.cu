@@ -83,6 +83,7 @@ template <typename Lhs> struct Problem {
 
 template <int TOK, int STAGES, typename Lhs>
 __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs> problem) {
+  device::awaitPrerequisites(); // launchTiles: a dependent launch
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
   const Layout &p = problem.layout;

@@ -78,6 +78,7 @@ __device__ inline void copyChunk(unsigned char *dst, const uint8_t *src, int64_t
 template <int TOK, int STAGES, bool VEC16>
 __global__ void __launch_bounds__(kThreads)
 groupedMatmulFP8Kernel(Problem problem) {
+  device::awaitPrerequisites(); // launchTiles: a dependent launch
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
   const Layout &p = problem.layout;
@@ -274,6 +275,7 @@ __device__ void quantizeGroupTo(const float *row, int64_t k, int64_t g, int lane
 __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
                                    const int32_t *validRows, const int32_t *permutation,
                                    int64_t topK, uint8_t *q, float *scales) {
+  device::awaitPrerequisites(); // a dependent launch
   int64_t groups = (k + kBlockK - 1) / kBlockK;
   int64_t rows = validRows ? *validRows : slots;
   int lane = threadIdx.x % 32;
@@ -294,6 +296,7 @@ __global__ void quantizeE4M3Kernel(const float *x, int64_t slots, int64_t k,
 __global__ void quantizeTokensToSlotsKernel(const float *hidden, int64_t tokens, int64_t k,
                                             const int32_t *slotOf, int64_t topK, uint8_t *q,
                                             float *scales) {
+  device::awaitPrerequisites(); // a dependent launch
   int64_t groups = (k + kBlockK - 1) / kBlockK;
   int lane = threadIdx.x % 32;
   for (int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
@@ -371,10 +374,8 @@ Status launchQuantize(const float *x, int64_t slots, int64_t k, const int32_t *v
   int64_t groups = (k + kBlockK - 1) / kBlockK;
   int64_t warps = slots * groups;
   int64_t blocks = std::min<int64_t>((warps * 32 + 255) / 256, 65535);
-  quantizeE4M3Kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      x, slots, k, validRows, permutation, topK, q, scales);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+  return detail::launchDependent(quantizeE4M3Kernel, dim3(static_cast<unsigned>(blocks)), dim3(256),
+                                 0, stream, x, slots, k, validRows, permutation, topK, q, scales);
 }
 } // namespace
 
@@ -399,10 +400,9 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
   }
   int64_t tokens = slots / topK, groups = (hiddenSize + kBlockK - 1) / kBlockK;
   int64_t blocks = std::min<int64_t>((tokens * groups * 32 + 255) / 256, 65535);
-  quantizeTokensToSlotsKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      hidden, tokens, hiddenSize, slotOf, topK, q, scales);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+  return detail::launchDependent(quantizeTokensToSlotsKernel, dim3(static_cast<unsigned>(blocks)),
+                                 dim3(256), 0, stream, hidden, tokens, hiddenSize, slotOf, topK, q,
+                                 scales);
 }
 
 Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DependentLaunch.cuh"
 #include "Epilogue.cuh"
 #include "ExpertTiles.cuh"
 #include "GridSize.h"
@@ -55,6 +56,7 @@ __device__ __forceinline__ void accumulate(const float *wRow, int64_t left, int 
 __global__ void __launch_bounds__(kThreads)
 linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
              cpu::Epilogue epilogue, int64_t width, float *y, int64_t kPerSplit, float *partial) {
+  device::awaitPrerequisites(); // a dependent launch
   __shared__ float rows[kRowsPerBlock][kChunk];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t firstRow = int64_t(blockIdx.y) * kRowsPerBlock;
@@ -190,6 +192,7 @@ __global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128
     linearTiledKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
                       const float *bias, cpu::Epilogue epilogue, float *y, int64_t kPerSplit,
                       float *partial) {
+  device::awaitPrerequisites(); // a dependent launch
   extern __shared__ __align__(16) float staged[]; // [stage][x rows, then w rows][kTileStride]
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4; // the mma fragments' row and k
@@ -260,6 +263,7 @@ __global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128
 
 __global__ void reduceSplits(const float *partial, int splits, int64_t m, int64_t n,
                              const float *bias, cpu::Epilogue epilogue, float *y) {
+  device::awaitPrerequisites(); // a dependent launch
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m * n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float v = 0.0f;
@@ -309,6 +313,7 @@ template <int COLUMNS>
 __global__ void __launch_bounds__(kThreads)
     linearSkinnyKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
                        const float *bias, cpu::Epilogue epilogue, float *y) {
+  device::awaitPrerequisites(); // a dependent launch
   constexpr int kRows = kSkinnyRows<COLUMNS>, kSlices = kSkinnyChunk / 128;
   __shared__ __align__(16) float4 weights[COLUMNS][kSkinnyChunk / 4];
   const int lane = threadIdx.x % 32;
@@ -375,14 +380,12 @@ Status launchSplit(int64_t m, int64_t n, int64_t splits, const float *bias,
   float *partial = nullptr;
   if (splits > 1)
     MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(splits * m * n), partial));
-  launch(partial);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  if (partial) {
-    reduceSplits<<<detail::blocksFor(m * n, 256, 8 * detail::kSMs), 256, 0, stream>>>(
-        partial, static_cast<int>(splits), m, n, bias, epilogue, y);
-    MOEC_CUDA_TRY(cudaGetLastError());
-  }
-  return Status::ok();
+  MOEC_RETURN_IF_ERROR(launch(partial));
+  if (!partial)
+    return Status::ok();
+  return detail::launchDependent(reduceSplits, dim3(detail::blocksFor(m * n, 256, 8 * detail::kSMs)),
+                                 dim3(256), 0, stream, partial, static_cast<int>(splits), m, n,
+                                 bias, epilogue, y);
 }
 
 } // namespace
@@ -403,13 +406,10 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
           detail::blocksFor((m + rowsPerWarp - 1) / rowsPerWarp * 32, kThreads, INT32_MAX));
     };
     if (n <= 8)
-      linearSkinnyKernel<8>
-          <<<blocks(kSkinnyRows<8>), kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y);
-    else
-      linearSkinnyKernel<16>
-          <<<blocks(kSkinnyRows<16>), kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, y);
-    MOEC_CUDA_TRY(cudaGetLastError());
-    return Status::ok();
+      return detail::launchDependent(linearSkinnyKernel<8>, dim3(blocks(kSkinnyRows<8>)),
+                                     dim3(kThreads), 0, stream, x, m, k, w, n, bias, epilogue, y);
+    return detail::launchDependent(linearSkinnyKernel<16>, dim3(blocks(kSkinnyRows<16>)),
+                                   dim3(kThreads), 0, stream, x, m, k, w, n, bias, epilogue, y);
   }
   if (!gated && m >= kTiledMinRows && n >= kTiledMinColumns) {
     int64_t rowTiles = (m + kTileRows - 1) / kTileRows;
@@ -426,8 +426,9 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
       dim3 grid(static_cast<unsigned>(columnTiles), static_cast<unsigned>(rowTiles),
                 static_cast<unsigned>(split.splits));
-      linearTiledKernel<<<grid, kThreads, kTiledSharedBytes, stream>>>(
-          x, m, k, w, n, bias, epilogue, y, split.perSplit, partial);
+      return detail::launchDependent(linearTiledKernel, grid, dim3(kThreads), kTiledSharedBytes,
+                                     stream, x, m, k, w, n, bias, epilogue, y, split.perSplit,
+                                     partial);
     });
   }
   int64_t rowBlocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -445,8 +446,8 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
     dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(rowBlocks),
               static_cast<unsigned>(split.splits));
-    linearKernel<<<grid, kThreads, 0, stream>>>(x, m, k, w, n, bias, epilogue, width, y,
-                                                split.perSplit, partial);
+    return detail::launchDependent(linearKernel, grid, dim3(kThreads), 0, stream, x, m, k, w, n,
+                                   bias, epilogue, width, y, split.perSplit, partial);
   });
 }
 

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DependentLaunch.cuh"
 #include "Epilogue.cuh"
 #include "GridSize.h"
 #include "InvertPermutation.h"
@@ -130,6 +131,7 @@ __device__ double blockSum(double v, RouteScratch &scratch) {
 /// One block per token. Shared memory: scores[E], selection[E], taken[E].
 __global__ void routeKernel(const float *logits, int experts, const float *bias, Routing routing,
                             int32_t *ids, float *weights) {
+  device::awaitPrerequisites(); // a dependent launch
   extern __shared__ unsigned char shared[];
   float *scores = reinterpret_cast<float *>(shared);
   float *selection = scores + experts;
@@ -245,6 +247,7 @@ template <int kItems>
 __global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts,
                                 const float *bias, Routing routing, int32_t *ids,
                                 float *weights) {
+  device::awaitPrerequisites(); // a dependent launch
   const int lane = threadIdx.x % 32;
   const int64_t token = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   if (token >= tokens)
@@ -343,6 +346,7 @@ __global__ void __launch_bounds__(kThreads)
     sortOneBlockKernel(const int32_t *ids, int slots, int numExperts, int64_t firstExpert,
                        int endBit, int32_t *permutation, int32_t *offsets, int32_t *numValid,
                        int32_t *rowOfSlot) {
+  device::awaitPrerequisites(); // a dependent launch
   using Sort = cub::BlockRadixSort<uint32_t, kThreads, kItems, int32_t>;
   constexpr int kSlots = kThreads * kItems;
   __shared__ union {
@@ -434,6 +438,7 @@ __device__ inline void storeElement(BF16 *to, float v) {
 template <typename Row>
 __global__ void permuteKernel(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
                               const int32_t *numValid, int64_t topK, Row *rows) {
+  device::awaitPrerequisites(); // a dependent launch
   int64_t valid = *numValid;
   bool vector = hiddenSize % 4 == 0 && reinterpret_cast<uintptr_t>(hidden) % 16 == 0 &&
                 reinterpret_cast<uintptr_t>(rows) % (4 * sizeof(Row)) == 0;
@@ -460,6 +465,7 @@ template <typename Row>
 __global__ void permuteByTokenKernel(const float *hidden, int64_t hiddenSize,
                                      const int32_t *slotOf, int64_t tokens, int64_t topK,
                                      Row *rows) {
+  device::awaitPrerequisites(); // a dependent launch
   bool vector = hiddenSize % 4 == 0 && reinterpret_cast<uintptr_t>(hidden) % 16 == 0 &&
                 reinterpret_cast<uintptr_t>(rows) % (4 * sizeof(Row)) == 0;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
@@ -545,6 +551,7 @@ constexpr int kCombineThreads = 128, kCombineColumns = 4 * kCombineThreads;
 __global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
                               const float *weights, int64_t topK, const float *addend,
                               const float *addendGate, float *out) {
+  device::awaitPrerequisites(); // a dependent launch
   extern __shared__ unsigned char shared[];
   int32_t *slotRow = reinterpret_cast<int32_t *>(shared);
   float *slotWeight = reinterpret_cast<float *>(slotRow + topK);
@@ -640,24 +647,22 @@ Status route(const float *logits, int64_t tokens, int64_t experts, const float *
     constexpr int kWarpsPerBlock = 8;
     unsigned blocks = static_cast<unsigned>((tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
     auto launch = [&](auto kernel) {
-      kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(logits, tokens, static_cast<int>(experts),
-                                                         correctionBias, routing, ids, weights);
+      return detail::launchDependent(kernel, dim3(blocks), dim3(32 * kWarpsPerBlock), 0, stream,
+                                     logits, tokens, static_cast<int>(experts), correctionBias,
+                                     routing, ids, weights);
     };
     if (experts <= 32)
-      launch(routeWarpKernel<1>);
-    else if (experts <= 64)
-      launch(routeWarpKernel<2>);
-    else if (experts <= 128)
-      launch(routeWarpKernel<4>);
-    else
-      launch(routeWarpKernel<8>);
-    MOEC_CUDA_TRY(cudaGetLastError());
-    return Status::ok();
+      return launch(routeWarpKernel<1>);
+    if (experts <= 64)
+      return launch(routeWarpKernel<2>);
+    if (experts <= 128)
+      return launch(routeWarpKernel<4>);
+    return launch(routeWarpKernel<8>);
   }
   size_t shared = experts * (2 * sizeof(float) + sizeof(bool));
-  routeKernel<<<static_cast<unsigned>(tokens), kRouteThreads, shared, stream>>>(
-      logits, static_cast<int>(experts), correctionBias, routing, ids, weights);
-  MOEC_CUDA_TRY(cudaGetLastError());
+  MOEC_RETURN_IF_ERROR(detail::launchDependent(
+      routeKernel, dim3(static_cast<unsigned>(tokens)), dim3(kRouteThreads), shared, stream,
+      logits, static_cast<int>(experts), correctionBias, routing, ids, weights));
   return Status::ok();
 }
 
@@ -670,16 +675,14 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
                          " local experts");
   if (slots <= kSortOneBlockMaxSlots) {
     auto launch = [&](auto kernel, int threads) {
-      kernel<<<1, threads, 0, stream>>>(ids, static_cast<int>(slots), static_cast<int>(numExperts),
-                                        firstExpert, keyBits(numExperts), permutation, offsets,
-                                        numValid, rowOfSlot);
+      return detail::launchDependent(kernel, dim3(1), dim3(threads), 0, stream, ids,
+                                     static_cast<int>(slots), static_cast<int>(numExperts),
+                                     firstExpert, keyBits(numExperts), permutation, offsets,
+                                     numValid, rowOfSlot);
     };
     if (slots <= 256)
-      launch(sortOneBlockKernel<128, 2>, 128);
-    else
-      launch(sortOneBlockKernel<256, 4>, 256);
-    MOEC_CUDA_TRY(cudaGetLastError());
-    return Status::ok();
+      return launch(sortOneBlockKernel<128, 2>, 128);
+    return launch(sortOneBlockKernel<256, 4>, 256);
   }
   size_t needed = 0;
   MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(slots, needed));
@@ -729,10 +732,9 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
   if (slots == 0)
     return Status::ok();
   if (slots < detail::kPermuteByTokenMinSlots || topK <= 0 || slots % topK != 0) {
-    permuteKernel<<<blocksFor(slots, 1, 16 * kSMs), 256, 0, stream>>>(
-        hidden, hiddenSize, permutation, numValid, topK, rows);
-    MOEC_CUDA_TRY(cudaGetLastError());
-    return Status::ok();
+    return detail::launchDependent(permuteKernel<Row>, dim3(blocksFor(slots, 1, 16 * kSMs)),
+                                   dim3(256), 0, stream, hidden, hiddenSize, permutation, numValid,
+                                   topK, rows);
   }
   detail::StreamScratch scratch(stream);
   const int32_t *slotOf = rowOfSlot;
@@ -743,10 +745,9 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
     slotOf = inverse;
   }
   int64_t tokens = slots / topK;
-  permuteByTokenKernel<<<blocksFor(tokens, 1, 16 * kSMs), 256, 0, stream>>>(
-      hidden, hiddenSize, slotOf, tokens, topK, rows);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+  return detail::launchDependent(permuteByTokenKernel<Row>, dim3(blocksFor(tokens, 1, 16 * kSMs)),
+                                 dim3(256), 0, stream, hidden, hiddenSize, slotOf, tokens, topK,
+                                 rows);
 }
 } // namespace
 
@@ -797,11 +798,10 @@ Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSi
   if (topK > 4096)
     return Status::error("combine: top-k " + std::to_string(topK) + " exceeds 4096");
   size_t shared = static_cast<size_t>(topK) * (sizeof(int32_t) + sizeof(float));
-  combineKernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)),
-                  kCombineThreads, shared, stream>>>(rows, rowOfSlot, hiddenSize, weights, topK,
-                                                     addend, addendGate, out);
-  MOEC_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
+  return detail::launchDependent(
+      combineKernel, dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)),
+      dim3(kCombineThreads), shared, stream, rows, rowOfSlot, hiddenSize, weights, topK, addend,
+      addendGate, out);
 }
 
 } // namespace moec::rt::cuda

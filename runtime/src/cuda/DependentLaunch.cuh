@@ -1,0 +1,72 @@
+//===- DependentLaunch.cuh - programmatic dependent launch ------*- C++ -*-===//
+//
+// A decode step is a chain of short kernels (router, route, sort, permute, two
+// grouped matmuls, combine), each reading what the one before wrote. Launched
+// plainly, each waits for its predecessor to finish before the GPU even starts
+// launching it: a few µs per link at T = 1 (docs/performance.md, v16).
+// Launched with programmatic stream serialisation (Hopper's programmatic
+// dependent launch, kept as programmatic edges in a captured CUDA graph), a
+// kernel's blocks are launched while its predecessor still runs and park at
+// awaitPrerequisites() until the predecessor has completed and its writes are
+// visible.
+//
+// The rule, for every kernel launched by launchDependent: call
+// awaitPrerequisites() before reading anything an earlier kernel wrote and
+// before writing anything. Any kernel may follow or precede one launched so: a
+// predecessor that never signals (CUB's, CUTLASS's, a plain launch) releases
+// the wait when it completes, and a plainly launched successor waits for the
+// whole of its predecessor as always.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOEC_RUNTIME_SRC_CUDA_DEPENDENTLAUNCH_CUH
+#define MOEC_RUNTIME_SRC_CUDA_DEPENDENTLAUNCH_CUH
+
+#include "moec/runtime/Cuda.h"
+#include "moec/runtime/Status.h"
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace moec::rt::cuda {
+namespace device {
+
+/// Waits for the grids this one depends on (complete, writes visible), then
+/// lets the next kernel in the stream launch. Signalling right after the wait,
+/// not at the end, is safe: the successor's own wait still holds it until this
+/// grid completes; the early signal only lets its blocks be launched (and park)
+/// while this grid's last blocks run. A no-op in a plain launch.
+__device__ __forceinline__ void awaitPrerequisites() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+} // namespace device
+
+namespace detail {
+
+/// `kernel<<<grid, block, shared, stream>>>(args...)` with programmatic
+/// stream serialisation; `kernel` must start with awaitPrerequisites().
+template <typename... Params, typename... Args>
+Status launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
+                       cudaStream_t stream, Args &&...args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  MOEC_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+  return Status::ok();
+}
+
+} // namespace detail
+} // namespace moec::rt::cuda
+
+#endif // MOEC_RUNTIME_SRC_CUDA_DEPENDENTLAUNCH_CUH
