@@ -214,11 +214,29 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
   size_t workspaceBytes = 0;
   ASSERT_OK(cuda::sortWorkspaceBytes(S, workspaceBytes));
   DeviceBuffer workspace = poisoned(workspaceBytes);
-  cudaStream_t stream;
-  ASSERT_OK(cudaStatus(cudaStreamCreate(&stream), "stream", __FILE__, __LINE__));
-  int32_t *inverse = sortsInverse ? dRowOfSlot.dataAs<int32_t>() : nullptr;
   // With the inverse, the chain runs as an artifact runs it: captured in a CUDA
-  // graph (programmatic edges between the dependent launches), then replayed.
+  // graph (programmatic edges between the dependent launches), then replayed;
+  // on a non-blocking stream as the artifacts' at T = 129, on a blocking one
+  // (plain launches while captured: DependentLaunch.cuh) at 2100.
+  cudaStream_t stream;
+  ASSERT_OK(cudaStatus(
+      cudaStreamCreateWithFlags(&stream, T < 1000 ? cudaStreamNonBlocking : cudaStreamDefault),
+      "stream", __FILE__, __LINE__));
+  // A failed call must not leave the stream capturing (every later test would
+  // fail with it).
+  struct EndCaptureOnExit {
+    cudaStream_t stream;
+    ~EndCaptureOnExit() {
+      cudaStreamCaptureStatus status;
+      cudaGraph_t graph = nullptr;
+      if (cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+          status != cudaStreamCaptureStatusNone &&
+          cudaStreamEndCapture(stream, &graph) == cudaSuccess)
+        cudaGraphDestroy(graph);
+      cudaGetLastError();
+    }
+  } endCapture{stream};
+  int32_t *inverse = sortsInverse ? dRowOfSlot.dataAs<int32_t>() : nullptr;
   if (sortsInverse)
     ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
                          "capture", __FILE__, __LINE__));
@@ -716,6 +734,87 @@ TEST(CudaKernels, TensorCoreGroupedMatmulFewSlots) {
                                            weights, weightsBF16, E, N, offsets, bias, epilogue,
                                            want, got));
     expectNear(want, got, 1e-4, 1e-4, "tensor-core grouped matmul, few slots", S * (N / 2));
+  }
+}
+
+/// The decode chain as an artifact runs it, captured in a CUDA graph on a
+/// non-blocking stream: sort, bf16 permute, then both projections with settled
+/// offsets (their first weights requested before the predecessor completes,
+/// runPipelinePrefetched), against the same chain launched plainly, eagerly:
+/// the same bits. T = 3 and 40 tokens of top-2 over 8 experts: the 8-row
+/// tiles, K = 136 and 72 (partial K tiles; fewer K tiles than stages).
+TEST(CudaKernels, SettledOffsetsChainMatchesPlainInAGraph) {
+  std::mt19937 rng(41);
+  const int64_t E = 8, H = 136, I = 72, K = 2;
+  for (int64_t T : {3, 40}) {
+    SCOPED_TRACE("tokens " + std::to_string(T));
+    const int64_t S = T * K;
+    auto x = randomVector(T * H, rng);
+    auto gateUp = randomVector(E * 2 * I * H, rng, 0.2f), down = randomVector(E * H * I, rng, 0.2f);
+    std::vector<uint16_t> gateUpBF16 = roundToBF16(gateUp), downBF16 = roundToBF16(down);
+    std::vector<int32_t> ids(S);
+    for (auto &id : ids)
+      id = static_cast<int32_t>(rng() % (E + 1)); // E: a sentinel
+    ids[0] = 0;
+    DeviceBuffer dX = upload(x), dIds = upload(ids), dGateUp = upload(gateUpBF16),
+                 dDown = upload(downBF16);
+    size_t workspaceBytes = 0;
+    ASSERT_OK(cuda::sortWorkspaceBytes(S, workspaceBytes));
+    const cpu::Epilogue act{true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated};
+    std::vector<float> results[2];
+    for (int settled = 0; settled < 2; ++settled) {
+      DeviceBuffer workspace = poisoned(workspaceBytes), dPerm = poisoned(S * 4),
+                   dOffsets = poisoned(E * 4), dValid = poisoned(4), dInverse = poisoned(S * 4),
+                   dRows = poisoned(S * H * 2), dH = poisoned(S * I * 2), dY = poisoned(S * H * 4);
+      cudaStream_t stream;
+      ASSERT_OK(cudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream",
+                           __FILE__, __LINE__));
+      if (settled)
+        ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                             "capture", __FILE__, __LINE__));
+      Status status =
+          cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
+                             dOffsets.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
+                             dInverse.dataAs<int32_t>(), workspace.data(), workspaceBytes, stream);
+      if (status)
+        status =
+            cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
+                          dInverse.dataAs<int32_t>(), S, K, dRows.dataAs<cuda::BF16>(), stream);
+      auto matmul = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, cuda::BF16>
+                            : cuda::groupedMatmulBF16<cuda::BF16, cuda::BF16>;
+      auto matmulDown = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, float>
+                                : cuda::groupedMatmulBF16<cuda::BF16, float>;
+      if (status)
+        status = matmul(dRows.dataAs<cuda::BF16>(), S, H, dGateUp.dataAs<uint16_t>(), E, 2 * I,
+                        dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<cuda::BF16>(), stream,
+                        cuda::BF16Tile::Auto);
+      if (status)
+        status = matmulDown(dH.dataAs<cuda::BF16>(), S, I, dDown.dataAs<uint16_t>(), E, H,
+                            dOffsets.dataAs<int32_t>(), nullptr, {}, dY.dataAs<float>(), stream,
+                            cuda::BF16Tile::Auto);
+      if (settled) {
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_OK(cudaStatus(cudaStreamEndCapture(stream, &graph), "capture", __FILE__, __LINE__));
+        ASSERT_OK(status);
+        ASSERT_OK(cudaStatus(cudaGraphInstantiate(&exec, graph, 0), "graph", __FILE__, __LINE__));
+        ASSERT_OK(cudaStatus(cudaGraphLaunch(exec, stream), "graph launch", __FILE__, __LINE__));
+        ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+        ASSERT_OK(cudaStatus(cudaGraphExecDestroy(exec), "graph", __FILE__, __LINE__));
+        ASSERT_OK(cudaStatus(cudaGraphDestroy(graph), "graph", __FILE__, __LINE__));
+      }
+      ASSERT_OK(status);
+      ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+      ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "stream", __FILE__, __LINE__));
+      int32_t valid = download<int32_t>(dValid, 1)[0];
+      ASSERT_GT(valid, 0);
+      results[settled] = download<float>(dY, size_t(valid) * H);
+      for (float v : results[settled])
+        ASSERT_FALSE(std::isnan(v)) << "a valid row was not written";
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t i = 0; i < results[0].size(); ++i)
+      ASSERT_EQ(results[0][i], results[1][i]) << "down row element " << i;
   }
 }
 

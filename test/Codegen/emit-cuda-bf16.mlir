@@ -31,9 +31,12 @@
 // CODE-NEXT: float *v10 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(workspace + 20992);
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8,
 // CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, v6, 2 * T, 2, v7, stream));
-// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v7, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
+// After the permute and after the gate/up matmul, the sort that wrote the
+// offsets ran two launches earlier or more: the kernels may stream weights
+// before their predecessor completes.
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16SettledOffsets(v7, 2 * T, 64, w1, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
 // CODE-SAME: v8, stream));
-// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v8, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v9, stream));
+// CODE: MOEC_RETURN_IF_ERROR(groupedMatmulBF16SettledOffsets(v8, 2 * T, 40, w2, 8, 64, v4, nullptr, Epilogue{}, v9, stream));
 // CODE-NOT: groupedMatmul(
 
 // A gate/up bias is interleaved with its weights; the down projection and its
@@ -46,8 +49,15 @@
 // BIAS-NOT: interleaveGateUp
 // BIAS-LABEL: Status run(
 // BIAS: const float *w2 = reinterpret_cast<const float *>(weights + 2560); // gate_up_bias
-// BIAS: groupedMatmulBF16(v7, 2 * T, 16, w1, 4, 16, v4, w2, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
-// BIAS: groupedMatmulBF16(v8, 2 * T, 8, w3, 4, 16, v4, nullptr, Epilogue{}, v9, stream));
+// BIAS: groupedMatmulBF16SettledOffsets(v7, 2 * T, 16, w1, 4, 16, v4, w2, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Interleaved,
+// BIAS: groupedMatmulBF16SettledOffsets(v8, 2 * T, 8, w3, 4, 16, v4, nullptr, Epilogue{}, v9, stream));
+
+// Rows and offsets from the caller: the plain kernel, which waits for its
+// predecessor before reading the offsets.
+// RUN: moec compile %S/Inputs/grouped-matmul-of-arguments.mlir --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/arguments
+// RUN: FileCheck %s --check-prefix=ARGUMENTS < %t/arguments/model.cu
+// ARGUMENTS: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(in0, T, 16, w0, 4, 8, in1, nullptr, Epilogue{}, v0, stream));
+// ARGUMENTS-NOT: SettledOffsets
 
 // weights.bin holds the f32 router and the expert weights' bf16 bits (each
 // tensor 256-byte aligned); f32 would be 2048 + 2 * (81920 + 40960) bytes of
@@ -90,8 +100,8 @@
 // RUN: FileCheck %s --check-prefix=SHARED < %t/deepseek/model.cu
 // SHARED: BF16 *v10 = reinterpret_cast<BF16 *>(
 // SHARED: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 16, nullptr, Epilogue{}, v0, stream));
-// SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
-// SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(
+// SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16SettledOffsets(
+// SHARED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16SettledOffsets(
 // SHARED: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 64, w4, 48, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
 // SHARED: MOEC_RETURN_IF_ERROR(linearBF16(v10, T, 24, w5, 64, nullptr, Epilogue{}, v11, stream));
 

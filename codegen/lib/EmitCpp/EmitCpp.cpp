@@ -890,7 +890,13 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     if (k % 8 != 0)
       return unsupported(op, "K = " + std::to_string(k) +
                                  " is not a multiple of 8, which bf16 expert weights need");
-    kernel("groupedMatmulBF16", args);
+    // After a permute or a grouped matmul, the sort that wrote the offsets ran
+    // at least two launches before: the kernel may stream its first weights
+    // while its predecessor still runs.
+    Operation *rowsFrom = op.getLhs().getDefiningOp();
+    bool settled = cuda && isa_and_nonnull<moe::PermuteOp, moe::GroupedMatmulOp>(rowsFrom) &&
+                   isa_and_nonnull<moe::SortOp>(op.getOffsets().getDefiningOp());
+    kernel(settled ? "groupedMatmulBF16SettledOffsets" : "groupedMatmulBF16", args);
     return success();
   }
   kernel("groupedMatmul", args);

@@ -47,8 +47,24 @@ __device__ __forceinline__ void awaitPrerequisites() {
 
 namespace detail {
 
+/// Whether a launch on `stream` may be programmatic. Not while a blocking
+/// stream (one that synchronises with the legacy default stream) is being
+/// captured: the capture refuses such a launch as an implicit dependency on the
+/// legacy stream (seen on the H200, v16). The artifacts' streams are
+/// non-blocking, so their graphs keep the programmatic edges.
+inline bool programmaticLaunchAllowed(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture == cudaStreamCaptureStatusNone)
+    return true;
+  unsigned flags = 0;
+  return stream && cudaStreamGetFlags(stream, &flags) == cudaSuccess &&
+         (flags & cudaStreamNonBlocking);
+}
+
 /// `kernel<<<grid, block, shared, stream>>>(args...)` with programmatic
-/// stream serialisation; `kernel` must start with awaitPrerequisites().
+/// stream serialisation where allowed; `kernel` must start with
+/// awaitPrerequisites().
 template <typename... Params, typename... Args>
 Status launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
                        cudaStream_t stream, Args &&...args) {
@@ -61,7 +77,7 @@ Status launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   config.dynamicSmemBytes = shared;
   config.stream = stream;
   config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.numAttrs = programmaticLaunchAllowed(stream) ? 1 : 0;
   MOEC_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
   return Status::ok();
 }

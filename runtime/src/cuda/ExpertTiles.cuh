@@ -46,6 +46,10 @@ struct Layout {
   int64_t rowTiles, columnTiles; // the grid: rowTiles x columnTiles
   float *out;                    // f32 results, or
   uint16_t *outBF16 = nullptr;   // bf16 results (bits), rounded to nearest even
+  /// The offsets were written at least two launches before this one on the
+  /// stream, so a dependent launch may read them, and stream the weights they
+  /// select, before its predecessor completes (runPipelinePrefetched).
+  bool settledOffsets = false;
 
   __host__ __device__ bool gated() const {
     return epilogue.enabled && epilogue.layout != GateUpLayout::None;
@@ -248,6 +252,42 @@ __device__ inline void runPipeline(int64_t tiles, Load &&load, Compute &&compute
     int64_t next = kt + STAGES - 1;
     if (next < tiles)
       load(next, static_cast<int>(next % STAGES));
+    commitGroup();
+    compute(kt, static_cast<int>(kt % STAGES));
+  }
+  waitGroup<0>();
+}
+
+/// runPipeline for a dependent launch whose weights are constants and whose
+/// rows its predecessor writes: the first STAGES - 1 stages' weights are
+/// requested before ready() (awaitPrerequisites), their rows after it. The
+/// prologue's weights are one more commit group (group 0; stage s's rows are
+/// group s + 1), so waitGroup<STAGES - 2> at step kt still finds groups 0 to
+/// kt + 1, stage kt's weights and rows, complete.
+template <int STAGES, typename LoadWeights, typename LoadRows, typename Ready, typename Compute>
+__device__ inline void runPipelinePrefetched(int64_t tiles, LoadWeights &&loadWeights,
+                                             LoadRows &&loadRows, Ready &&ready,
+                                             Compute &&compute) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s)
+    if (s < tiles)
+      loadWeights(int64_t(s), s);
+  commitGroup();
+  ready();
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles)
+      loadRows(int64_t(s), s);
+    commitGroup();
+  }
+  for (int64_t kt = 0; kt < tiles; ++kt) {
+    waitGroup<STAGES - 2>();
+    __syncthreads();
+    int64_t next = kt + STAGES - 1;
+    if (next < tiles) {
+      loadWeights(next, static_cast<int>(next % STAGES));
+      loadRows(next, static_cast<int>(next % STAGES));
+    }
     commitGroup();
     compute(kt, static_cast<int>(kt % STAGES));
   }

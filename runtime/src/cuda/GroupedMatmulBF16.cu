@@ -83,10 +83,13 @@ template <typename Lhs> struct Problem {
 
 template <int TOK, int STAGES, typename Lhs>
 __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs> problem) {
-  device::awaitPrerequisites(); // launchTiles: a dependent launch
+  const Layout &p = problem.layout;
+  // launchTiles: a dependent launch. With settled offsets the wait comes after
+  // the first stages' weights are requested (runPipelinePrefetched).
+  if (!p.settledOffsets)
+    device::awaitPrerequisites();
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
-  const Layout &p = problem.layout;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   int64_t rowTile, columnTile, expert, firstRow;
   int rows;
@@ -113,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
   }
 
   const int64_t kTiles = (p.k + kTileK - 1) / kTileK;
-  auto loadStage = [&](int64_t kt, int stage) {
+  auto loadWeights = [&](int64_t kt, int stage) {
     unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
     int64_t k0 = kt * kTileK;
 #pragma unroll
@@ -123,6 +126,10 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
       copyAsync16(base + swizzled(tid / 8 + 16 * i, weightChunk),
                   valid ? weightRow[i] + kk : problem.weights, valid ? 16 : 0);
     }
+  };
+  auto loadRows = [&](int64_t kt, int stage) {
+    unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
+    int64_t k0 = kt * kTileK;
     Lhs *rowsTile = reinterpret_cast<Lhs *>(base + kWeightRows * kTileK * 2);
 #pragma unroll
     for (int i = 0; i < kRowChunks; ++i) {
@@ -136,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
   };
 
   float acc[2][kTokenTiles][4] = {};
-  runPipeline<STAGES>(kTiles, loadStage, [&](int64_t, int stage) {
+  auto compute = [&](int64_t, int stage) {
     const unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
     const Lhs *rowsTile = reinterpret_cast<const Lhs *>(base + kWeightRows * kTileK * 2);
 #pragma unroll
@@ -155,7 +162,19 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
         mma16816(acc[1][t], a[1], b0, b1);
       }
     }
-  });
+  };
+  if (p.settledOffsets) {
+    runPipelinePrefetched<STAGES>(
+        kTiles, loadWeights, loadRows, [] { device::awaitPrerequisites(); }, compute);
+  } else {
+    runPipeline<STAGES>(
+        kTiles,
+        [&](int64_t kt, int stage) {
+          loadWeights(kt, stage);
+          loadRows(kt, stage);
+        },
+        compute);
+  }
   storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
@@ -178,8 +197,8 @@ Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
 template <typename Lhs, typename Out>
 Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
                              int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
-                             const Epilogue &epilogue, Out *out, cudaStream_t stream,
-                             BF16Tile tile) {
+                             const Epilogue &epilogue, Out *out, cudaStream_t stream, BF16Tile tile,
+                             bool settledOffsets) {
   constexpr bool kOutBF16 = std::is_same_v<Out, BF16>;
   if (k % 8 != 0)
     return Status::error("groupedMatmulBF16: K = " + std::to_string(k) +
@@ -205,6 +224,9 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
       {k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, outF32, outBF16},
       lhs,
       weightsBF16};
+  // Without offsets (moe.linear) the weights a block streams depend on nothing
+  // a predecessor writes.
+  p.layout.settledOffsets = settledOffsets || !offsets;
   if (tile == BF16Tile::Auto) {
     tile = chooseBF16Tile(slots, experts, k, gated, bias != nullptr);
     if (isWgmmaTile(tile) && !detail::groupedMatmulCutlassSupports(k, n))
@@ -337,8 +359,18 @@ template <typename Lhs, typename Out>
 Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
                          int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
                          const Epilogue &epilogue, Out *out, cudaStream_t stream, BF16Tile tile) {
-  return groupedMatmulBF16Impl(lhs, slots, k, weightsBF16, experts, n, offsets, bias, epilogue,
-                               out, stream, tile);
+  return groupedMatmulBF16Impl(lhs, slots, k, weightsBF16, experts, n, offsets, bias, epilogue, out,
+                               stream, tile, false);
+}
+
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
+                                       const uint16_t *weightsBF16, int64_t experts, int64_t n,
+                                       const int32_t *offsets, const float *bias,
+                                       const Epilogue &epilogue, Out *out, cudaStream_t stream,
+                                       BF16Tile tile) {
+  return groupedMatmulBF16Impl(lhs, slots, k, weightsBF16, experts, n, offsets, bias, epilogue, out,
+                               stream, tile, true);
 }
 
 template <typename Lhs, typename Out>
@@ -346,15 +378,18 @@ Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16
                   const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream) {
   // One expert whose rows are all m: no offsets to read.
   return groupedMatmulBF16Impl(x, m, k, weightBF16, 1, n, nullptr, bias, epilogue, y, stream,
-                               BF16Tile::Auto);
+                               BF16Tile::Auto, false);
 }
 
 // Every combination of f32 and bf16 rows and results.
 #define MOEC_INSTANTIATE(LHS, OUT)                                                                 \
-  template Status groupedMatmulBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,     \
-                                    int64_t, const int32_t *, const float *, const Epilogue &,    \
-                                    OUT *, cudaStream_t, BF16Tile);                               \
-  template Status linearBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,            \
+  template Status groupedMatmulBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,      \
+                                    int64_t, const int32_t *, const float *, const Epilogue &,     \
+                                    OUT *, cudaStream_t, BF16Tile);                                \
+  template Status groupedMatmulBF16SettledOffsets(                                                 \
+      const LHS *, int64_t, int64_t, const uint16_t *, int64_t, int64_t, const int32_t *,          \
+      const float *, const Epilogue &, OUT *, cudaStream_t, BF16Tile);                             \
+  template Status linearBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,             \
                              const float *, const Epilogue &, OUT *, cudaStream_t);
 MOEC_INSTANTIATE(float, float)
 MOEC_INSTANTIATE(BF16, float)

@@ -145,6 +145,18 @@ Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_
                          int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
                          const Epilogue &epilogue, Out *out, cudaStream_t stream,
                          BF16Tile tile = BF16Tile::Auto);
+/// groupedMatmulBF16 whose offsets were written at least two launches before it
+/// on `stream` (by the sort, with a permute or a grouped matmul between): its
+/// mma.sync tiles request their first stages' weights while the launch before
+/// still runs (a programmatic dependent launch, DependentLaunch.cuh), and wait
+/// only before reading rows. The codegen calls it for the projections after a
+/// permute or a grouped matmul.
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
+                                       const uint16_t *weightsBF16, int64_t experts, int64_t n,
+                                       const int32_t *offsets, const float *bias,
+                                       const Epilogue &epilogue, Out *out, cudaStream_t stream,
+                                       BF16Tile tile = BF16Tile::Auto);
 
 /// moe.linear with a bf16 weight [N, K] (shared experts under
 /// --expert-weights=bf16): the tensor-core kernel above with one expert and all
