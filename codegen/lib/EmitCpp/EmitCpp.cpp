@@ -844,10 +844,10 @@ LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
     return failure();
   // CUDA reads num_valid on the device and takes the slot count as the bound.
   if (cuda)
-    kernel("permute", {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var,
-                       (*numValid)->var, inverseOrNull(op.getPermutation()),
-                       dimExpr((*permutation)->dims[0]), std::to_string(op.getTopK()),
-                       (*rows)->var});
+    kernel("permute",
+           {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var, (*numValid)->var,
+            inverseOrNull(op.getPermutation()), dimExpr((*permutation)->dims[0]),
+            std::to_string(op.getTopK()), (*rows)->var});
   else
     kernel("permute", {(*hidden)->var, dimExpr((*hidden)->dims[1]), (*permutation)->var,
                        "*" + (*numValid)->var, std::to_string(op.getTopK()), (*rows)->var});

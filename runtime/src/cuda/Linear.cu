@@ -193,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, 2) // two blocks per SM: at most 128
                       const float *bias, cpu::Epilogue epilogue, float *y, int64_t kPerSplit,
                       float *partial) {
   device::awaitPrerequisites(); // a dependent launch
+
   extern __shared__ __align__(16) float staged[]; // [stage][x rows, then w rows][kTileStride]
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4; // the mma fragments' row and k
@@ -383,9 +384,9 @@ Status launchSplit(int64_t m, int64_t n, int64_t splits, const float *bias,
   MOEC_RETURN_IF_ERROR(launch(partial));
   if (!partial)
     return Status::ok();
-  return detail::launchDependent(reduceSplits, dim3(detail::blocksFor(m * n, 256, 8 * detail::kSMs)),
-                                 dim3(256), 0, stream, partial, static_cast<int>(splits), m, n,
-                                 bias, epilogue, y);
+  return detail::launchDependent(
+      reduceSplits, dim3(detail::blocksFor(m * n, 256, 8 * detail::kSMs)), dim3(256), 0, stream,
+      partial, static_cast<int>(splits), m, n, bias, epilogue, y);
 }
 
 } // namespace

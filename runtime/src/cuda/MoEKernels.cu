@@ -7,12 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../RoutingWeights.h"
 #include "DependentLaunch.cuh"
 #include "Epilogue.cuh"
 #include "GridSize.h"
 #include "InvertPermutation.h"
 #include "StreamScratch.h"
-#include "../RoutingWeights.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -661,15 +661,14 @@ Status route(const float *logits, int64_t tokens, int64_t experts, const float *
   }
   size_t shared = experts * (2 * sizeof(float) + sizeof(bool));
   MOEC_RETURN_IF_ERROR(detail::launchDependent(
-      routeKernel, dim3(static_cast<unsigned>(tokens)), dim3(kRouteThreads), shared, stream,
-      logits, static_cast<int>(experts), correctionBias, routing, ids, weights));
+      routeKernel, dim3(static_cast<unsigned>(tokens)), dim3(kRouteThreads), shared, stream, logits,
+      static_cast<int>(experts), correctionBias, routing, ids, weights));
   return Status::ok();
 }
 
 Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
-                    int32_t *permutation, int32_t *offsets, int32_t *numValid,
-                    int32_t *rowOfSlot, void *workspace, size_t workspaceBytes,
-                    cudaStream_t stream) {
+                    int32_t *permutation, int32_t *offsets, int32_t *numValid, int32_t *rowOfSlot,
+                    void *workspace, size_t workspaceBytes, cudaStream_t stream) {
   if (numExperts > kMaxLocalExperts)
     return Status::error("sortByExpert: more than " + std::to_string(kMaxLocalExperts) +
                          " local experts");
@@ -709,7 +708,8 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
   offsetsKernel<<<1, kOffsetsThreads, 0, stream>>>(counts, numExperts, offsets, numValid);
   MOEC_CUDA_TRY(cudaGetLastError());
   if (rowOfSlot)
-    MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
+    MOEC_RETURN_IF_ERROR(
+        detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
   return Status::ok();
 }
 
@@ -727,8 +727,8 @@ namespace {
 /// permute's launch for f32 or bf16 rows.
 template <typename Row>
 Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permutation,
-                   const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots,
-                   int64_t topK, Row *rows, cudaStream_t stream) {
+                   const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots, int64_t topK,
+                   Row *rows, cudaStream_t stream) {
   if (slots == 0)
     return Status::ok();
   if (slots < detail::kPermuteByTokenMinSlots || topK <= 0 || slots % topK != 0) {
@@ -798,10 +798,10 @@ Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSi
   if (topK > 4096)
     return Status::error("combine: top-k " + std::to_string(topK) + " exceeds 4096");
   size_t shared = static_cast<size_t>(topK) * (sizeof(int32_t) + sizeof(float));
-  return detail::launchDependent(
-      combineKernel, dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)),
-      dim3(kCombineThreads), shared, stream, rows, rowOfSlot, hiddenSize, weights, topK, addend,
-      addendGate, out);
+  return detail::launchDependent(combineKernel,
+                                 dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)),
+                                 dim3(kCombineThreads), shared, stream, rows, rowOfSlot, hiddenSize,
+                                 weights, topK, addend, addendGate, out);
 }
 
 } // namespace moec::rt::cuda

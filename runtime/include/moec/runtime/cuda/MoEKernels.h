@@ -73,9 +73,8 @@ inline constexpr int64_t kSortOneBlockMaxSlots = 1024;
 /// inverse permutation, rowOfSlot[s] = the row of slot s or -1 for a sentinel,
 /// which permute and combineRows take instead of inverting it again.
 Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t firstExpert,
-                    int32_t *permutation, int32_t *offsets, int32_t *numValid,
-                    int32_t *rowOfSlot, void *workspace, size_t workspaceBytes,
-                    cudaStream_t stream);
+                    int32_t *permutation, int32_t *offsets, int32_t *numValid, int32_t *rowOfSlot,
+                    void *workspace, size_t workspaceBytes, cudaStream_t stream);
 
 /// Row r of `rows` = hidden row permutation[r] / topK, for r < *numValid (read
 /// on the device). `rowOfSlot`: sortByExpert's inverse, or null (then, where a
