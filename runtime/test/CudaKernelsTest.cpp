@@ -10,6 +10,7 @@
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
+#include "DependentLaunch.cuh"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -215,13 +216,15 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
   ASSERT_OK(cuda::sortWorkspaceBytes(S, workspaceBytes));
   DeviceBuffer workspace = poisoned(workspaceBytes);
   // With the inverse, the chain runs as an artifact runs it: captured in a CUDA
-  // graph (programmatic edges between the dependent launches), then replayed;
-  // on a non-blocking stream as the artifacts' at T = 129, on a blocking one
-  // (plain launches while captured: DependentLaunch.cuh) at 2100.
+  // graph, then replayed. At T = 129 on a non-blocking stream known before the
+  // capture, as the artifacts' (programmatic edges between the dependent
+  // launches); at 2100 on a blocking one (plain launches while captured:
+  // DependentLaunch.cuh).
   cudaStream_t stream;
   ASSERT_OK(cudaStatus(
       cudaStreamCreateWithFlags(&stream, T < 1000 ? cudaStreamNonBlocking : cudaStreamDefault),
       "stream", __FILE__, __LINE__));
+  cuda::detail::noteStream(stream);
   // A failed call must not leave the stream capturing (every later test would
   // fail with it).
   struct EndCaptureOnExit {
@@ -238,8 +241,8 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
   } endCapture{stream};
   int32_t *inverse = sortsInverse ? dRowOfSlot.dataAs<int32_t>() : nullptr;
   if (sortsInverse)
-    ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-                         "capture", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "capture",
+                         __FILE__, __LINE__));
   ASSERT_OK(cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
                                dOffsets.dataAs<int32_t>(), dNumValid.dataAs<int32_t>(), inverse,
                                workspace.data(), workspaceBytes, stream));
@@ -769,8 +772,9 @@ TEST(CudaKernels, SettledOffsetsChainMatchesPlainInAGraph) {
       cudaStream_t stream;
       ASSERT_OK(cudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream",
                            __FILE__, __LINE__));
+      cuda::detail::noteStream(stream); // programmatic launches in the capture
       if (settled)
-        ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+        ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed),
                              "capture", __FILE__, __LINE__));
       Status status =
           cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
@@ -795,8 +799,11 @@ TEST(CudaKernels, SettledOffsetsChainMatchesPlainInAGraph) {
       if (settled) {
         cudaGraph_t graph = nullptr;
         cudaGraphExec_t exec = nullptr;
-        ASSERT_OK(cudaStatus(cudaStreamEndCapture(stream, &graph), "capture", __FILE__, __LINE__));
+        cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+        if (ended != cudaSuccess)
+          cudaGetLastError(); // not left for the next test's calls to find
         ASSERT_OK(status);
+        ASSERT_OK(cudaStatus(ended, "capture", __FILE__, __LINE__));
         ASSERT_OK(cudaStatus(cudaGraphInstantiate(&exec, graph, 0), "graph", __FILE__, __LINE__));
         ASSERT_OK(cudaStatus(cudaGraphLaunch(exec, stream), "graph launch", __FILE__, __LINE__));
         ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));

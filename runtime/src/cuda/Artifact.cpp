@@ -2,6 +2,8 @@
 
 #include "moec/runtime/cuda/Artifact.h"
 
+#include "DependentLaunch.cuh"
+
 #include "moec/runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -23,6 +25,9 @@ DeviceModel::~DeviceModel() {
 Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
                            uint64_t workspaceBytes) {
   MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // Known non-blocking before its graphs are captured: their launches are
+  // programmatic (DependentLaunch.cuh).
+  detail::noteStream(stream_);
   MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(weightsBytes, weights_).withContext(
       "allocating " + std::to_string(weightsBytes) + " bytes of device memory for the weights"));
   MOEC_RETURN_IF_ERROR(uploadThroughPinned(weights, weightsBytes, weights_.data())

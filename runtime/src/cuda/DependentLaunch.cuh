@@ -26,9 +26,11 @@
 
 #include <cuda_runtime.h>
 
-#include <utility>
+#include <mutex>
+#include <unordered_map>
 
 namespace moec::rt::cuda {
+#ifdef __CUDACC__
 namespace device {
 
 /// Waits for the grids this one depends on (complete, writes visible), then
@@ -44,23 +46,40 @@ __device__ __forceinline__ void awaitPrerequisites() {
 }
 
 } // namespace device
+#endif
 
 namespace detail {
 
 /// Whether a launch on `stream` may be programmatic. Not while a blocking
 /// stream (one that synchronises with the legacy default stream) is being
-/// captured: the capture refuses such a launch as an implicit dependency on the
-/// legacy stream (seen on the H200, v16). The artifacts' streams are
-/// non-blocking, so their graphs keep the programmatic edges.
+/// captured: the capture refuses such a launch as an implicit dependency on
+/// the legacy stream (v16, call 2). Asking a capturing stream for its flags
+/// would itself invalidate the capture (call 3), so the flags are asked while
+/// the stream is not capturing (noteStream, and every launch outside a
+/// capture) and remembered; a captured stream not seen before launches
+/// plainly. A handle reused by a new stream is looked up again at its first
+/// launch outside a capture.
 inline bool programmaticLaunchAllowed(cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::unordered_map<cudaStream_t, bool> nonBlocking;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-      capture == cudaStreamCaptureStatusNone)
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  if (capture == cudaStreamCaptureStatusNone) {
+    unsigned flags = 0;
+    if (stream && cudaStreamGetFlags(stream, &flags) == cudaSuccess)
+      nonBlocking[stream] = (flags & cudaStreamNonBlocking) != 0;
     return true;
-  unsigned flags = 0;
-  return stream && cudaStreamGetFlags(stream, &flags) == cudaSuccess &&
-         (flags & cudaStreamNonBlocking);
+  }
+  auto it = nonBlocking.find(stream);
+  return it != nonBlocking.end() && it->second;
 }
+
+/// Remembers `stream`'s flags before it is captured (DeviceModel::create).
+inline void noteStream(cudaStream_t stream) { programmaticLaunchAllowed(stream); }
 
 /// `kernel<<<grid, block, shared, stream>>>(args...)` with programmatic
 /// stream serialisation where allowed; `kernel` must start with
