@@ -226,19 +226,20 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
       "stream", __FILE__, __LINE__));
   cuda::detail::noteStream(stream);
   // A failed call must not leave the stream capturing (every later test would
-  // fail with it).
-  struct EndCaptureOnExit {
+  // fail with it); the stream is destroyed on every way out.
+  struct DestroyOnExit {
     cudaStream_t stream;
-    ~EndCaptureOnExit() {
+    ~DestroyOnExit() {
       cudaStreamCaptureStatus status;
       cudaGraph_t graph = nullptr;
       if (cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
           status != cudaStreamCaptureStatusNone &&
           cudaStreamEndCapture(stream, &graph) == cudaSuccess)
         cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
       cudaGetLastError();
     }
-  } endCapture{stream};
+  } destroyStream{stream};
   int32_t *inverse = sortsInverse ? dRowOfSlot.dataAs<int32_t>() : nullptr;
   if (sortsInverse)
     ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "capture",
@@ -275,7 +276,6 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
     ASSERT_OK(cudaStatus(cudaGraphDestroy(graph), "graph", __FILE__, __LINE__));
   }
   ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
-  ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "stream", __FILE__, __LINE__));
 
   EXPECT_EQ(download<int32_t>(dPerm, S), perm);
   EXPECT_EQ(download<int32_t>(dOffsets, E), offsets);
