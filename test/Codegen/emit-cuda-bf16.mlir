@@ -58,6 +58,12 @@
 // RUN: FileCheck %s --check-prefix=ARGUMENTS < %t/arguments/model.cu
 // ARGUMENTS: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(in0, T, 16, w0, 4, 8, in1, nullptr, Epilogue{}, v0, stream));
 // ARGUMENTS-NOT: SettledOffsets
+// Rows permuted by one sort, offsets from another emitted right before: plain too.
+// RUN: moec compile %S/Inputs/grouped-matmul-other-sort.mlir --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/other-sort
+// RUN: FileCheck %s --check-prefix=OTHER-SORT < %t/other-sort/model.cu
+// OTHER-SORT: MOEC_RETURN_IF_ERROR(sortByExpert(in2, T, 4, 0, v5, v6, v7, v8,
+// OTHER-SORT-NEXT: // moe.grouped_matmul
+// OTHER-SORT-NEXT: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(v4, T, 16, w0, 4, 8, v6, nullptr, Epilogue{}, v9, stream));
 
 // weights.bin holds the f32 router and the expert weights' bf16 bits (each
 // tensor 256-byte aligned); f32 would be 2048 + 2 * (81920 + 40960) bytes of

@@ -893,9 +893,17 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     // After a permute or a grouped matmul, the sort that wrote the offsets ran
     // at least two launches before: the kernel may stream its first weights
     // while its predecessor still runs.
+    // The rows' producer must hang off the same sort (the permute of its
+    // permutation, or a grouped matmul on the same offsets), so that it, a
+    // launch of its own, comes between that sort and this kernel.
+    auto sort = op.getOffsets().getDefiningOp<moe::SortOp>();
     Operation *rowsFrom = op.getLhs().getDefiningOp();
-    bool settled = cuda && isa_and_nonnull<moe::PermuteOp, moe::GroupedMatmulOp>(rowsFrom) &&
-                   isa_and_nonnull<moe::SortOp>(op.getOffsets().getDefiningOp());
+    bool settled = false;
+    if (auto permute = dyn_cast_or_null<moe::PermuteOp>(rowsFrom))
+      settled = sort && permute.getPermutation() == sort.getPermutation();
+    else if (auto before = dyn_cast_or_null<moe::GroupedMatmulOp>(rowsFrom))
+      settled = sort && before.getOffsets() == op.getOffsets();
+    settled = settled && cuda;
     kernel(settled ? "groupedMatmulBF16SettledOffsets" : "groupedMatmulBF16", args);
     return success();
   }
