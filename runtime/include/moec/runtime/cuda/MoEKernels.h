@@ -148,8 +148,9 @@ Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_
 /// on `stream` (by the sort, with a permute or a grouped matmul between): its
 /// mma.sync tiles request their first stages' weights while the launch before
 /// still runs (a programmatic dependent launch, DependentLaunch.cuh), and wait
-/// only before reading rows. The codegen calls it for the projections after a
-/// permute or a grouped matmul.
+/// only before reading rows. The codegen calls it for a projection whose rows
+/// come from the permute of the same sort, or from a grouped matmul on the same
+/// offsets.
 template <typename Lhs, typename Out>
 Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
                                        const uint16_t *weightsBF16, int64_t experts, int64_t n,
