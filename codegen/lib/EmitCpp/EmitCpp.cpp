@@ -215,6 +215,16 @@ private:
     workspaceBytes = alignUp(offset + bytes);
     return offset;
   }
+  /// A new `int32_t *` variable over `count` int32 of the workspace (`count`
+  /// per token: sized for max tokens); returns its name.
+  std::string workspaceInt32(const Dim &count) {
+    std::string var = "v" + std::to_string(nextVar++);
+    uint64_t offset =
+        reserve(4 * static_cast<uint64_t>(count.size) * (count.perToken ? maxTokens : 1));
+    decl("int32_t *" + var + " = reinterpret_cast<int32_t *>(workspace + " +
+         std::to_string(offset) + ");");
+    return var;
+  }
   /// One kernel call: on the CPU with the thread pool first (`pool`), on CUDA
   /// with the stream last and its Status checked.
   void kernel(StringRef name, std::vector<std::string> args, bool pool = true) {
@@ -779,11 +789,7 @@ LogicalResult Emitter::emitSort(moe::SortOp op) {
   if ((*ids)->elementType.isInteger(64)) {
     // The kernel sorts i32 ids; an i64 id outside i32's range is no local
     // expert either, so it becomes -1, which sorts into the sentinel tail.
-    idsVar = "v" + std::to_string(nextVar++);
-    uint64_t offset =
-        reserve(4 * static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
-    decl("int32_t *" + idsVar + " = reinterpret_cast<int32_t *>(workspace + " +
-         std::to_string(offset) + ");");
+    idsVar = workspaceInt32(*slots);
     if (cuda) {
       kernel("narrowIds", {(*ids)->var, dimExpr(*slots), idsVar});
     } else {
@@ -802,11 +808,7 @@ LogicalResult Emitter::emitSort(moe::SortOp op) {
                                    (*numValid)->var};
   if (cuda) {
     // The inverse permutation, one int32 per slot (sortByExpert).
-    std::string rowOfSlot = "v" + std::to_string(nextVar++);
-    uint64_t offset =
-        reserve(4 * static_cast<uint64_t>(slots->size) * (slots->perToken ? maxTokens : 1));
-    decl("int32_t *" + rowOfSlot + " = reinterpret_cast<int32_t *>(workspace + " +
-         std::to_string(offset) + ");");
+    std::string rowOfSlot = workspaceInt32(*slots);
     inverseOf[op.getPermutation()] = rowOfSlot;
     args.push_back(rowOfSlot);
     // CUB's workspace, sized for max tokens when the model is created.
@@ -1106,22 +1108,16 @@ LogicalResult Emitter::emitCombine(moe::CombineOp op) {
                                    addend,
                                    gate,
                                    (*out)->var};
-  if (cuda && inverseOf.count(op.getPermutation())) {
+  if (std::string inverse = inverseOrNull(op.getPermutation()); cuda && inverse != "nullptr") {
     // The sort's inverse permutation, already on the device.
-    kernel("combineRows", {(*rows)->var, inverseOf[op.getPermutation()], dimExpr((*rows)->dims[1]),
-                           (*weights)->var, dimExpr(tokens), dimExpr((*weights)->dims[1]), addend,
-                           gate, (*out)->var});
+    kernel("combineRows",
+           {(*rows)->var, inverse, dimExpr((*rows)->dims[1]), (*weights)->var, dimExpr(tokens),
+            dimExpr((*weights)->dims[1]), addend, gate, (*out)->var});
     return success();
   }
   if (cuda) {
     // The inverse permutation: one int32 per slot.
-    Dim slots = (*permutation)->dims[0];
-    std::string rowOfSlot = "v" + std::to_string(nextVar++);
-    uint64_t offset =
-        reserve(4 * static_cast<uint64_t>(slots.size) * (slots.perToken ? maxTokens : 1));
-    decl("int32_t *" + rowOfSlot + " = reinterpret_cast<int32_t *>(workspace + " +
-         std::to_string(offset) + ");");
-    args.insert(args.end() - 1, rowOfSlot);
+    args.insert(args.end() - 1, workspaceInt32((*permutation)->dims[0]));
   }
   kernel("combine", args);
   return success();

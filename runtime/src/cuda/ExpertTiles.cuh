@@ -234,17 +234,11 @@ __device__ inline void weightRowsOfThread(const Layout &p, int64_t columnTile,
   }
 }
 
-/// The cp.async pipeline over `tiles` K tiles: STAGES - 1 in flight ahead of the
-/// one computed. load(kt, stage) issues tile kt's copies into `stage`;
-/// compute(kt, stage) consumes it once it has arrived.
+/// The cp.async pipeline's steady state, once its prologue has committed the
+/// first STAGES - 1 stages: each step waits for stage kt, refills the stage
+/// consumed the step before, and computes on stage kt.
 template <int STAGES, typename Load, typename Compute>
-__device__ inline void runPipeline(int64_t tiles, Load &&load, Compute &&compute) {
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles)
-      load(int64_t(s), s);
-    commitGroup();
-  }
+__device__ inline void pipelineSteps(int64_t tiles, Load &&load, Compute &&compute) {
   for (int64_t kt = 0; kt < tiles; ++kt) {
     waitGroup<STAGES - 2>();
     __syncthreads();
@@ -256,6 +250,20 @@ __device__ inline void runPipeline(int64_t tiles, Load &&load, Compute &&compute
     compute(kt, static_cast<int>(kt % STAGES));
   }
   waitGroup<0>();
+}
+
+/// The cp.async pipeline over `tiles` K tiles: STAGES - 1 in flight ahead of the
+/// one computed. load(kt, stage) issues tile kt's copies into `stage`;
+/// compute(kt, stage) consumes it once it has arrived.
+template <int STAGES, typename Load, typename Compute>
+__device__ inline void runPipeline(int64_t tiles, Load &&load, Compute &&compute) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles)
+      load(int64_t(s), s);
+    commitGroup();
+  }
+  pipelineSteps<STAGES>(tiles, load, compute);
 }
 
 /// runPipeline for a dependent launch whose weights are constants and whose
@@ -280,18 +288,13 @@ __device__ inline void runPipelinePrefetched(int64_t tiles, LoadWeights &&loadWe
       loadRows(int64_t(s), s);
     commitGroup();
   }
-  for (int64_t kt = 0; kt < tiles; ++kt) {
-    waitGroup<STAGES - 2>();
-    __syncthreads();
-    int64_t next = kt + STAGES - 1;
-    if (next < tiles) {
-      loadWeights(next, static_cast<int>(next % STAGES));
-      loadRows(next, static_cast<int>(next % STAGES));
-    }
-    commitGroup();
-    compute(kt, static_cast<int>(kt % STAGES));
-  }
-  waitGroup<0>();
+  pipelineSteps<STAGES>(
+      tiles,
+      [&](int64_t kt, int stage) {
+        loadWeights(kt, stage);
+        loadRows(kt, stage);
+      },
+      compute);
 }
 
 /// Sizes the grid for `slots` rows in tiles of `tok`: the column tiles, and the

@@ -391,13 +391,9 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
     return launchQuantize(hidden, slots, hiddenSize, numValid, permutation, topK, q, scales,
                           stream);
   detail::StreamScratch scratch(stream);
-  const int32_t *slotOf = rowOfSlot;
-  if (!slotOf) {
-    int32_t *inverse = nullptr;
-    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), inverse));
-    MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, inverse, stream));
-    slotOf = inverse;
-  }
+  const int32_t *slotOf = nullptr;
+  MOEC_RETURN_IF_ERROR(
+      detail::inversePermutation(rowOfSlot, permutation, slots, numValid, scratch, stream, slotOf));
   int64_t tokens = slots / topK, groups = (hiddenSize + kBlockK - 1) / kBlockK;
   int64_t blocks = std::min<int64_t>((tokens * groups * 32 + 255) / 256, 65535);
   return detail::launchDependent(quantizeTokensToSlotsKernel, dim3(static_cast<unsigned>(blocks)),

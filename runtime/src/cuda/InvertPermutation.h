@@ -9,6 +9,7 @@
 #ifndef MOEC_RUNTIME_SRC_CUDA_INVERTPERMUTATION_H
 #define MOEC_RUNTIME_SRC_CUDA_INVERTPERMUTATION_H
 
+#include "StreamScratch.h"
 #include "moec/runtime/Status.h"
 
 #include <cuda_runtime_api.h>
@@ -26,6 +27,12 @@ inline constexpr int64_t kPermuteByTokenMinSlots = 4096;
 /// slotOf[0, slots); on `stream`.
 Status invertPermutation(const int32_t *permutation, int64_t slots, const int32_t *numValid,
                          int32_t *slotOf, cudaStream_t stream);
+
+/// The token-major passes' slotOf: `rowOfSlot` where the caller has the sort's
+/// inverse (sortByExpert), else the permutation inverted into `scratch`.
+Status inversePermutation(const int32_t *rowOfSlot, const int32_t *permutation, int64_t slots,
+                          const int32_t *numValid, StreamScratch &scratch, cudaStream_t stream,
+                          const int32_t *&slotOf);
 
 } // namespace moec::rt::cuda::detail
 

@@ -713,6 +713,20 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
   return Status::ok();
 }
 
+Status detail::inversePermutation(const int32_t *rowOfSlot, const int32_t *permutation,
+                                  int64_t slots, const int32_t *numValid, StreamScratch &scratch,
+                                  cudaStream_t stream, const int32_t *&slotOf) {
+  if (rowOfSlot) {
+    slotOf = rowOfSlot;
+    return Status::ok();
+  }
+  int32_t *inverse = nullptr;
+  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), inverse));
+  MOEC_RETURN_IF_ERROR(invertPermutation(permutation, slots, numValid, inverse, stream));
+  slotOf = inverse;
+  return Status::ok();
+}
+
 Status detail::invertPermutation(const int32_t *permutation, int64_t slots,
                                  const int32_t *numValid, int32_t *slotOf, cudaStream_t stream) {
   // -1 everywhere (bytes 0xFF), then the valid slots: sentinel pairs stay -1.
@@ -737,13 +751,9 @@ Status permuteRows(const float *hidden, int64_t hiddenSize, const int32_t *permu
                                    topK, rows);
   }
   detail::StreamScratch scratch(stream);
-  const int32_t *slotOf = rowOfSlot;
-  if (!slotOf) {
-    int32_t *inverse = nullptr;
-    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots), inverse));
-    MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, inverse, stream));
-    slotOf = inverse;
-  }
+  const int32_t *slotOf = nullptr;
+  MOEC_RETURN_IF_ERROR(
+      detail::inversePermutation(rowOfSlot, permutation, slots, numValid, scratch, stream, slotOf));
   int64_t tokens = slots / topK;
   return detail::launchDependent(permuteByTokenKernel<Row>, dim3(blocksFor(tokens, 1, 16 * kSMs)),
                                  dim3(256), 0, stream, hidden, hiddenSize, slotOf, tokens, topK,
