@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -740,6 +741,53 @@ TEST(CudaKernels, TensorCoreGroupedMatmulFewSlots) {
   }
 }
 
+/// Runs `chain` (which enqueues on the stream it is given) on a new
+/// non-blocking stream known to DependentLaunch.cuh: launched eagerly, or
+/// captured in a CUDA graph (programmatic edges) and replayed; then waits.
+void runChain(bool captured, const std::function<Status(cudaStream_t)> &chain) {
+  cudaStream_t stream;
+  ASSERT_OK(cudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream",
+                       __FILE__, __LINE__));
+  cuda::detail::noteStream(stream);
+  if (captured)
+    ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "capture",
+                         __FILE__, __LINE__));
+  Status status = chain(stream);
+  if (captured) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (ended != cudaSuccess)
+      cudaGetLastError(); // not left for the next test's calls to find
+    ASSERT_OK(status);
+    ASSERT_OK(cudaStatus(ended, "capture", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphInstantiate(&exec, graph, 0), "graph", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphLaunch(exec, stream), "graph launch", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphExecDestroy(exec), "graph", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaGraphDestroy(graph), "graph", __FILE__, __LINE__));
+  }
+  ASSERT_OK(status);
+  ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+  ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "stream", __FILE__, __LINE__));
+}
+
+/// The first `valid` rows of `dY` ([*, H] f32), each element written (poison is NaN).
+void downloadValidRows(const DeviceBuffer &dValid, const DeviceBuffer &dY, int64_t H,
+                       std::vector<float> &rows) {
+  int32_t valid = download<int32_t>(dValid, 1)[0];
+  ASSERT_GT(valid, 0);
+  rows = download<float>(dY, size_t(valid) * H);
+  for (float v : rows)
+    ASSERT_FALSE(std::isnan(v)) << "a valid row was not written";
+}
+
+void expectSameBits(const std::vector<float> (&results)[2]) {
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i)
+    ASSERT_EQ(results[0][i], results[1][i]) << "down row element " << i;
+}
+
 /// The decode chain as an artifact runs it, captured in a CUDA graph on a
 /// non-blocking stream: sort, bf16 permute, then both projections with settled
 /// offsets (their first weights requested before the predecessor completes,
@@ -769,59 +817,109 @@ TEST(CudaKernels, SettledOffsetsChainMatchesPlainInAGraph) {
       DeviceBuffer workspace = poisoned(workspaceBytes), dPerm = poisoned(S * 4),
                    dOffsets = poisoned(E * 4), dValid = poisoned(4), dInverse = poisoned(S * 4),
                    dRows = poisoned(S * H * 2), dH = poisoned(S * I * 2), dY = poisoned(S * H * 4);
-      cudaStream_t stream;
-      ASSERT_OK(cudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream",
-                           __FILE__, __LINE__));
-      cuda::detail::noteStream(stream); // programmatic launches in the capture
-      if (settled)
-        ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed),
-                             "capture", __FILE__, __LINE__));
-      Status status =
-          cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
-                             dOffsets.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
-                             dInverse.dataAs<int32_t>(), workspace.data(), workspaceBytes, stream);
-      if (status)
-        status =
-            cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
-                          dInverse.dataAs<int32_t>(), S, K, dRows.dataAs<cuda::BF16>(), stream);
-      auto matmul = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, cuda::BF16>
-                            : cuda::groupedMatmulBF16<cuda::BF16, cuda::BF16>;
-      auto matmulDown = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, float>
-                                : cuda::groupedMatmulBF16<cuda::BF16, float>;
-      if (status)
-        status = matmul(dRows.dataAs<cuda::BF16>(), S, H, dGateUp.dataAs<uint16_t>(), E, 2 * I,
-                        dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<cuda::BF16>(), stream,
-                        cuda::BF16Tile::Auto);
-      if (status)
-        status = matmulDown(dH.dataAs<cuda::BF16>(), S, I, dDown.dataAs<uint16_t>(), E, H,
-                            dOffsets.dataAs<int32_t>(), nullptr, {}, dY.dataAs<float>(), stream,
-                            cuda::BF16Tile::Auto);
-      if (settled) {
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-        if (ended != cudaSuccess)
-          cudaGetLastError(); // not left for the next test's calls to find
-        ASSERT_OK(status);
-        ASSERT_OK(cudaStatus(ended, "capture", __FILE__, __LINE__));
-        ASSERT_OK(cudaStatus(cudaGraphInstantiate(&exec, graph, 0), "graph", __FILE__, __LINE__));
-        ASSERT_OK(cudaStatus(cudaGraphLaunch(exec, stream), "graph launch", __FILE__, __LINE__));
-        ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
-        ASSERT_OK(cudaStatus(cudaGraphExecDestroy(exec), "graph", __FILE__, __LINE__));
-        ASSERT_OK(cudaStatus(cudaGraphDestroy(graph), "graph", __FILE__, __LINE__));
-      }
-      ASSERT_OK(status);
-      ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
-      ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "stream", __FILE__, __LINE__));
-      int32_t valid = download<int32_t>(dValid, 1)[0];
-      ASSERT_GT(valid, 0);
-      results[settled] = download<float>(dY, size_t(valid) * H);
-      for (float v : results[settled])
-        ASSERT_FALSE(std::isnan(v)) << "a valid row was not written";
+      runChain(settled, [&](cudaStream_t stream) -> Status {
+        Status status = cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
+                                           dOffsets.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
+                                           dInverse.dataAs<int32_t>(), workspace.data(),
+                                           workspaceBytes, stream);
+        if (status)
+          status = cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                                 dValid.dataAs<int32_t>(), dInverse.dataAs<int32_t>(), S, K,
+                                 dRows.dataAs<cuda::BF16>(), stream);
+        auto matmul = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, cuda::BF16>
+                              : cuda::groupedMatmulBF16<cuda::BF16, cuda::BF16>;
+        auto matmulDown = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, float>
+                                  : cuda::groupedMatmulBF16<cuda::BF16, float>;
+        if (status)
+          status = matmul(dRows.dataAs<cuda::BF16>(), S, H, dGateUp.dataAs<uint16_t>(), E, 2 * I,
+                          dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<cuda::BF16>(), stream,
+                          cuda::BF16Tile::Auto);
+        if (status)
+          status = matmulDown(dH.dataAs<cuda::BF16>(), S, I, dDown.dataAs<uint16_t>(), E, H,
+                              dOffsets.dataAs<int32_t>(), nullptr, {}, dY.dataAs<float>(), stream,
+                              cuda::BF16Tile::Auto);
+        return status;
+      });
+      ASSERT_NO_FATAL_FAILURE(downloadValidRows(dValid, dY, H, results[settled]));
     }
-    ASSERT_EQ(results[0].size(), results[1].size());
-    for (size_t i = 0; i < results[0].size(); ++i)
-      ASSERT_EQ(results[0][i], results[1][i]) << "down row element " << i;
+    ASSERT_NO_FATAL_FAILURE(expectSameBits(results));
+  }
+}
+
+/// The FP8 decode chain as an artifact runs it, in a CUDA graph on a known
+/// non-blocking stream: sort, permute-and-quantise, the gate/up matmul with its
+/// result quantised, the down matmul, both with settled offsets (weights
+/// requested before the wait), against the same chain launched plainly,
+/// eagerly: the same bits. T = 3 and 7 of top-2 over 8 experts: the 8-row
+/// mma.sync tiles (fewer than 16 slots); K = 256 and 128.
+TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
+  std::mt19937 rng(43);
+  const int64_t E = 8, H = 256, I = 64, K = 2;
+  for (int64_t T : {3, 7}) {
+    SCOPED_TRACE("tokens " + std::to_string(T));
+    const int64_t S = T * K;
+    auto x = randomVector(T * H, rng);
+    auto codes = [&](int64_t count) {
+      std::vector<uint8_t> q(count);
+      std::uniform_int_distribution<int> code(0, 0x7E), sign(0, 1);
+      for (uint8_t &c : q)
+        c = static_cast<uint8_t>(code(rng) | (sign(rng) ? 0x80 : 0));
+      return q;
+    };
+    auto blockScales = [&](int64_t count) {
+      std::vector<float> v(count);
+      std::uniform_real_distribution<float> positive(1e-3f, 4e-3f);
+      for (float &f : v)
+        f = positive(rng);
+      return v;
+    };
+    std::vector<uint8_t> gateUp = codes(E * 2 * I * H), down = codes(E * H * I);
+    std::vector<float> gateUpScales = blockScales(E * ((2 * I + 127) / 128) * ((H + 127) / 128)),
+                       downScales = blockScales(E * ((H + 127) / 128) * ((I + 127) / 128));
+    std::vector<int32_t> ids(S);
+    for (auto &id : ids)
+      id = static_cast<int32_t>(rng() % (E + 1)); // E: a sentinel
+    ids[0] = 0;
+    DeviceBuffer dX = upload(x), dIds = upload(ids), dGateUp = upload(gateUp), dDown = upload(down),
+                 dGateUpScales = upload(gateUpScales), dDownScales = upload(downScales);
+    size_t workspaceBytes = 0;
+    ASSERT_OK(cuda::sortWorkspaceBytes(S, workspaceBytes));
+    const cpu::Epilogue act{true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated};
+    std::vector<float> results[2];
+    for (int settled = 0; settled < 2; ++settled) {
+      DeviceBuffer workspace = poisoned(workspaceBytes), dPerm = poisoned(S * 4),
+                   dOffsets = poisoned(E * 4), dValid = poisoned(4), dInverse = poisoned(S * 4),
+                   dRows = poisoned(S * H), dRowScales = poisoned(S * ((H + 127) / 128) * 4),
+                   dH = poisoned(S * I), dHScales = poisoned(S * ((I + 127) / 128) * 4),
+                   dY = poisoned(S * H * 4);
+      runChain(settled, [&](cudaStream_t stream) -> Status {
+        Status status = cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
+                                           dOffsets.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
+                                           dInverse.dataAs<int32_t>(), workspace.data(),
+                                           workspaceBytes, stream);
+        if (status)
+          status = cuda::permuteQuantizeE4M3(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
+                                             dValid.dataAs<int32_t>(), dInverse.dataAs<int32_t>(),
+                                             S, K, dRows.dataAs<uint8_t>(),
+                                             dRowScales.dataAs<float>(), stream);
+        auto gateUpMatmul = settled ? cuda::groupedMatmulFP8QuantizedSettledOffsets
+                                    : cuda::groupedMatmulFP8Quantized;
+        auto downMatmul = settled ? cuda::groupedMatmulFP8SettledOffsets : cuda::groupedMatmulFP8;
+        if (status)
+          status = gateUpMatmul(dRows.dataAs<uint8_t>(), S, dRowScales.dataAs<float>(), H,
+                                dGateUp.dataAs<uint8_t>(), dGateUpScales.dataAs<float>(), E, 2 * I,
+                                dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<uint8_t>(),
+                                dHScales.dataAs<float>(), stream, cuda::FP8Tile::Auto);
+        if (status)
+          status = downMatmul(dH.dataAs<uint8_t>(), S, dHScales.dataAs<float>(), I,
+                              dDown.dataAs<uint8_t>(), dDownScales.dataAs<float>(), E, H,
+                              dOffsets.dataAs<int32_t>(), nullptr, {}, dY.dataAs<float>(), stream,
+                              cuda::FP8Tile::Auto);
+        return status;
+      });
+      ASSERT_NO_FATAL_FAILURE(downloadValidRows(dValid, dY, H, results[settled]));
+    }
+    ASSERT_NO_FATAL_FAILURE(expectSameBits(results));
   }
 }
 

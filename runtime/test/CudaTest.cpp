@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -164,6 +165,44 @@ TEST(Cuda, GraphCacheRunsInPlaceOnlyOnDeviceBuffersItMayKeep) {
   target = nullptr; // a capture now would fail: the cached graph must replay
   ASSERT_OK(graphs.run(4, stream, compute, &input, 1, &output, 1));
   EXPECT_EQ(runs, int(cuda::GraphCache::kMaxInPlace)); // replayed, not captured
+  ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+  cudaStreamDestroy(stream);
+}
+
+/// A capture that fails (here: compute itself fails while captured) leaves
+/// the run eager from then on, says so once on stderr, and the eager run's own
+/// result is what the caller gets.
+TEST(Cuda, GraphCacheFallsBackToEagerAndSaysSo) {
+  if (const char *graphs = std::getenv("MOEC_CUDA_GRAPHS"); graphs && std::strcmp(graphs, "0") == 0)
+    GTEST_SKIP() << "MOEC_CUDA_GRAPHS=0: nothing is captured";
+  DeviceBuffer device;
+  ASSERT_OK(DeviceBuffer::allocate(256, device));
+  cudaStream_t stream = nullptr;
+  ASSERT_OK(cudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream",
+                       __FILE__, __LINE__));
+  cuda::GraphCache graphs;
+  int runs = 0;
+  auto compute = [&]() -> Status {
+    ++runs;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    MOEC_CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+      return Status::error("refused while captured");
+    MOEC_CUDA_TRY(cudaMemsetAsync(device.data(), 0, 256, stream));
+    return Status::ok();
+  };
+  testing::internal::CaptureStderr();
+  Status first = graphs.run(3, stream, compute);
+  Status second = graphs.run(3, stream, compute);
+  std::string said = testing::internal::GetCapturedStderr();
+  ASSERT_OK(first);
+  ASSERT_OK(second);
+  EXPECT_EQ(runs, 3); // the failed capture, its eager rerun, the second call eagerly
+  EXPECT_NE(said.find("capturing the CUDA graph for 3 tokens failed (refused while captured); "
+                      "running without CUDA graphs"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("moec:"), said.rfind("moec:")) << "said more than once: " << said;
   ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
   cudaStreamDestroy(stream);
 }

@@ -118,5 +118,5 @@
 // RUN: FileCheck %s --check-prefix=FP8 < %t/deepseek-fp8/model.cu
 // FP8-NOT: interleaveGateUp
 // FP8-NOT: BF16 *
-// FP8: groupedMatmulFP8Quantized(
+// FP8: groupedMatmulFP8QuantizedSettledOffsets(
 // FP8-NOT: quantizeE4M3(

@@ -25,9 +25,11 @@
 // The gate/up matmul is fused into the second quantize: its f32 result is
 // never written (the epilogue pass quantises), so no quantizeE4M3 remains.
 // FP8-EXPERTS: // (fused into the moe.quantize below)
-// FP8-EXPERTS: groupedMatmulFP8Quantized([[Q]], 2 * T, [[S]], 64, {{w[0-9]+}}, {{w[0-9]+}}, 8, 80, [[OFFSETS:v[0-9]+]], nullptr, Epilogue{true, {{.*}}}, [[Q2:v[0-9]+]], [[S2:v[0-9]+]], stream)
+// Both after launches that hang off the sort (settled offsets: their first
+// weights are requested before the programmatic wait).
+// FP8-EXPERTS: groupedMatmulFP8QuantizedSettledOffsets([[Q]], 2 * T, [[S]], 64, {{w[0-9]+}}, {{w[0-9]+}}, 8, 80, [[OFFSETS:v[0-9]+]], nullptr, Epilogue{true, {{.*}}}, [[Q2:v[0-9]+]], [[S2:v[0-9]+]], stream)
 // FP8-EXPERTS-NOT: quantizeE4M3(
-// FP8-EXPERTS: groupedMatmulFP8([[Q2]], 2 * T, [[S2]], 40, {{w[0-9]+}}, {{w[0-9]+}}, 8, 64, [[OFFSETS]], nullptr, Epilogue{},
+// FP8-EXPERTS: groupedMatmulFP8SettledOffsets([[Q2]], 2 * T, [[S2]], 40, {{w[0-9]+}}, {{w[0-9]+}}, 8, 64, [[OFFSETS]], nullptr, Epilogue{},
 
 // RUN: not moec compile %t/unknown-op.mlir --target=cuda 2>&1 | FileCheck %s --check-prefix=NOOUT
 // NOOUT: moec: --target=cuda writes an artifact directory; name it with -o DIR

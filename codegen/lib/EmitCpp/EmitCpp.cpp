@@ -300,6 +300,9 @@ private:
   /// An FP8 grouped matmul's kernel arguments up to its epilogue (the result
   /// pointer, or the codes and scales, follow), after its checks.
   FailureOr<std::vector<std::string>> fp8MatmulArgs(moe::GroupedMatmulOp op);
+  /// Whether the sort that wrote `op`'s offsets ran two launches or more
+  /// before it (defined with fp8MatmulRows).
+  bool offsetsSettled(moe::GroupedMatmulOp op);
   /// Its row count (the lhs's rows).
   Dim fp8MatmulRows(moe::GroupedMatmulOp op);
   /// The number of rows of `value` that hold data, as a C++ expression: the
@@ -892,21 +895,7 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     if (k % 8 != 0)
       return unsupported(op, "K = " + std::to_string(k) +
                                  " is not a multiple of 8, which bf16 expert weights need");
-    // After a permute or a grouped matmul, the sort that wrote the offsets ran
-    // at least two launches before: the kernel may stream its first weights
-    // while its predecessor still runs.
-    // The rows' producer must hang off the same sort (the permute of its
-    // permutation, or a grouped matmul on the same offsets), so that it, a
-    // launch of its own, comes between that sort and this kernel.
-    auto sort = op.getOffsets().getDefiningOp<moe::SortOp>();
-    Operation *rowsFrom = op.getLhs().getDefiningOp();
-    bool settled = false;
-    if (auto permute = dyn_cast_or_null<moe::PermuteOp>(rowsFrom))
-      settled = sort && permute.getPermutation() == sort.getPermutation();
-    else if (auto before = dyn_cast_or_null<moe::GroupedMatmulOp>(rowsFrom))
-      settled = sort && before.getOffsets() == op.getOffsets();
-    settled = settled && cuda;
-    kernel(settled ? "groupedMatmulBF16SettledOffsets" : "groupedMatmulBF16", args);
+    kernel(offsetsSettled(op) ? "groupedMatmulBF16SettledOffsets" : "groupedMatmulBF16", args);
     return success();
   }
   kernel("groupedMatmul", args);
@@ -963,8 +952,32 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
   if (failed(out))
     return failure();
   args->push_back((*out)->var);
-  kernel(op.getLhsScales() ? "groupedMatmulFP8" : "groupedMatmulFP8Weights", *args);
+  if (!op.getLhsScales())
+    kernel("groupedMatmulFP8Weights", *args);
+  else
+    kernel(offsetsSettled(op) ? "groupedMatmulFP8SettledOffsets" : "groupedMatmulFP8", *args);
   return success();
+}
+
+/// After the sort that wrote `op`'s offsets, a kernel of its own produced
+/// `op`'s rows: the permute of that sort's permutation (fused into a quantize
+/// or not) or a grouped matmul on the same offsets (quantized or not). So the
+/// sort ran at least two launches before `op`, which may stream its first
+/// weights while its predecessor still runs (groupedMatmul*SettledOffsets).
+/// Any sort would not do: a second one emitted right before `op` would be its
+/// predecessor.
+bool Emitter::offsetsSettled(moe::GroupedMatmulOp op) {
+  auto sort = op.getOffsets().getDefiningOp<moe::SortOp>();
+  if (!cuda || !sort)
+    return false;
+  Value rows = op.getLhs();
+  if (auto quantize = rows.getDefiningOp<moe::QuantizeOp>())
+    rows = quantize.getInput();
+  if (auto permute = rows.getDefiningOp<moe::PermuteOp>())
+    return permute.getPermutation() == sort.getPermutation();
+  if (auto before = rows.getDefiningOp<moe::GroupedMatmulOp>())
+    return before.getOffsets() == op.getOffsets();
+  return false;
 }
 
 Dim Emitter::fp8MatmulRows(moe::GroupedMatmulOp op) { return values[op.getLhs()].dims[0]; }
@@ -1042,7 +1055,9 @@ LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
     if (failed(codes))
       return failure();
     args->insert(args->end(), {codes->first->var, codes->second->var});
-    kernel("groupedMatmulFP8Quantized", *args);
+    kernel(offsetsSettled(matmul) ? "groupedMatmulFP8QuantizedSettledOffsets"
+                                  : "groupedMatmulFP8Quantized",
+           *args);
     return success();
   }
   auto permute = op.getInput().getDefiningOp<moe::PermuteOp>();

@@ -7,6 +7,7 @@
 #include "moec/runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -119,7 +120,16 @@ Status GraphCache::run(int64_t tokens, cudaStream_t stream, const std::function<
       cudaGraphDestroy(graph);
     if (!status || instantiated != cudaSuccess) {
       // Nothing ran: run eagerly from now on (a kernel's own error, say a bad
-      // argument, is reported by the eager run).
+      // argument, is reported by the eager run). Said once on stderr: every
+      // later call pays a launch per kernel, a cliff no result would show
+      // (v16: a capture invalidated by a stream query ran a whole A/B eagerly).
+      std::fprintf(stderr,
+                   "moec: capturing the CUDA graph for %lld tokens failed (%s); running without "
+                   "CUDA graphs from now on\n",
+                   static_cast<long long>(tokens),
+                   !status                ? status.message().c_str()
+                   : ended != cudaSuccess ? cudaGetErrorString(ended)
+                                          : cudaGetErrorString(instantiated));
       cudaGetLastError();
       enabled_ = false;
       return compute();

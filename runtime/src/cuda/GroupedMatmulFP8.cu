@@ -78,10 +78,13 @@ __device__ inline void copyChunk(unsigned char *dst, const uint8_t *src, int64_t
 template <int TOK, int STAGES, bool VEC16>
 __global__ void __launch_bounds__(kThreads)
 groupedMatmulFP8Kernel(Problem problem) {
-  device::awaitPrerequisites(); // launchTiles: a dependent launch
+  const Layout &p = problem.layout;
+  // launchTiles: a dependent launch. With settled offsets the wait comes after
+  // the first stages' weights are requested (runPipelinePrefetched).
+  if (!p.settledOffsets)
+    device::awaitPrerequisites();
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
-  const Layout &p = problem.layout;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   int64_t rowTile, columnTile, expert, firstRow;
   int rows;
@@ -116,7 +119,7 @@ groupedMatmulFP8Kernel(Problem problem) {
       scaleRow[hi][half] = row >= 0 ? (expert * nBlocks + row / kBlockK) * kBlocks : -1;
     }
 
-  auto loadStage = [&](int64_t kb, int stage) {
+  auto loadWeights = [&](int64_t kb, int stage) {
     unsigned char *base = shared + stage * stageBytes(TOK);
     int64_t k0 = kb * kBlockK;
 #pragma unroll
@@ -126,6 +129,10 @@ groupedMatmulFP8Kernel(Problem problem) {
       copyChunk<VEC16>(base + swizzled(tid / 8 + 16 * i, weightChunk),
                        weightRow[i] ? weightRow[i] + kk : nullptr, valid, problem.weights);
     }
+  };
+  auto loadRows = [&](int64_t kb, int stage) {
+    unsigned char *base = shared + stage * stageBytes(TOK);
+    int64_t k0 = kb * kBlockK;
     unsigned char *rowsTile = base + kWeightRows * kBlockK;
 #pragma unroll
     for (int i = 0; i < kRowChunks; ++i) {
@@ -139,7 +146,7 @@ groupedMatmulFP8Kernel(Problem problem) {
   };
 
   float acc[2][kTokenTiles][4] = {};
-  runPipeline<STAGES>(kBlocks, loadStage, [&](int64_t kb, int stage) {
+  auto compute = [&](int64_t kb, int stage) {
     // The scales of this K block, fetched before the MMAs hide their latency.
     float weightScale[2][2], tokenScale[kTokenTiles][2];
 #pragma unroll
@@ -185,7 +192,19 @@ groupedMatmulFP8Kernel(Problem problem) {
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           acc[half][t][i] += partial[half][t][i] * weightScale[i >= 2][half] * tokenScale[t][i & 1];
-  });
+  };
+  if (p.settledOffsets) {
+    runPipelinePrefetched<STAGES>(
+        kBlocks, loadWeights, loadRows, [] { device::awaitPrerequisites(); }, compute);
+  } else {
+    runPipeline<STAGES>(
+        kBlocks,
+        [&](int64_t kb, int stage) {
+          loadWeights(kb, stage);
+          loadRows(kb, stage);
+        },
+        compute);
+  }
   storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
@@ -401,10 +420,13 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
                                  scales);
 }
 
-Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
-                        const uint8_t *weights, const float *weightScales, int64_t experts,
-                        int64_t n, const int32_t *offsets, const float *bias,
-                        const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile) {
+namespace {
+/// groupedMatmulFP8; `settledOffsets` as for groupedMatmulBF16SettledOffsets.
+Status groupedMatmulFP8Impl(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
+                            const uint8_t *weights, const float *weightScales, int64_t experts,
+                            int64_t n, const int32_t *offsets, const float *bias,
+                            const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile,
+                            bool settledOffsets) {
   if (k % 4 != 0)
     return Status::error("groupedMatmulFP8: K = " + std::to_string(k) +
                          " is not a multiple of 4 (4-byte loads of e4m3 rows)");
@@ -418,6 +440,7 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
             lhsScales,
             weights,
             weightScales};
+  p.layout.settledOffsets = settledOffsets && offsets;
   if (tile == FP8Tile::Auto)
     tile = chooseFP8Tile(slots, experts, k, n, offsets != nullptr);
   switch (tile) {
@@ -438,11 +461,12 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
   return Status::ok();
 }
 
-Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
-                                 int64_t k, const uint8_t *weights, const float *weightScales,
-                                 int64_t experts, int64_t n, const int32_t *offsets,
-                                 const float *bias, const Epilogue &epilogue, uint8_t *q,
-                                 float *scales, cudaStream_t stream, FP8Tile tile) {
+Status groupedMatmulFP8QuantizedImpl(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                     int64_t k, const uint8_t *weights, const float *weightScales,
+                                     int64_t experts, int64_t n, const int32_t *offsets,
+                                     const float *bias, const Epilogue &epilogue, uint8_t *q,
+                                     float *scales, cudaStream_t stream, FP8Tile tile,
+                                     bool settledOffsets) {
   bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
   if (gated && n % 2 != 0)
     return Status::error("groupedMatmulFP8Quantized: gated N = " + std::to_string(n) + " is odd");
@@ -462,10 +486,49 @@ Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float 
   detail::StreamScratch scratch(stream);
   float *result = nullptr;
   MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots * width), result));
-  MOEC_RETURN_IF_ERROR(groupedMatmulFP8(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
-                                        offsets, bias, epilogue, result, stream, tile));
+  MOEC_RETURN_IF_ERROR(groupedMatmulFP8Impl(lhs, slots, lhsScales, k, weights, weightScales,
+                                            experts, n, offsets, bias, epilogue, result, stream,
+                                            tile, settledOffsets));
   return quantizeE4M3(result, slots, width, offsets ? offsets + experts - 1 : nullptr, q, scales,
                       stream);
+}
+} // namespace
+
+Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
+                        const uint8_t *weights, const float *weightScales, int64_t experts,
+                        int64_t n, const int32_t *offsets, const float *bias,
+                        const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile) {
+  return groupedMatmulFP8Impl(lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
+                              bias, epilogue, out, stream, tile, false);
+}
+
+Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                      int64_t k, const uint8_t *weights, const float *weightScales,
+                                      int64_t experts, int64_t n, const int32_t *offsets,
+                                      const float *bias, const Epilogue &epilogue, float *out,
+                                      cudaStream_t stream, FP8Tile tile) {
+  return groupedMatmulFP8Impl(lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
+                              bias, epilogue, out, stream, tile, true);
+}
+
+Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                 int64_t k, const uint8_t *weights, const float *weightScales,
+                                 int64_t experts, int64_t n, const int32_t *offsets,
+                                 const float *bias, const Epilogue &epilogue, uint8_t *q,
+                                 float *scales, cudaStream_t stream, FP8Tile tile) {
+  return groupedMatmulFP8QuantizedImpl(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
+                                       offsets, bias, epilogue, q, scales, stream, tile, false);
+}
+
+Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
+                                               const float *lhsScales, int64_t k,
+                                               const uint8_t *weights, const float *weightScales,
+                                               int64_t experts, int64_t n, const int32_t *offsets,
+                                               const float *bias, const Epilogue &epilogue,
+                                               uint8_t *q, float *scales, cudaStream_t stream,
+                                               FP8Tile tile) {
+  return groupedMatmulFP8QuantizedImpl(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
+                                       offsets, bias, epilogue, q, scales, stream, tile, true);
 }
 
 } // namespace moec::rt::cuda

@@ -59,7 +59,7 @@ struct CallerBuffer {
 /// no allocation) captured as a CUDA graph on the first run with a token count
 /// and replayed on later ones: one launch instead of one per kernel. Up to
 /// kMaxGraphs token counts are kept; others run eagerly, as does everything
-/// when $MOEC_CUDA_GRAPHS is 0 or a capture fails.
+/// when $MOEC_CUDA_GRAPHS is 0 or a capture fails (said once on stderr).
 ///
 /// A run whose buffers are all device memory may read its inputs and write its
 /// outputs in place instead of copying them through the workspace (inPlace);

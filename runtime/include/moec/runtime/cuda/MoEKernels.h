@@ -211,6 +211,14 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
                         const Epilogue &epilogue, float *out, cudaStream_t stream,
                         FP8Tile tile = FP8Tile::Auto);
 
+/// groupedMatmulFP8 with settled offsets, as groupedMatmulBF16SettledOffsets:
+/// its mma.sync tiles request their first stages' weights before the wait.
+Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                      int64_t k, const uint8_t *weights, const float *weightScales,
+                                      int64_t experts, int64_t n, const int32_t *offsets,
+                                      const float *bias, const Epilogue &epilogue, float *out,
+                                      cudaStream_t stream, FP8Tile tile = FP8Tile::Auto);
+
 /// groupedMatmulFP8 followed by quantizeE4M3 of its result, with the same codes
 /// and scales bit for bit: q [slots, N'] e4m3 codes, scales [slots,
 /// ceil(N'/128)], rows at or past offsets[E-1] untouched. On the CUTLASS tiles
@@ -221,6 +229,14 @@ Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float 
                                  int64_t experts, int64_t n, const int32_t *offsets,
                                  const float *bias, const Epilogue &epilogue, uint8_t *q,
                                  float *scales, cudaStream_t stream, FP8Tile tile = FP8Tile::Auto);
+/// groupedMatmulFP8Quantized with settled offsets (groupedMatmulFP8SettledOffsets).
+Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
+                                               const float *lhsScales, int64_t k,
+                                               const uint8_t *weights, const float *weightScales,
+                                               int64_t experts, int64_t n, const int32_t *offsets,
+                                               const float *bias, const Epilogue &epilogue,
+                                               uint8_t *q, float *scales, cudaStream_t stream,
+                                               FP8Tile tile = FP8Tile::Auto);
 
 /// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
 Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
