@@ -195,8 +195,9 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
   cuda::BF16Tile chosen =
       cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated, shape.bias);
   for (cuda::BF16Tile tile :
-       {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64,
-        cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
+       {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok8Warps2, cuda::BF16Tile::Tok16,
+        cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma,
+        cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,
         cuda::BF16Tile::Wgmma128x256C12, cuda::BF16Tile::Wgmma64x256}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
     bool wgmma = cuda::isWgmmaTile(tile);
@@ -271,6 +272,9 @@ int main(int argc, char **argv) {
       {"gpt-oss-120b", "down", 128, 2880, 2880, 4, false, true},
       {"DeepSeek-V3", "gate_up", 256, 2 * 2048, 7168, 8, true, false},
       {"DeepSeek-V3", "down", 256, 7168, 2048, 8, false, false},
+      // The shared expert (moe.linear in the artifact: one expert, every row).
+      {"DeepSeek-V3", "sh_gate_up", 1, 2 * 2048, 7168, 1, true, false},
+      {"DeepSeek-V3", "sh_down", 1, 7168, 2048, 1, false, false},
   };
   std::vector<int64_t> tokenCounts = {1, 4, 16, 128, 1024, 8192};
   if (argc > 1) {

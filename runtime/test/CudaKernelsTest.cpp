@@ -400,8 +400,9 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   roundToBF16(lhs); // the kernel multiplies bf16 rows: give it exactly those
   std::vector<uint16_t> weightsBF16 = roundToBF16(weights);
   for (cuda::BF16Tile tile :
-       {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32,
-        cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256}) {
+       {cuda::BF16Tile::Auto, cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok8Warps2,
+        cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64, cuda::BF16Tile::Wgmma,
+        cuda::BF16Tile::Wgmma128x256}) {
     if (!cuda::bf16TileAvailable(tile))
       continue;
     for (const cpu::Epilogue &epilogue : allEpilogues()) {
@@ -419,12 +420,24 @@ TEST(CudaKernels, TensorCoreGroupedMatmulMatchesCpu) {
   }
 }
 
-/// The 8-row tile's 4-stage pipeline (K <= 1024 over more than two waves of
-/// blocks: 96 experts x 8 column tiles), as Qwen3's down at T = 16 runs it:
-/// one or two rows per expert, some idle, K = 776 (12 stages and a partial one).
+void checkManyBlocks(int64_t K);
+
+/// The 8-row tile over more than two waves of blocks (96 experts x 8 column
+/// tiles: 768 blocks, a tail wave of 108 on 132 SMs), one or two rows per
+/// expert, some idle: with K = 776 (12 stages and a partial one) the 4-stage
+/// pipeline, as Qwen3's down at T = 16 runs it; with K = 1032 the 8-stage one.
+/// (The 2-warp blocks, which Tok8 takes for 133-198 blocks, are tested above
+/// as Tok8Warps2.)
 TEST(CudaKernels, TensorCoreGroupedMatmulShortKManyBlocks) {
+  for (int64_t K : {776, 1032}) {
+    SCOPED_TRACE("K " + std::to_string(K));
+    ASSERT_NO_FATAL_FAILURE(checkManyBlocks(K));
+  }
+}
+
+void checkManyBlocks(int64_t K) {
   std::mt19937 rng(23);
-  const int64_t E = 96, K = 776, N = 1000;
+  const int64_t E = 96, N = 1000;
   std::vector<int32_t> offsets(E);
   int32_t end = 0;
   for (int64_t e = 0; e < E; ++e)
@@ -441,7 +454,7 @@ TEST(CudaKernels, TensorCoreGroupedMatmulShortKManyBlocks) {
     ASSERT_NO_FATAL_FAILURE(runOnGpuAndCpu(cuda::BF16Tile::Tok8, lhs, S, K, weights, weightsBF16, E,
                                            N, offsets, bias, epilogue, want, got));
     ASSERT_NO_FATAL_FAILURE(expectRowsThenUntouchedTail(want, got, valid, outputWidth(epilogue, N),
-                                                        "8-row tiles, 4 stages"));
+                                                        "8-row tiles, many blocks"));
   }
 }
 
@@ -554,8 +567,8 @@ TEST(CudaKernels, TensorCoreGroupedMatmulBF16Activations) {
   // Decode-like (idle experts, partial tiles) on every mma.sync tile, and a
   // prefill shape on the wgmma tiles.
   const std::vector<int32_t> decode = {0, 0, 3, 3, 73, 74, 74, 90, 107, 107, 108, 108};
-  for (cuda::BF16Tile tile :
-       {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
+  for (cuda::BF16Tile tile : {cuda::BF16Tile::Tok8, cuda::BF16Tile::Tok8Warps2,
+                              cuda::BF16Tile::Tok16, cuda::BF16Tile::Tok32, cuda::BF16Tile::Tok64})
     ASSERT_NO_FATAL_FAILURE(checkBF16Activations(264, 200, decode, 113, tile));
   for (cuda::BF16Tile tile :
        {cuda::BF16Tile::Wgmma, cuda::BF16Tile::Wgmma128x256, cuda::BF16Tile::Wgmma128x256C21,

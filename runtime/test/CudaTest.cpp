@@ -207,4 +207,52 @@ TEST(Cuda, GraphCacheFallsBackToEagerAndSaysSo) {
   cudaStreamDestroy(stream);
 }
 
+/// The artifact's side stream (the shared expert's): work queued on it between
+/// forkSide and joinSide sees what the main stream queued before the fork, and
+/// the main stream's work after the join sees its results -- captured into one
+/// graph (an unjoined side stream would fail the capture, and GraphCache would
+/// say so) and eagerly. 16 MiB per copy, so that a missing edge would race.
+TEST(Cuda, DeviceModelSideStreamForksAndJoins) {
+  constexpr size_t kFloats = size_t(4) << 20;
+  constexpr size_t kBytes = kFloats * sizeof(float);
+  const unsigned char weights[256] = {};
+  cuda::DeviceModel model;
+  ASSERT_OK(model.create(weights, sizeof(weights), 3 * kBytes));
+  auto *a = reinterpret_cast<float *>(model.workspace());
+  float *b = a + kFloats, *c = b + kFloats;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> want(kFloats);
+  for (float &v : want)
+    v = value(rng);
+  ASSERT_OK(cudaStatus(cudaMemcpy(a, want.data(), kBytes, cudaMemcpyHostToDevice), "upload",
+                       __FILE__, __LINE__));
+  cudaStream_t stream = model.stream(), side = model.sideStream();
+  ASSERT_NE(side, nullptr);
+  ASSERT_NE(side, stream);
+  auto compute = [&]() -> Status {
+    MOEC_RETURN_IF_ERROR(model.forkSide());
+    MOEC_CUDA_TRY(cudaMemcpyAsync(b, a, kBytes, cudaMemcpyDeviceToDevice, side));
+    MOEC_RETURN_IF_ERROR(model.joinSide());
+    MOEC_CUDA_TRY(cudaMemcpyAsync(c, b, kBytes, cudaMemcpyDeviceToDevice, stream));
+    return Status::ok();
+  };
+  cuda::GraphCache cached; // captured on the first pass, replayed on the second
+  for (const char *mode : {"captured", "replayed", "eager"}) {
+    SCOPED_TRACE(mode);
+    ASSERT_OK(cudaStatus(cudaMemsetAsync(b, 0xFF, 2 * kBytes, stream), "poison", __FILE__,
+                         __LINE__)); // NaN in b and c
+    testing::internal::CaptureStderr();
+    Status status = std::strcmp(mode, "eager") == 0 ? compute() : cached.run(7, stream, compute);
+    std::string said = testing::internal::GetCapturedStderr();
+    ASSERT_OK(status);
+    EXPECT_EQ(said, "") << "the capture fell back to eager";
+    std::vector<float> got(kFloats);
+    ASSERT_OK(cudaStatus(cudaMemcpyAsync(got.data(), c, kBytes, cudaMemcpyDeviceToHost, stream),
+                         "download", __FILE__, __LINE__));
+    ASSERT_OK(cudaStatus(cudaStreamSynchronize(stream), "sync", __FILE__, __LINE__));
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), kBytes), 0);
+  }
+}
+
 } // namespace

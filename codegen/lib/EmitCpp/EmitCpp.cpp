@@ -31,9 +31,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Alignment.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -229,7 +230,7 @@ private:
   /// with the stream last and its Status checked.
   void kernel(StringRef name, std::vector<std::string> args, bool pool = true) {
     if (cuda) {
-      args.push_back("stream");
+      args.push_back(streamExpr);
       line("MOEC_RETURN_IF_ERROR(" + name.str() + "(" + llvm::join(args, ", ") + "));");
       return;
     }
@@ -362,6 +363,16 @@ private:
   unsigned nextVar = 0;
   bool usesTokens = false;
   bool needsIdsToI32 = false;
+  /// CUDA: the ops that compute a moe.combine's addend or addend gate from the
+  /// inputs alone (a shared expert), emitted first on the side stream so that
+  /// they run beside the routed chain; the combine joins them (planSideBranch).
+  llvm::DenseSet<Operation *> sideBranch;
+  /// Views of the inputs that the side branch reads; the routed chain may read
+  /// them too (a view is an alias, no kernel), so they are emitted first.
+  llvm::DenseSet<Operation *> inputViews;
+  void planSideBranch();
+  /// The stream the next kernel call is queued on.
+  std::string streamExpr = "stream";
 };
 
 bool isView(Operation *op) {
@@ -637,6 +648,59 @@ LogicalResult checkEpilogueLayout(Operation *op, std::optional<moe::GateUpLayout
                            << "': a 'separate' epilogue layout (moe-lower-layer concatenates "
                               "gate and up first)";
   return success();
+}
+
+/// Why: at decode a shared expert's two matmuls have one expert's rows, a few
+/// dozen blocks each, and they wait behind the router, sort, permute and the
+/// routed GEMMs, which at T = 1 leave most SMs idle themselves. Nothing of the
+/// routed chain reads them, so they can run beside it (docs/design.md, "The
+/// shared expert beside the routed experts"). The branch is the addend's (and
+/// gate's) backward slice through moe.linear ops and views down to the inputs
+/// (or views of them) and constants; it is taken only if nothing outside it but
+/// the combine reads its values and none of them is a result of the function.
+void Emitter::planSideBranch() {
+  if (!cuda)
+    return;
+  auto isConstant = [](Operation *op) { return isa<arith::ConstantOp, onnx::ConstantOp>(op); };
+  function.walk([&](moe::CombineOp combine) {
+    for (Value start : {combine.getAddend(), combine.getAddendGate()}) {
+      if (!start)
+        continue;
+      llvm::DenseSet<Operation *> slice, views;
+      SmallVector<Operation *> work;
+      if (Operation *def = start.getDefiningOp())
+        work.push_back(def);
+      bool closed = true, computes = false;
+      while (!work.empty() && closed) {
+        Operation *op = work.pop_back_val();
+        if (isConstant(op) || slice.contains(op) || views.contains(op))
+          continue;
+        if (isView(op) && isa<BlockArgument>(viewRoot(op->getResult(0)))) {
+          views.insert(op);
+          continue;
+        }
+        if (!isa<moe::LinearOp>(op) && !isView(op)) {
+          closed = false; // fed by the routed chain (or by anything else)
+          break;
+        }
+        computes |= isa<moe::LinearOp>(op);
+        slice.insert(op);
+        for (Value operand : op->getOperands())
+          if (Operation *def = operand.getDefiningOp())
+            work.push_back(def);
+      }
+      for (Operation *op : slice)
+        for (Value result : op->getResults()) {
+          closed &= !outputOf.count(result);
+          for (Operation *user : result.getUsers())
+            closed &= user == combine.getOperation() || slice.contains(user);
+        }
+      if (closed && computes) {
+        sideBranch.insert(slice.begin(), slice.end());
+        inputViews.insert(views.begin(), views.end());
+      }
+    }
+  });
 }
 
 LogicalResult Emitter::emitView(Operation *op) {
@@ -1432,32 +1496,52 @@ LogicalResult Emitter::run() {
                             *cppElementType(output.elementType) + ") * (" +
                             dimExpr(*countOf(output.dims)) + ")}");
 
+  auto emitOp = [&](Operation &op) -> LogicalResult {
+    return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+        .Case<arith::ConstantOp, onnx::ConstantOp>([](Operation *) {
+          return success(); // weights are placed when a kernel reads them
+        })
+        .Case<moe::LinearOp>([&](auto op) { return emitLinear(op); })
+        .Case<moe::RouteOp>([&](auto op) { return emitRoute(op); })
+        .Case<moe::SortOp>([&](auto op) { return emitSort(op); })
+        .Case<moe::PermuteOp>([&](auto op) { return emitPermute(op); })
+        .Case<moe::GroupedMatmulOp>([&](auto op) { return emitGroupedMatmul(op); })
+        .Case<moe::CombineOp>([&](auto op) { return emitCombine(op); })
+        .Case<tensor::ConcatOp>([&](auto op) { return emitConcat(op); })
+        .Case<func::ReturnOp>([&](auto op) { return emitReturn(op); })
+        .Case<moe::AllReduceOp>([&](Operation *op) -> LogicalResult {
+          return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by " +
+                                     targetPhrase() + "; compile without --ep-size");
+        })
+        .Case<moe::QuantizeOp>([&](auto op) { return emitQuantize(op); })
+        .Default([&](Operation *op) -> LogicalResult {
+          if (isView(op))
+            return emitView(op);
+          return unsupported(op,
+                             "not an op of the grouped phase that " + targetPhrase() + " knows");
+        });
+  };
+  planSideBranch();
+  if (!sideBranch.empty()) {
+    line("// The shared expert, on the side stream beside the routed chain (joined at the "
+         "combine).");
+    line("MOEC_RETURN_IF_ERROR(state.model.forkSide());");
+    line("cudaStream_t side = state.model.sideStream();");
+    streamExpr = "side";
+    for (Operation &op : function.getBody().front())
+      if ((sideBranch.contains(&op) || inputViews.contains(&op)) && failed(emitOp(op)))
+        return failure();
+    streamExpr = "stream";
+  }
+  bool joined = sideBranch.empty();
   for (Operation &op : function.getBody().front()) {
-    LogicalResult result =
-        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case<arith::ConstantOp, onnx::ConstantOp>([](Operation *) {
-              return success(); // weights are placed when a kernel reads them
-            })
-            .Case<moe::LinearOp>([&](auto op) { return emitLinear(op); })
-            .Case<moe::RouteOp>([&](auto op) { return emitRoute(op); })
-            .Case<moe::SortOp>([&](auto op) { return emitSort(op); })
-            .Case<moe::PermuteOp>([&](auto op) { return emitPermute(op); })
-            .Case<moe::GroupedMatmulOp>([&](auto op) { return emitGroupedMatmul(op); })
-            .Case<moe::CombineOp>([&](auto op) { return emitCombine(op); })
-            .Case<tensor::ConcatOp>([&](auto op) { return emitConcat(op); })
-            .Case<func::ReturnOp>([&](auto op) { return emitReturn(op); })
-            .Case<moe::AllReduceOp>([&](Operation *op) -> LogicalResult {
-              return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by " +
-                                         targetPhrase() + "; compile without --ep-size");
-            })
-            .Case<moe::QuantizeOp>([&](auto op) { return emitQuantize(op); })
-            .Default([&](Operation *op) -> LogicalResult {
-              if (isView(op))
-                return emitView(op);
-              return unsupported(op, "not an op of the grouped phase that " + targetPhrase() +
-                                         " knows");
-            });
-    if (failed(result))
+    if (sideBranch.contains(&op) || inputViews.contains(&op))
+      continue;
+    if (!joined && isa<moe::CombineOp, func::ReturnOp>(op)) {
+      line("MOEC_RETURN_IF_ERROR(state.model.joinSide());");
+      joined = true;
+    }
+    if (failed(emitOp(op)))
       return failure();
   }
 

@@ -17,18 +17,38 @@
 namespace moec::rt::cuda {
 
 DeviceModel::~DeviceModel() {
-  if (stream_) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
-  }
+  for (cudaStream_t stream : {side_, stream_})
+    if (stream) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+  for (cudaEvent_t event : {forked_, joined_})
+    if (event)
+      cudaEventDestroy(event);
+}
+
+Status DeviceModel::forkSide() {
+  MOEC_CUDA_TRY(cudaEventRecord(forked_, stream_));
+  MOEC_CUDA_TRY(cudaStreamWaitEvent(side_, forked_, 0));
+  return Status::ok();
+}
+
+Status DeviceModel::joinSide() {
+  MOEC_CUDA_TRY(cudaEventRecord(joined_, side_));
+  MOEC_CUDA_TRY(cudaStreamWaitEvent(stream_, joined_, 0));
+  return Status::ok();
 }
 
 Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
                            uint64_t workspaceBytes) {
   MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  // Known non-blocking before its graphs are captured: their launches are
+  MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  MOEC_CUDA_TRY(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+  MOEC_CUDA_TRY(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+  // Known non-blocking before their graphs are captured: their launches are
   // programmatic (DependentLaunch.cuh).
   detail::noteStream(stream_);
+  detail::noteStream(side_);
   MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(weightsBytes, weights_).withContext(
       "allocating " + std::to_string(weightsBytes) + " bytes of device memory for the weights"));
   MOEC_RETURN_IF_ERROR(uploadThroughPinned(weights, weightsBytes, weights_.data())

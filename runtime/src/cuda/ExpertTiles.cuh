@@ -1,12 +1,12 @@
 //===- ExpertTiles.cuh - the tiling of moec's tensor-core grouped matmuls ===//
 //
 // What the bf16 (GroupedMatmulBF16.cu) and FP8 (GroupedMatmulFP8.cu) grouped
-// matmuls share: a block of 4 warps computes 128 weight rows (the MMA's M side,
-// "swap AB") by up to TOK rows of one expert (its N side); the grid is sized on
-// the host for the worst case and each block ranks the experts' row tiles from
-// the offsets on the device (no host synchronisation); gate and up rows are
-// interleaved per warp so that the epilogue runs in registers. Also the PTX
-// wrappers both use.
+// matmuls share: a block of W warps computes 32·W weight rows (the MMA's M side,
+// "swap AB"; W = 4, or 2 for some decode grids) by up to TOK rows of one
+// expert (its N side); the grid is sized on the host for the worst case and
+// each block ranks the experts' row tiles from the offsets on the device (no
+// host synchronisation); gate and up rows are interleaved per warp so that the
+// epilogue runs in registers. Also the PTX wrappers both use.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_EXPERTTILES_CUH
@@ -27,10 +27,16 @@ namespace moec::rt::cuda::tiles {
 
 using cpu::GateUpLayout;
 
-constexpr int kThreads = 128; // 4 warps
-constexpr int kWarps = kThreads / 32;
-constexpr int kWeightRows = 128;                   // weight rows per block
-constexpr int kRowsPerWarp = kWeightRows / kWarps; // 32: two m16 tiles
+/// A warp computes 32 weight rows (two m16 tiles); a block, WARPS warps' rows.
+constexpr int kRowsPerWarp = 32;
+/// The usual block: 4 warps, 128 weight rows. The bf16 8-row tile also comes
+/// with 2 warps (64 weight rows), where 4-warp blocks would end on a thin tail
+/// wave (docs/performance.md v17; 1-warp blocks measured slower everywhere).
+constexpr int kWarps = 4;
+template <int WARPS> constexpr int threadsOf = 32 * WARPS;
+template <int WARPS> constexpr int weightRowsOf = kRowsPerWarp *WARPS;
+constexpr int kThreads = threadsOf<kWarps>;
+constexpr int kWeightRows = weightRowsOf<kWarps>;
 /// Row tiles of one group run side by side over the column tiles, so that at
 /// prefill the concurrently resident blocks share activation rows and weight
 /// tiles in L2 (at decode a group is a handful of experts: no effect).
@@ -103,16 +109,17 @@ __device__ inline void blockTiles(const Layout &p, int64_t &rowTile, int64_t &co
 /// Ranks the experts' row tiles (ceil(rows / TOK) each) with a block-wide scan
 /// and finds `rowTile`: its expert, first row and row count. False past the
 /// last tile (the grid is sized for the worst case). Call from every thread.
-template <int TOK>
+template <int TOK, int WARPS = kWarps>
 __device__ bool findRowTile(const Layout &p, int64_t rowTile, int64_t &expert, int64_t &firstRow,
                             int &rows) {
+  constexpr int kBlockThreads = threadsOf<WARPS>;
   __shared__ int64_t found[3]; // expert, first row, row count
-  __shared__ int64_t warpTotals[kWarps];
+  __shared__ int64_t warpTotals[WARPS];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (tid == 0)
     found[0] = -1;
   int64_t before = 0;
-  for (int64_t chunk = 0; chunk < p.experts; chunk += kThreads) {
+  for (int64_t chunk = 0; chunk < p.experts; chunk += kBlockThreads) {
     int64_t e = chunk + tid;
     int64_t begin = 0, count = 0;
     if (e < p.experts && p.offsets) {
@@ -141,7 +148,7 @@ __device__ bool findRowTile(const Layout &p, int64_t rowTile, int64_t &expert, i
       found[1] = begin + local * TOK;
       found[2] = count - local * TOK < TOK ? count - local * TOK : TOK;
     }
-    for (int w = 0; w < kWarps; ++w)
+    for (int w = 0; w < WARPS; ++w)
       before += warpTotals[w];
     __syncthreads();
     if (found[0] >= 0 || before > rowTile)
@@ -156,13 +163,15 @@ __device__ bool findRowTile(const Layout &p, int64_t rowTile, int64_t &expert, i
 /// The weight row that tile row `v` of column tile `columnTile` reads, or -1:
 /// rows v of warp w are its 32 output columns, or (gated) 16 columns' gate
 /// rows (v % 32 < 16) and the same columns' up rows.
+template <int WARPS = kWarps>
 __device__ inline int64_t weightRowOf(const Layout &p, int64_t columnTile, int v) {
+  constexpr int kBlockRows = weightRowsOf<WARPS>;
   int warp = v / kRowsPerWarp, half = (v / 16) % 2, r = v % 16;
   if (!p.gated()) {
-    int64_t j = columnTile * kWeightRows + v;
+    int64_t j = columnTile * kBlockRows + v;
     return j < p.n ? j : -1;
   }
-  int64_t j = columnTile * (kWeightRows / 2) + warp * 16 + r; // the output column
+  int64_t j = columnTile * (kBlockRows / 2) + warp * 16 + r; // the output column
   if (j >= p.width)
     return -1;
   bool interleaved = p.epilogue.layout == GateUpLayout::Interleaved;
@@ -174,9 +183,10 @@ __device__ inline int64_t weightRowOf(const Layout &p, int64_t columnTile, int v
 /// Bias, epilogue and store of the accumulators: acc[half][t][i] is m-tile
 /// `half`, token tile t, mma accumulator i (weight row lane/4 + 8·(i >= 2),
 /// token 8t + 2·(lane%4) + (i & 1)).
-template <int TOKEN_TILES>
-__device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile,
-                             int64_t firstRow, int rows, const float (&acc)[2][TOKEN_TILES][4]) {
+template <int TOKEN_TILES, int WARPS = kWarps>
+__device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile, int64_t firstRow,
+                             int rows, const float (&acc)[2][TOKEN_TILES][4]) {
+  constexpr int kBlockRows = weightRowsOf<WARPS>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float *expertBias = p.bias ? p.bias + expert * p.n : nullptr;
   const bool gated = p.gated();
@@ -184,7 +194,8 @@ __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile
   for (int i = 0; i < 4; ++i) {
     int r = lane / 4 + (i >= 2 ? 8 : 0);
     int v0 = warp * kRowsPerWarp + r, v1 = v0 + 16;
-    int64_t row0 = weightRowOf(p, columnTile, v0), row1 = weightRowOf(p, columnTile, v1);
+    int64_t row0 = weightRowOf<WARPS>(p, columnTile, v0);
+    int64_t row1 = weightRowOf<WARPS>(p, columnTile, v1);
     float bias0 = expertBias && row0 >= 0 ? expertBias[row0] : 0.0f;
     float bias1 = expertBias && row1 >= 0 ? expertBias[row1] : 0.0f;
 #pragma unroll
@@ -202,7 +213,7 @@ __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile
       if (gated) {
         if (row0 < 0)
           continue;
-        int64_t column = columnTile * (kWeightRows / 2) + warp * 16 + r;
+        int64_t column = columnTile * (kBlockRows / 2) + warp * 16 + r;
         store(column,
               device::gatedEpilogue(p.epilogue, acc[0][t][i] + bias0, acc[1][t][i] + bias1));
         continue;
@@ -222,14 +233,21 @@ __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile
   }
 }
 
+/// The tile row of the i-th weight chunk this thread loads each stage (chunk
+/// tid % 8 of it): 8 threads cover a row, a block threads / 8 rows at a time,
+/// so any block size takes 8 passes over its 32·WARPS rows.
+template <int WARPS = kWarps> __device__ inline int weightTileRowOfThread(int i) {
+  return threadIdx.x / 8 + threadsOf<WARPS> / 8 * i;
+}
+
 /// The weight rows whose 16-byte chunk `tid % 8` this thread loads each stage:
-/// tile rows tid / 8 + 16 i of the expert's weights (null past N).
-template <typename T>
+/// tile rows weightTileRowOfThread(i) of the expert's weights (null past N).
+template <int WARPS = kWarps, typename T>
 __device__ inline void weightRowsOfThread(const Layout &p, int64_t columnTile,
                                           const T *expertWeights, const T *(&rows)[8]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    int64_t row = weightRowOf(p, columnTile, threadIdx.x / 8 + 16 * i);
+    int64_t row = weightRowOf<WARPS>(p, columnTile, weightTileRowOfThread<WARPS>(i));
     rows[i] = row >= 0 ? expertWeights + row * p.k : nullptr;
   }
 }
@@ -300,8 +318,10 @@ __device__ inline void runPipelinePrefetched(int64_t tiles, LoadWeights &&loadWe
 /// Sizes the grid for `slots` rows in tiles of `tok`: the column tiles, and the
 /// row tiles that sum over experts of ceil(rows_e / tok) can reach, which is at
 /// most slots / tok plus one partial tile per expert with rows.
-inline Status planGrid(Layout &p, int64_t slots, int tok, const char *kernel, int64_t &blocks) {
-  int64_t columnsPerTile = p.gated() ? kWeightRows / 2 : kWeightRows;
+inline Status planGrid(Layout &p, int64_t slots, int tok, int warps, const char *kernel,
+                       int64_t &blocks) {
+  int64_t weightRows = int64_t(kRowsPerWarp) * warps;
+  int64_t columnsPerTile = p.gated() ? weightRows / 2 : weightRows;
   p.columnTiles = (p.width + columnsPerTile - 1) / columnsPerTile;
   p.rowTiles = (slots + tok - 1) / tok + std::min(p.experts, slots);
   blocks = p.rowTiles * p.columnTiles;
@@ -311,16 +331,17 @@ inline Status planGrid(Layout &p, int64_t slots, int tok, const char *kernel, in
   return Status::ok();
 }
 
-/// Plans the grid of `problem.layout` for tiles of `tok` rows and launches
-/// `kernel` with `shared` bytes of dynamic shared memory.
+/// Plans the grid of `problem.layout` for blocks of `warps` warps and tiles of
+/// `tok` rows, and launches `kernel` with `shared` bytes of dynamic shared
+/// memory.
 template <typename Problem>
 Status launchTiles(void (*kernel)(Problem), Problem problem, int64_t slots, int tok, int shared,
-                   const char *name, cudaStream_t stream) {
+                   const char *name, cudaStream_t stream, int warps = kWarps) {
   int64_t blocks = 0;
-  MOEC_RETURN_IF_ERROR(planGrid(problem.layout, slots, tok, name, blocks));
+  MOEC_RETURN_IF_ERROR(planGrid(problem.layout, slots, tok, warps, name, blocks));
   MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-  return detail::launchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-                                 shared, stream, problem);
+  return detail::launchDependent(kernel, dim3(static_cast<unsigned>(blocks)),
+                                 dim3(threadsOf<1> * warps), shared, stream, problem);
 }
 
 } // namespace moec::rt::cuda::tiles

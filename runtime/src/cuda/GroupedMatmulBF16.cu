@@ -43,10 +43,14 @@ using namespace tiles;
 constexpr int kTileK = 64;             // K per pipeline stage: 128-byte weight rows
 constexpr int kRowStride = kTileK + 8; // elements; padded: B-fragment loads are conflict-free
 
-/// Shared bytes of one pipeline stage: the weight tile (bf16, 128-byte rows,
-/// swizzled) and TOK activation rows (f32 or bf16, padded).
-template <typename Lhs> constexpr int stageBytes(int tok) {
-  return kWeightRows * kTileK * 2 + tok * kRowStride * static_cast<int>(sizeof(Lhs));
+/// Shared bytes of one pipeline stage of a WARPS-warp block: the weight tile
+/// (bf16, 128-byte rows, swizzled) and TOK activation rows (f32 or bf16,
+/// padded).
+template <typename Lhs, int WARPS> constexpr int weightTileBytes() {
+  return weightRowsOf<WARPS> * kTileK * 2;
+}
+template <typename Lhs, int WARPS> constexpr int stageBytes(int tok) {
+  return weightTileBytes<Lhs, WARPS>() + tok * kRowStride * static_cast<int>(sizeof(Lhs));
 }
 
 __device__ inline unsigned packBF16(float lo, float hi) {
@@ -81,8 +85,11 @@ template <typename Lhs> struct Problem {
   const uint16_t *weights;
 };
 
-template <int TOK, int STAGES, typename Lhs>
-__global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs> problem) {
+template <int TOK, int STAGES, int WARPS, typename Lhs>
+__global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulBF16Kernel(Problem<Lhs> problem) {
+  constexpr int kBlockThreads = threadsOf<WARPS>;
+  constexpr int kStageBytes = stageBytes<Lhs, WARPS>(TOK);
+  constexpr int kWeightTileBytes = weightTileBytes<Lhs, WARPS>();
   const Layout &p = problem.layout;
   // launchTiles: a dependent launch. With settled offsets the wait comes after
   // the first stages' weights are requested (runPipelinePrefetched).
@@ -94,22 +101,22 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
   int64_t rowTile, columnTile, expert, firstRow;
   int rows;
   blockTiles(p, rowTile, columnTile);
-  if (!findRowTile<TOK>(p, rowTile, expert, firstRow, rows))
+  if (!findRowTile<TOK, WARPS>(p, rowTile, expert, firstRow, rows))
     return;
 
   // This thread's share of each stage's loads: 8 weight chunks, and 16-byte
   // chunks of the TOK rows (4 f32 or 8 bf16 each; idle threads past the last).
   const uint16_t *weightRow[8];
-  weightRowsOfThread(p, columnTile, problem.weights + expert * p.n * p.k, weightRow);
+  weightRowsOfThread<WARPS>(p, columnTile, problem.weights + expert * p.n * p.k, weightRow);
   const int weightChunk = tid % 8;
   constexpr int kChunkElements = 16 / sizeof(Lhs);
   constexpr int kChunksPerRow = kTileK / kChunkElements;
-  constexpr int kRowChunks = (TOK * kChunksPerRow + kThreads - 1) / kThreads;
+  constexpr int kRowChunks = (TOK * kChunksPerRow + kBlockThreads - 1) / kBlockThreads;
   const Lhs *tokenRow[kRowChunks];
   int tokenChunk[kRowChunks], tokenIndex[kRowChunks];
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    int q = tid + i * kThreads; // chunk q: token q / kChunksPerRow, chunk q % kChunksPerRow
+    int q = tid + i * kBlockThreads; // chunk q: token q / kChunksPerRow, chunk q % kChunksPerRow
     tokenIndex[i] = q / kChunksPerRow;
     tokenChunk[i] = q % kChunksPerRow;
     tokenRow[i] = tokenIndex[i] < rows ? problem.lhs + (firstRow + tokenIndex[i]) * p.k : nullptr;
@@ -117,20 +124,20 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
 
   const int64_t kTiles = (p.k + kTileK - 1) / kTileK;
   auto loadWeights = [&](int64_t kt, int stage) {
-    unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
+    unsigned char *base = shared + stage * kStageBytes;
     int64_t k0 = kt * kTileK;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       int64_t kk = k0 + weightChunk * 8;
       bool valid = weightRow[i] && kk < p.k;
-      copyAsync16(base + swizzled(tid / 8 + 16 * i, weightChunk),
+      copyAsync16(base + swizzled(weightTileRowOfThread<WARPS>(i), weightChunk),
                   valid ? weightRow[i] + kk : problem.weights, valid ? 16 : 0);
     }
   };
   auto loadRows = [&](int64_t kt, int stage) {
-    unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
+    unsigned char *base = shared + stage * kStageBytes;
     int64_t k0 = kt * kTileK;
-    Lhs *rowsTile = reinterpret_cast<Lhs *>(base + kWeightRows * kTileK * 2);
+    Lhs *rowsTile = reinterpret_cast<Lhs *>(base + kWeightTileBytes);
 #pragma unroll
     for (int i = 0; i < kRowChunks; ++i) {
       if (tokenIndex[i] >= TOK)
@@ -144,8 +151,8 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
 
   float acc[2][kTokenTiles][4] = {};
   auto compute = [&](int64_t, int stage) {
-    const unsigned char *base = shared + stage * stageBytes<Lhs>(TOK);
-    const Lhs *rowsTile = reinterpret_cast<const Lhs *>(base + kWeightRows * kTileK * 2);
+    const unsigned char *base = shared + stage * kStageBytes;
+    const Lhs *rowsTile = reinterpret_cast<const Lhs *>(base + kWeightTileBytes);
 #pragma unroll
     for (int ks = 0; ks < kTileK / 16; ++ks) {
       unsigned a[2][4];
@@ -175,7 +182,7 @@ __global__ void __launch_bounds__(kThreads) groupedMatmulBF16Kernel(Problem<Lhs>
         },
         compute);
   }
-  storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
+  storeOutputs<kTokenTiles, WARPS>(p, expert, columnTile, firstRow, rows, acc);
 }
 
 /// K up to which the 8-row tile may take 4 stages (launch<8, 4>).
@@ -187,10 +194,10 @@ inline int64_t shortDecodeBlocks(int64_t slots, int64_t experts, int64_t width, 
   return std::min(experts, slots) * ((width + columnsPerTile - 1) / columnsPerTile);
 }
 
-template <int TOK, int STAGES, typename Lhs>
+template <int TOK, int STAGES, typename Lhs, int WARPS = kWarps>
 Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
-  return launchTiles(groupedMatmulBF16Kernel<TOK, STAGES, Lhs>, problem, slots, TOK,
-                     STAGES * stageBytes<Lhs>(TOK), "groupedMatmulBF16", stream);
+  return launchTiles(groupedMatmulBF16Kernel<TOK, STAGES, WARPS, Lhs>, problem, slots, TOK,
+                     STAGES * stageBytes<Lhs, WARPS>(TOK), "groupedMatmulBF16", stream, WARPS);
 }
 
 /// groupedMatmulBF16 for f32 or bf16 rows (Lhs) and results (Out).
@@ -269,10 +276,25 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
     // Qwen3's down at 69 % of copy on 8-row tiles (88.9 µs at T = 16), 75 % on
     // the 6-stage 16-row ones; with 4 stages, 71.7 against 84.6 µs (81 % of
     // copy; docs/performance.md v16).
-    if (k <= kShortDecodeK &&
-        shortDecodeBlocks(slots, experts, p.layout.width, gated) >= 2 * detail::kSMs)
-      return launch<8, 4>(p, slots, stream);
-    return launch<8, 8>(p, slots, stream);
+    //
+    //
+    // Two-warp blocks (64 weight rows, three per SM) where 4-warp ones would
+    // take one full wave and a second at most half full, which the 2-warp
+    // blocks fit into one (v17's kernel bench: gpt-oss's gate/up at T = 1, 180
+    // blocks, 52.4 -> 47.2 µs; Mixtral's down at T = 4, 160 blocks, 183 ->
+    // 159). Elsewhere they were level, or up to 7 % slower (DeepSeek-V3's
+    // gate/up at T = 1, 256 blocks; Mixtral's at T = 1, 448, was 1-2 % slower
+    // and its call 4 % slower in the artifact).
+    {
+      int64_t blocks = shortDecodeBlocks(slots, experts, p.layout.width, gated);
+      if (k <= kShortDecodeK && blocks >= 2 * detail::kSMs)
+        return launch<8, 4>(p, slots, stream);
+      if (blocks > detail::kSMs && 2 * blocks <= 3 * detail::kSMs)
+        return launch<8, 8, Lhs, 2>(p, slots, stream);
+      return launch<8, 8>(p, slots, stream);
+    }
+  case BF16Tile::Tok8Warps2:
+    return launch<8, 8, Lhs, 2>(p, slots, stream);
   case BF16Tile::Tok16:
     return launch<16, 6>(p, slots, stream);
   case BF16Tile::Tok32:
@@ -290,6 +312,8 @@ const char *bf16TileName(BF16Tile tile) {
   switch (tile) {
   case BF16Tile::Auto: return "auto";
   case BF16Tile::Tok8: return "tok8x8";
+  case BF16Tile::Tok8Warps2:
+    return "tok8x8w2";
   case BF16Tile::Tok16: return "tok16x6";
   case BF16Tile::Tok32: return "tok32x4";
   case BF16Tile::Tok64: return "tok64x3";

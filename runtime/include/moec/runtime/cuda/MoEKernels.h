@@ -104,7 +104,8 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
 /// shape (chooseBF16Tile); the others exist for benchmarks and tests.
 enum class BF16Tile {
   Auto,
-  Tok8,
+  Tok8,       // 8-row tiles; 4-warp blocks, or 2-warp ones for some grids (groupedMatmulBF16Impl)
+  Tok8Warps2, // 8-row tiles on 2-warp blocks (64 weight rows) whatever the grid
   Tok16,
   Tok32,
   Tok64,
