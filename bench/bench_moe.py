@@ -134,6 +134,27 @@ class Moec:
 FLUSH = None
 
 
+def timeline(prof, runs):
+    """The last call's kernels in order of start: start and length in µs from the
+    call's first kernel, and the gap since the previous kernel ended (negative:
+    they overlapped, e.g. a programmatic dependent launch or a second stream).
+    Where a call spends its time between kernels, which the per-kernel table hides."""
+    from torch.autograd import DeviceType
+    kernels = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
+                     key=lambda e: e.time_range.start)
+    if not kernels or len(kernels) % runs:
+        return ""
+    last = kernels[-(len(kernels) // runs):]
+    t0, prev_end, lines = last[0].time_range.start, None, []
+    for e in last:
+        start, end = e.time_range.start - t0, e.time_range.end - t0
+        gap = "" if prev_end is None else f"{start - prev_end:8.1f}"
+        lines.append(f"{start:8.1f} {end - start:8.1f} {gap:>8}  {e.name[:90]}")
+        prev_end = end if prev_end is None else max(prev_end, end)
+    return ("timeline of the last call (µs: start, length, gap since the previous end):\n"
+            + "\n".join(lines) + f"\nspan {prev_end:.1f} µs\n")
+
+
 def profile_kernels(fn, title, runs=5, out="out"):
     """Per-kernel GPU time of `fn` (CUPTI through torch.profiler: it sees the kernels
     moec launches from its model.so too), averaged over `runs` calls, printed and
@@ -147,7 +168,11 @@ def profile_kernels(fn, title, runs=5, out="out"):
         torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25,
                                       max_name_column_width=90)
-    text = f"== {title}: per-kernel GPU time over {runs} calls\n{table}\n"
+    try:
+        order = timeline(prof, runs)
+    except Exception as e:  # noqa: BLE001 (a profiler without the fields: the table still counts)
+        order = f"no timeline: {e!r}\n"
+    text = f"== {title}: per-kernel GPU time over {runs} calls\n{table}\n{order}"
     print(text)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "profile.txt"), "a") as f:
