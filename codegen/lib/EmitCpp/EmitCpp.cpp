@@ -650,14 +650,14 @@ LogicalResult checkEpilogueLayout(Operation *op, std::optional<moe::GateUpLayout
   return success();
 }
 
-/// Why: at decode a shared expert's two matmuls have one expert's rows, a few
-/// dozen blocks each, and they wait behind the router, sort, permute and the
-/// routed GEMMs, which at T = 1 leave most SMs idle themselves. Nothing of the
-/// routed chain reads them, so they can run beside it (docs/design.md, "The
-/// shared expert beside the routed experts"). The branch is the addend's (and
-/// gate's) backward slice through moe.linear ops and views down to the inputs
-/// (or views of them) and constants; it is taken only if nothing outside it but
-/// the combine reads its values and none of them is a result of the function.
+/// Finds the side branch. At decode a shared expert's two matmuls have one
+/// expert's rows, a few dozen blocks each, and in line they would wait behind
+/// the router, sort, permute and the routed GEMMs. Nothing of the routed chain
+/// reads them, so they can run beside it (docs/design.md, "The shared expert
+/// beside the routed experts"). The branch is the addend's (and gate's)
+/// backward slice through moe.linear ops and views down to the inputs (or
+/// views of them) and constants; it is taken only if nothing outside it but the
+/// combine reads its values and none of them is a result of the function.
 void Emitter::planSideBranch() {
   if (!cuda)
     return;
