@@ -27,6 +27,13 @@
 #            unmerged branches; the checkout returns where it was.
 #   branch-tests [TOKENS]   (there) each prepared branch's GPU unit tests, and
 #            with TOKENS (e.g. 1024,8192) its kernel bench too.
+#   pack NAME   (here, after prepare) .device/bench's artifacts and libmoec.so
+#            as .device/pack/NAME.tar.gz (about 10 MB): one per build to compare.
+#   ab NEW PREV [MODELS] [TOKENS]   (there) an A/B of two packs (paths to
+#            .tar.gz) in one call: bench_moe.py on NEW, PREV, NEW (bf16, and FP8
+#            where packed; compiled transformers off), bench/ab_summary.py, then
+#            NEW's in-graph timelines at T = 1 (--profile) -> ab.txt,
+#            timelines.txt. MODELS default all four, TOKENS 1,16,128.
 # Example (one device call): scripts/h200-bench.sh tests && scripts/h200-bench.sh bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -130,6 +137,37 @@ branch-tests)
     fi
   done
   exit $rc
+  ;;
+pack)
+  [[ -n ${2:-} ]] || { echo "pack: a NAME" >&2; exit 2; }
+  mkdir -p .device/pack
+  tar -czf ".device/pack/$2.tar.gz" -C .device/bench art-bf16 art-fp8 libmoec.so
+  ls -la ".device/pack/$2.tar.gz"
+  ;;
+ab)
+  [[ -f ${2:-} && -f ${3:-} ]] || { echo "ab: NEW.tar.gz PREV.tar.gz [MODELS] [TOKENS]" >&2; exit 2; }
+  rm -rf /tmp/ab && mkdir -p /tmp/ab/new /tmp/ab/prev
+  tar -xzf "$2" -C /tmp/ab/new && tar -xzf "$3" -C /tmp/ab/prev || exit 1
+  runs=()
+  for run in new prev new2; do
+    build=${run%2}
+    fp8=()
+    [[ -d /tmp/ab/$build/art-fp8 ]] && fp8=(--fp8-artifacts /tmp/ab/$build/art-fp8)
+    mkdir -p "/tmp/ab/out-$run"
+    OUT=/tmp/ab/out-$run timeout 180 python3 bench/bench_moe.py --artifacts /tmp/ab/$build/art-bf16 \
+      "${fp8[@]}" --lib /tmp/ab/$build/libmoec.so --models "${4:-$models}" --tokens "${5:-1,16,128}" \
+      --rtol 1e-2 --compiled "" --target-s 0.3 >"/tmp/ab/out-$run/log.txt" 2>&1
+    echo "$run rc=$?"
+    runs+=("/tmp/ab/out-$run:$build")
+  done
+  python3 bench/ab_summary.py "${runs[@]}" | tee "$OUT/ab.txt"
+  mkdir -p /tmp/ab/out-profile
+  OUT=/tmp/ab/out-profile timeout 120 python3 bench/bench_moe.py --artifacts /tmp/ab/new/art-bf16 \
+    --lib /tmp/ab/new/libmoec.so --models "${4:-$models}" --tokens 1 --rtol 1e-2 --compiled "" \
+    --target-s 0.2 --profile >/tmp/ab/out-profile/log.txt 2>&1
+  echo "profile rc=$?"
+  python3 bench/ab_summary.py --timelines /tmp/ab/out-profile/profile.txt >"$OUT/timelines.txt"
+  grep -c "^span" "$OUT/timelines.txt"
   ;;
 *)
   sed -n '2,/^# Example/p' "$0"
