@@ -54,6 +54,24 @@ DeviceBuffer poisoned(size_t bytes) {
   return buffer;
 }
 
+/// Random e4m3 codes of either sign, never NaN (magnitude codes 0 to 0x7E).
+std::vector<uint8_t> randomE4M3(size_t count, std::mt19937 &rng) {
+  std::vector<uint8_t> codes(count);
+  std::uniform_int_distribution<int> code(0, 0x7E), sign(0, 1);
+  for (uint8_t &c : codes)
+    c = static_cast<uint8_t>(code(rng) | (sign(rng) ? 0x80 : 0));
+  return codes;
+}
+
+/// Random positive FP8 block scales, 1e-3 to 4e-3.
+std::vector<float> randomBlockScales(size_t count, std::mt19937 &rng) {
+  std::vector<float> scales(count);
+  std::uniform_real_distribution<float> positive(1e-3f, 4e-3f);
+  for (float &s : scales)
+    s = positive(rng);
+  return scales;
+}
+
 template <typename T> std::vector<T> download(const DeviceBuffer &buffer, size_t count) {
   std::vector<T> host(count);
   Status status = cudaStatus(cudaMemcpy(host.data(), buffer.data(), count * sizeof(T),
@@ -872,23 +890,11 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
     SCOPED_TRACE("tokens " + std::to_string(T));
     const int64_t S = T * K;
     auto x = randomVector(T * H, rng);
-    auto codes = [&](int64_t count) {
-      std::vector<uint8_t> q(count);
-      std::uniform_int_distribution<int> code(0, 0x7E), sign(0, 1);
-      for (uint8_t &c : q)
-        c = static_cast<uint8_t>(code(rng) | (sign(rng) ? 0x80 : 0));
-      return q;
-    };
-    auto blockScales = [&](int64_t count) {
-      std::vector<float> v(count);
-      std::uniform_real_distribution<float> positive(1e-3f, 4e-3f);
-      for (float &f : v)
-        f = positive(rng);
-      return v;
-    };
-    std::vector<uint8_t> gateUp = codes(E * 2 * I * H), down = codes(E * H * I);
-    std::vector<float> gateUpScales = blockScales(E * ((2 * I + 127) / 128) * ((H + 127) / 128)),
-                       downScales = blockScales(E * ((H + 127) / 128) * ((I + 127) / 128));
+    std::vector<uint8_t> gateUp = randomE4M3(E * 2 * I * H, rng), down = randomE4M3(E * H * I, rng);
+    std::vector<float> gateUpScales =
+        randomBlockScales(E * ((2 * I + 127) / 128) * ((H + 127) / 128), rng);
+    std::vector<float> downScales =
+        randomBlockScales(E * ((H + 127) / 128) * ((I + 127) / 128), rng);
     std::vector<int32_t> ids(S);
     for (auto &id : ids)
       id = static_cast<int32_t>(rng() % (E + 1)); // E: a sentinel
@@ -1259,12 +1265,8 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
     if (operands == FP8Operands::Random) {
       auto x = randomVector(S * K, rng);
       cpu::quantizeE4M3(pool, x.data(), S, K, lq.data(), lscale.data());
-      std::uniform_int_distribution<int> code(0, 0x7E);
-      for (uint8_t &w : wq)
-        w = static_cast<uint8_t>(code(rng) | (sign(rng) ? 0x80 : 0));
-      std::uniform_real_distribution<float> positive(1e-3f, 4e-3f);
-      for (float &v : wscale)
-        v = positive(rng);
+      wq = randomE4M3(wq.size(), rng);
+      wscale = randomBlockScales(wscale.size(), rng);
     } else {
       // e4m3 exponent fields 7 and 8 with a zero mantissa: 1 and 2.
       std::uniform_int_distribution<int> exponent(7, 8), shift(6, 9);
@@ -1337,15 +1339,11 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
   for (int64_t N : {264, 276, 2064}) {
     int64_t nBlocks = (N + 127) / 128;
     auto x = randomVector(S * K, rng), bias = randomVector(E * N, rng);
-    std::vector<uint8_t> lq(S * K), wq(E * N * K);
-    std::vector<float> lscale(S * kBlocks), wscale(E * nBlocks * kBlocks);
+    std::vector<uint8_t> lq(S * K);
+    std::vector<float> lscale(S * kBlocks);
     cpu::quantizeE4M3(pool, x.data(), S, K, lq.data(), lscale.data());
-    std::uniform_int_distribution<int> code(0, 0x7E), sign(0, 1);
-    for (uint8_t &w : wq)
-      w = static_cast<uint8_t>(code(rng) | (sign(rng) ? 0x80 : 0));
-    std::uniform_real_distribution<float> positive(1e-3f, 4e-3f);
-    for (float &v : wscale)
-      v = positive(rng);
+    std::vector<uint8_t> wq = randomE4M3(E * N * K, rng);
+    std::vector<float> wscale = randomBlockScales(E * nBlocks * kBlocks, rng);
     DeviceBuffer dLq = upload(lq), dLs = upload(lscale), dWq = upload(wq), dWs = upload(wscale),
                  dOffsets = upload(offsets), dBias = upload(bias);
     for (cuda::FP8Tile tile : {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma})

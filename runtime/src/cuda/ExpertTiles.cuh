@@ -315,6 +315,27 @@ __device__ inline void runPipelinePrefetched(int64_t tiles, LoadWeights &&loadWe
       compute);
 }
 
+/// The pipeline of a tile kernel launched by launchTiles. With settled offsets
+/// the first stages' weights are requested before awaitPrerequisites()
+/// (runPipelinePrefetched); otherwise the kernel waited before it read the
+/// offsets, and each stage loads its weights and rows together.
+template <int STAGES, typename LoadWeights, typename LoadRows, typename Compute>
+__device__ inline void runTilePipeline(const Layout &p, int64_t tiles, LoadWeights &&loadWeights,
+                                       LoadRows &&loadRows, Compute &&compute) {
+  if (p.settledOffsets) {
+    runPipelinePrefetched<STAGES>(
+        tiles, loadWeights, loadRows, [] { device::awaitPrerequisites(); }, compute);
+    return;
+  }
+  runPipeline<STAGES>(
+      tiles,
+      [&](int64_t kt, int stage) {
+        loadWeights(kt, stage);
+        loadRows(kt, stage);
+      },
+      compute);
+}
+
 /// Sizes the grid for `slots` rows in tiles of `tok`: the column tiles, and the
 /// row tiles that sum over experts of ceil(rows_e / tok) can reach, which is at
 /// most slots / tok plus one partial tile per expert with rows.

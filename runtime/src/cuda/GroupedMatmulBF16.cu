@@ -170,18 +170,7 @@ __global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulBF16Kernel(Prob
       }
     }
   };
-  if (p.settledOffsets) {
-    runPipelinePrefetched<STAGES>(
-        kTiles, loadWeights, loadRows, [] { device::awaitPrerequisites(); }, compute);
-  } else {
-    runPipeline<STAGES>(
-        kTiles,
-        [&](int64_t kt, int stage) {
-          loadWeights(kt, stage);
-          loadRows(kt, stage);
-        },
-        compute);
-  }
+  runTilePipeline<STAGES>(p, kTiles, loadWeights, loadRows, compute);
   storeOutputs<kTokenTiles, WARPS>(p, expert, columnTile, firstRow, rows, acc);
 }
 

@@ -193,18 +193,7 @@ groupedMatmulFP8Kernel(Problem problem) {
         for (int i = 0; i < 4; ++i)
           acc[half][t][i] += partial[half][t][i] * weightScale[i >= 2][half] * tokenScale[t][i & 1];
   };
-  if (p.settledOffsets) {
-    runPipelinePrefetched<STAGES>(
-        kBlocks, loadWeights, loadRows, [] { device::awaitPrerequisites(); }, compute);
-  } else {
-    runPipeline<STAGES>(
-        kBlocks,
-        [&](int64_t kb, int stage) {
-          loadWeights(kb, stage);
-          loadRows(kb, stage);
-        },
-        compute);
-  }
+  runTilePipeline<STAGES>(p, kBlocks, loadWeights, loadRows, compute);
   storeOutputs<kTokenTiles>(p, expert, columnTile, firstRow, rows, acc);
 }
 
