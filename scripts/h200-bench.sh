@@ -29,11 +29,13 @@
 #            with TOKENS (e.g. 1024,8192) its kernel bench too.
 #   pack NAME   (here, after prepare) .device/bench's artifacts and libmoec.so
 #            as .device/pack/NAME.tar.gz (about 10 MB): one per build to compare.
-#   ab NEW PREV [MODELS] [TOKENS]   (there) an A/B of two packs (paths to
-#            .tar.gz) in one call: bench_moe.py on NEW, PREV, NEW (bf16, and FP8
-#            where packed; compiled transformers off), bench/ab_summary.py, then
-#            NEW's in-graph timelines at T = 1 (--profile) -> ab.txt,
-#            timelines.txt. MODELS default all four, TOKENS 1,16,128.
+#   ab LABEL=PACK.tar.gz LABEL=PACK.tar.gz ...   (there) an A/B of packs in one
+#            process (bench/ab_moe.py: calls interleaved round by round, the
+#            first pack's median ratio to each other's with quartiles; bf16, and
+#            FP8 where packed) -> ab.txt, ab_moe.json; then the first pack's
+#            in-graph timelines at T = 1 (--profile; PROFILE=0 skips) ->
+#            timelines.txt. MODELS (default all four), TOKENS (1,16,128) and
+#            ROUNDS (60) from the environment.
 # Example (one device call): scripts/h200-bench.sh tests && scripts/h200-bench.sh bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -145,25 +147,24 @@ pack)
   ls -la ".device/pack/$2.tar.gz"
   ;;
 ab)
-  [[ -f ${2:-} && -f ${3:-} ]] || { echo "ab: NEW.tar.gz PREV.tar.gz [MODELS] [TOKENS]" >&2; exit 2; }
-  rm -rf /tmp/ab && mkdir -p /tmp/ab/new /tmp/ab/prev
-  tar -xzf "$2" -C /tmp/ab/new && tar -xzf "$3" -C /tmp/ab/prev || exit 1
-  runs=()
-  for run in new prev new2; do
-    build=${run%2}
-    fp8=()
-    [[ -d /tmp/ab/$build/art-fp8 ]] && fp8=(--fp8-artifacts /tmp/ab/$build/art-fp8)
-    mkdir -p "/tmp/ab/out-$run"
-    OUT=/tmp/ab/out-$run timeout 180 python3 bench/bench_moe.py --artifacts /tmp/ab/$build/art-bf16 \
-      "${fp8[@]}" --lib /tmp/ab/$build/libmoec.so --models "${4:-$models}" --tokens "${5:-1,16,128}" \
-      --rtol 1e-2 --compiled "" --target-s 0.3 >"/tmp/ab/out-$run/log.txt" 2>&1
-    echo "$run rc=$?"
-    runs+=("/tmp/ab/out-$run:$build")
+  # bench/ab_moe.py: every pack loaded in one process, calls interleaved round by round.
+  shift
+  (($# >= 2)) || { echo "ab: LABEL=PACK.tar.gz LABEL=PACK.tar.gz ... (MODELS, TOKENS, ROUNDS from the environment)" >&2; exit 2; }
+  rm -rf /tmp/ab && mkdir -p /tmp/ab
+  packs=()
+  for spec in "$@"; do
+    label=${spec%%=*} pack=${spec#*=}
+    mkdir -p "/tmp/ab/$label" && tar -xzf "$pack" -C "/tmp/ab/$label" || exit 1
+    packs+=("$label=/tmp/ab/$label")
   done
-  python3 bench/ab_summary.py "${runs[@]}" | tee "$OUT/ab.txt"
+  OUT=$OUT timeout 480 python3 bench/ab_moe.py "${packs[@]}" --models "${MODELS:-$models}" \
+    --tokens "${TOKENS:-1,16,128}" --rounds "${ROUNDS:-60}" 2>"$OUT/ab-stderr.txt" | tee "$OUT/ab.txt"
+  echo "ab rc=${PIPESTATUS[0]}"
+  [[ ${PROFILE:-1} == 0 ]] && exit 0
+  first=${packs[0]#*=}
   mkdir -p /tmp/ab/out-profile
-  OUT=/tmp/ab/out-profile timeout 120 python3 bench/bench_moe.py --artifacts /tmp/ab/new/art-bf16 \
-    --lib /tmp/ab/new/libmoec.so --models "${4:-$models}" --tokens 1 --rtol 1e-2 --compiled "" \
+  OUT=/tmp/ab/out-profile timeout 120 python3 bench/bench_moe.py --artifacts "$first/art-bf16" \
+    --lib "$first/libmoec.so" --models "${MODELS:-$models}" --tokens 1 --rtol 1e-2 --compiled "" \
     --target-s 0.2 --profile >/tmp/ab/out-profile/log.txt 2>&1
   echo "profile rc=$?"
   python3 bench/ab_summary.py --timelines /tmp/ab/out-profile/profile.txt >"$OUT/timelines.txt"
