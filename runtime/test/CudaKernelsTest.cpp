@@ -967,8 +967,11 @@ void checkLinear(int64_t M, int64_t K, int64_t N);
 /// columns and K not multiples of its 128 x 128 x 8 tiles), once with K = 1104,
 /// which it splits over blocks.
 TEST(CudaKernels, LinearMatchesCpu) {
-  // {rows, K, N}: few rows (warp per column; K split over blocks from 1104 on,
-  // a last split shorter than the others; 8 columns: Mixtral's router at T = 1),
+  // {rows, K, N}: up to 4 rows, K % 4 == 0 and ungated: one pass (Mixtral's
+  // router at T = 1, 8 columns; Qwen3's at T = 3; K = 300 over 7 columns: a
+  // partly used last block, parts of unequal length); few rows otherwise (warp
+  // per column; K split over blocks from 1104 on, a last split shorter than the
+  // others; K = 297 with one row: not a multiple of 4),
   // 64+ rows (tiled, split K; 100: one partial row tile; K = 297: the tiles'
   // element loads, f32 only),
   // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per four
@@ -980,6 +983,9 @@ TEST(CudaKernels, LinearMatchesCpu) {
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
                                 {1, 4096, 8},
+                                {3, 2048, 128},
+                                {4, 300, 7},
+                                {1, 297, 140},
                                 {100, 296, 140},
                                 {300, 296, 140},
                                 {300, 1104, 140},
@@ -1011,6 +1017,16 @@ void checkLinear(int64_t M, int64_t K, int64_t N) {
   for (const cpu::Epilogue &epilogue : allEpilogues()) {
     SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
                  std::to_string(epilogue.enabled));
+    if (epilogue.layout != cpu::GateUpLayout::None && epilogue.enabled && N % 2 != 0) {
+      // A gated N is even; an odd one is an error naming the call.
+      DeviceBuffer dY = poisoned(M * N * 4);
+      Status odd = cuda::linear(dX.dataAs<float>(), M, K, dW.dataAs<float>(), N,
+                                dBias.dataAs<float>(), epilogue, dY.dataAs<float>(), nullptr);
+      EXPECT_NE(odd.message().find("linear: gated N = " + std::to_string(N) + " is odd"),
+                std::string::npos)
+          << odd.message();
+      continue;
+    }
     int64_t width = outputWidth(epilogue, N);
     for (bool bf16 : {false, true}) {
       if (bf16 && K % 8 != 0)
