@@ -904,7 +904,9 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
                    dOffsets = poisoned(E * 4), dValid = poisoned(4), dInverse = poisoned(S * 4),
                    dRows = poisoned(S * H), dRowScales = poisoned(S * ((H + 127) / 128) * 4),
                    dH = poisoned(S * I), dHScales = poisoned(S * ((I + 127) / 128) * 4),
-                   dY = poisoned(S * H * 4);
+                   dY = poisoned(S * H * 4), dPlanned = poisoned(S * I * 4);
+      // The settled chain also takes the gate/up's f32 result from planned
+      // scratch (no allocation in the graph), the plain one from the pool.
       runChain(settled, [&](cudaStream_t stream) -> Status {
         Status status = cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
                                            dOffsets.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
@@ -922,7 +924,8 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
           status = gateUpMatmul(dRows.dataAs<uint8_t>(), S, dRowScales.dataAs<float>(), H,
                                 dGateUp.dataAs<uint8_t>(), dGateUpScales.dataAs<float>(), E, 2 * I,
                                 dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<uint8_t>(),
-                                dHScales.dataAs<float>(), stream, cuda::FP8Tile::Auto);
+                                dHScales.dataAs<float>(), settled ? dPlanned.dataAs<float>() : nullptr,
+                                settled ? S * I : 0, stream, cuda::FP8Tile::Auto);
         if (status)
           status = downMatmul(dH.dataAs<uint8_t>(), S, dHScales.dataAs<float>(), I,
                               dDown.dataAs<uint8_t>(), dDownScales.dataAs<float>(), E, H,
@@ -1316,8 +1319,9 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
 /// followed by quantizeE4M3, bit for bit, and leaves the sentinel tail alone:
 /// on QGMMA its epilogue pass quantises (N = 264: 16-byte loads, 4-byte code
 /// stores; 276: column by column), on the mma.sync tiles the quantise kernel
-/// follows. 36000 rows: more (row, group) items than the pass's warps, so each
-/// warp takes several.
+/// follows, its f32 result in the pool's scratch or in planned scratch (one
+/// float short of the rows: the pool again). 36000 rows: more (row, group)
+/// items than the pass's warps, so each warp takes several.
 void checkFP8Quantized(const std::vector<int32_t> &offsets);
 
 TEST(CudaKernels, FP8GroupedMatmulQuantizedMatchesUnfused) {
@@ -1357,8 +1361,7 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
                      std::to_string(epilogue.enabled));
         int64_t width = outputWidth(epilogue, N), groups = (width + 127) / 128;
         DeviceBuffer dResult = poisoned(S * width * 4), dWantQ = poisoned(S * width),
-                     dWantScales = poisoned(S * groups * 4), dQ = poisoned(S * width),
-                     dScales = poisoned(S * groups * 4);
+                     dWantScales = poisoned(S * groups * 4);
         const int32_t *o = dOffsets.dataAs<int32_t>();
         ASSERT_OK(cuda::groupedMatmulFP8(dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
                                          dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N, o,
@@ -1367,18 +1370,26 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
         ASSERT_OK(cuda::quantizeE4M3(dResult.dataAs<float>(), S, width, o + E - 1,
                                      dWantQ.dataAs<uint8_t>(), dWantScales.dataAs<float>(),
                                      nullptr));
-        ASSERT_OK(cuda::groupedMatmulFP8Quantized(
-            dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K, dWq.dataAs<uint8_t>(),
-            dWs.dataAs<float>(), E, N, o, dBias.dataAs<float>(), epilogue, dQ.dataAs<uint8_t>(),
-            dScales.dataAs<float>(), nullptr, tile));
-        ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-        // Both whole buffers, sentinel tails (still poisoned) included; the
-        // valid rows' scales written, the tail's not.
-        std::vector<uint32_t> scaleBits = download<uint32_t>(dScales, S * groups);
-        EXPECT_EQ(download<uint8_t>(dQ, S * width), download<uint8_t>(dWantQ, S * width));
-        EXPECT_EQ(scaleBits, download<uint32_t>(dWantScales, S * groups));
-        for (int64_t i = 0; i < S * groups; ++i)
-          ASSERT_EQ(scaleBits[i] == 0xFFFFFFFFu, i >= valid * groups) << "scale " << i;
+        for (int64_t plannedFloats : {int64_t(0), S * width, S * width - 1}) {
+          if (plannedFloats && tile != cuda::FP8Tile::Tok32)
+            continue; // the other tiles here take QGMMA, which has no f32 result
+          SCOPED_TRACE("planned scratch " + std::to_string(plannedFloats));
+          DeviceBuffer dPlanned = poisoned(std::max<int64_t>(1, plannedFloats) * 4),
+                       dQ = poisoned(S * width), dScales = poisoned(S * groups * 4);
+          ASSERT_OK(cuda::groupedMatmulFP8Quantized(
+              dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K, dWq.dataAs<uint8_t>(),
+              dWs.dataAs<float>(), E, N, o, dBias.dataAs<float>(), epilogue,
+              dQ.dataAs<uint8_t>(), dScales.dataAs<float>(),
+              plannedFloats ? dPlanned.dataAs<float>() : nullptr, plannedFloats, nullptr, tile));
+          ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+          // Both whole buffers, sentinel tails (still poisoned) included; the
+          // valid rows' scales written, the tail's not.
+          std::vector<uint32_t> scaleBits = download<uint32_t>(dScales, S * groups);
+          EXPECT_EQ(download<uint8_t>(dQ, S * width), download<uint8_t>(dWantQ, S * width));
+          EXPECT_EQ(scaleBits, download<uint32_t>(dWantScales, S * groups));
+          for (int64_t i = 0; i < S * groups; ++i)
+            ASSERT_EQ(scaleBits[i] == 0xFFFFFFFFu, i >= valid * groups) << "scale " << i;
+        }
       }
   }
 }
