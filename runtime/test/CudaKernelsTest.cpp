@@ -910,7 +910,9 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
                    dOffsets = poisoned(E * 4), dValid = poisoned(4), dInverse = poisoned(S * 4),
                    dRows = poisoned(S * H), dRowScales = poisoned(S * ((H + 127) / 128) * 4),
                    dH = poisoned(S * I), dHScales = poisoned(S * ((I + 127) / 128) * 4),
-                   dY = poisoned(S * H * 4);
+                   dY = poisoned(S * H * 4), dPlanned = poisoned(S * I * 4);
+      // The settled chain also takes the gate/up's f32 result from planned
+      // scratch (no allocation in the graph), the plain one from the pool.
       runChain(settled, [&](cudaStream_t stream) -> Status {
         Status status = cuda::sortByExpert(dIds.dataAs<int32_t>(), S, E, 0, dPerm.dataAs<int32_t>(),
                                            dOffsets.dataAs<int32_t>(), dValid.dataAs<int32_t>(),
@@ -928,7 +930,8 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
           status = gateUpMatmul(dRows.dataAs<uint8_t>(), S, dRowScales.dataAs<float>(), H,
                                 dGateUp.dataAs<uint8_t>(), dGateUpScales.dataAs<float>(), E, 2 * I,
                                 dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<uint8_t>(),
-                                dHScales.dataAs<float>(), stream, cuda::FP8Tile::Auto);
+                                dHScales.dataAs<float>(), settled ? dPlanned.dataAs<float>() : nullptr,
+                                settled ? S * I : 0, stream, cuda::FP8Tile::Auto);
         if (status)
           status = downMatmul(dH.dataAs<uint8_t>(), S, dHScales.dataAs<float>(), I,
                               dDown.dataAs<uint8_t>(), dDownScales.dataAs<float>(), E, H,
@@ -973,8 +976,11 @@ void checkLinear(int64_t M, int64_t K, int64_t N);
 /// columns and K not multiples of its 128 x 128 x 8 tiles), once with K = 1104,
 /// which it splits over blocks.
 TEST(CudaKernels, LinearMatchesCpu) {
-  // {rows, K, N}: few rows (warp per column; K split over blocks from 1104 on,
-  // a last split shorter than the others; 8 columns: Mixtral's router at T = 1),
+  // {rows, K, N}: up to 4 rows, K % 4 == 0 and ungated: one pass (Mixtral's
+  // router at T = 1, 8 columns; Qwen3's at T = 3; K = 300 over 7 columns: a
+  // partly used last block, parts of unequal length); few rows otherwise (warp
+  // per column; K split over blocks from 1104 on, a last split shorter than the
+  // others; K = 297 with one row: not a multiple of 4),
   // 64+ rows (tiled, split K; 100: one partial row tile; K = 297: the tiles'
   // element loads, f32 only),
   // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per four
@@ -986,6 +992,9 @@ TEST(CudaKernels, LinearMatchesCpu) {
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
                                 {1, 4096, 8},
+                                {3, 2048, 128},
+                                {4, 300, 7},
+                                {1, 297, 140},
                                 {100, 296, 140},
                                 {300, 296, 140},
                                 {300, 1104, 140},
@@ -1017,6 +1026,16 @@ void checkLinear(int64_t M, int64_t K, int64_t N) {
   for (const cpu::Epilogue &epilogue : allEpilogues()) {
     SCOPED_TRACE("layout " + std::to_string(int(epilogue.layout)) + ", enabled " +
                  std::to_string(epilogue.enabled));
+    if (epilogue.layout != cpu::GateUpLayout::None && epilogue.enabled && N % 2 != 0) {
+      // A gated N is even; an odd one is an error naming the call.
+      DeviceBuffer dY = poisoned(M * N * 4);
+      Status odd = cuda::linear(dX.dataAs<float>(), M, K, dW.dataAs<float>(), N,
+                                dBias.dataAs<float>(), epilogue, dY.dataAs<float>(), nullptr);
+      EXPECT_NE(odd.message().find("linear: gated N = " + std::to_string(N) + " is odd"),
+                std::string::npos)
+          << odd.message();
+      continue;
+    }
     int64_t width = outputWidth(epilogue, N);
     for (bool bf16 : {false, true}) {
       if (bf16 && K % 8 != 0)
@@ -1318,8 +1337,9 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
 /// followed by quantizeE4M3, bit for bit, and leaves the sentinel tail alone:
 /// on QGMMA its epilogue pass quantises (N = 264: 16-byte loads, 4-byte code
 /// stores; 276: column by column), on the mma.sync tiles the quantise kernel
-/// follows. 36000 rows: more (row, group) items than the pass's warps, so each
-/// warp takes several.
+/// follows, its f32 result in the pool's scratch or in planned scratch (one
+/// float short of the rows: the pool again). 36000 rows: more (row, group)
+/// items than the pass's warps, so each warp takes several.
 void checkFP8Quantized(const std::vector<int32_t> &offsets);
 
 TEST(CudaKernels, FP8GroupedMatmulQuantizedMatchesUnfused) {
@@ -1355,8 +1375,7 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
                      std::to_string(epilogue.enabled));
         int64_t width = outputWidth(epilogue, N), groups = (width + 127) / 128;
         DeviceBuffer dResult = poisoned(S * width * 4), dWantQ = poisoned(S * width),
-                     dWantScales = poisoned(S * groups * 4), dQ = poisoned(S * width),
-                     dScales = poisoned(S * groups * 4);
+                     dWantScales = poisoned(S * groups * 4);
         const int32_t *o = dOffsets.dataAs<int32_t>();
         ASSERT_OK(cuda::groupedMatmulFP8(dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
                                          dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N, o,
@@ -1365,18 +1384,26 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
         ASSERT_OK(cuda::quantizeE4M3(dResult.dataAs<float>(), S, width, o + E - 1,
                                      dWantQ.dataAs<uint8_t>(), dWantScales.dataAs<float>(),
                                      nullptr));
-        ASSERT_OK(cuda::groupedMatmulFP8Quantized(
-            dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K, dWq.dataAs<uint8_t>(),
-            dWs.dataAs<float>(), E, N, o, dBias.dataAs<float>(), epilogue, dQ.dataAs<uint8_t>(),
-            dScales.dataAs<float>(), nullptr, tile));
-        ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
-        // Both whole buffers, sentinel tails (still poisoned) included; the
-        // valid rows' scales written, the tail's not.
-        std::vector<uint32_t> scaleBits = download<uint32_t>(dScales, S * groups);
-        EXPECT_EQ(download<uint8_t>(dQ, S * width), download<uint8_t>(dWantQ, S * width));
-        EXPECT_EQ(scaleBits, download<uint32_t>(dWantScales, S * groups));
-        for (int64_t i = 0; i < S * groups; ++i)
-          ASSERT_EQ(scaleBits[i] == 0xFFFFFFFFu, i >= valid * groups) << "scale " << i;
+        for (int64_t plannedFloats : {int64_t(0), S * width, S * width - 1}) {
+          if (plannedFloats && tile != cuda::FP8Tile::Tok32)
+            continue; // the other tiles here take QGMMA, which has no f32 result
+          SCOPED_TRACE("planned scratch " + std::to_string(plannedFloats));
+          DeviceBuffer dPlanned = poisoned(std::max<int64_t>(1, plannedFloats) * 4),
+                       dQ = poisoned(S * width), dScales = poisoned(S * groups * 4);
+          ASSERT_OK(cuda::groupedMatmulFP8Quantized(
+              dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K, dWq.dataAs<uint8_t>(),
+              dWs.dataAs<float>(), E, N, o, dBias.dataAs<float>(), epilogue,
+              dQ.dataAs<uint8_t>(), dScales.dataAs<float>(),
+              plannedFloats ? dPlanned.dataAs<float>() : nullptr, plannedFloats, nullptr, tile));
+          ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+          // Both whole buffers, sentinel tails (still poisoned) included; the
+          // valid rows' scales written, the tail's not.
+          std::vector<uint32_t> scaleBits = download<uint32_t>(dScales, S * groups);
+          EXPECT_EQ(download<uint8_t>(dQ, S * width), download<uint8_t>(dWantQ, S * width));
+          EXPECT_EQ(scaleBits, download<uint32_t>(dWantScales, S * groups));
+          for (int64_t i = 0; i < S * groups; ++i)
+            ASSERT_EQ(scaleBits[i] == 0xFFFFFFFFu, i >= valid * groups) << "scale " << i;
+        }
       }
   }
 }

@@ -1118,7 +1118,19 @@ LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
         defineCodes(op, fp8MatmulRows(matmul));
     if (failed(codes))
       return failure();
-    args->insert(args->end(), {codes->first->var, codes->second->var});
+    // Decode's f32 gate/up result (the mma.sync tiles', up to kDecodeSlots
+    // rows) in the workspace: an allocation in the captured graph would keep
+    // this kernel and the next from launching under their predecessors.
+    constexpr uint64_t kDecodeSlots = 16; // runtime: kFP8WgmmaMinSlots
+    Dim rows = fp8MatmulRows(matmul);
+    uint64_t maxRows = static_cast<uint64_t>(rows.size) * (rows.perToken ? maxTokens : 1);
+    uint64_t scratchFloats = std::min(maxRows, kDecodeSlots) *
+                             static_cast<uint64_t>(codes->first->dims.back().size);
+    std::string scratch = "v" + std::to_string(nextVar++);
+    decl("float *" + scratch + " = reinterpret_cast<float *>(workspace + " +
+         std::to_string(reserve(4 * scratchFloats)) + "); // decode's f32 gate/up result");
+    args->insert(args->end(), {codes->first->var, codes->second->var, scratch,
+                               std::to_string(scratchFloats)});
     kernel(offsetsSettled(matmul) ? "groupedMatmulFP8QuantizedSettledOffsets"
                                   : "groupedMatmulFP8Quantized",
            *args);

@@ -454,8 +454,8 @@ Status groupedMatmulFP8QuantizedImpl(const uint8_t *lhs, int64_t slots, const fl
                                      int64_t k, const uint8_t *weights, const float *weightScales,
                                      int64_t experts, int64_t n, const int32_t *offsets,
                                      const float *bias, const Epilogue &epilogue, uint8_t *q,
-                                     float *scales, cudaStream_t stream, FP8Tile tile,
-                                     bool settledOffsets) {
+                                     float *scales, float *planned, int64_t plannedFloats,
+                                     cudaStream_t stream, FP8Tile tile, bool settledOffsets) {
   bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
   if (gated && n % 2 != 0)
     return Status::error("groupedMatmulFP8Quantized: gated N = " + std::to_string(n) + " is odd");
@@ -473,8 +473,9 @@ Status groupedMatmulFP8QuantizedImpl(const uint8_t *lhs, int64_t slots, const fl
   // the quantise kernel (rows up to offsets[E-1]).
   int64_t width = gated ? n / 2 : n;
   detail::StreamScratch scratch(stream);
-  float *result = nullptr;
-  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots * width), result));
+  float *result = planned && slots * width <= plannedFloats ? planned : nullptr;
+  if (!result)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots * width), result));
   MOEC_RETURN_IF_ERROR(groupedMatmulFP8Impl(lhs, slots, lhsScales, k, weights, weightScales,
                                             experts, n, offsets, bias, epilogue, result, stream,
                                             tile, settledOffsets));
@@ -504,9 +505,11 @@ Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float 
                                  int64_t k, const uint8_t *weights, const float *weightScales,
                                  int64_t experts, int64_t n, const int32_t *offsets,
                                  const float *bias, const Epilogue &epilogue, uint8_t *q,
-                                 float *scales, cudaStream_t stream, FP8Tile tile) {
+                                 float *scales, float *scratch, int64_t scratchFloats,
+                                 cudaStream_t stream, FP8Tile tile) {
   return groupedMatmulFP8QuantizedImpl(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
-                                       offsets, bias, epilogue, q, scales, stream, tile, false);
+                                       offsets, bias, epilogue, q, scales, scratch, scratchFloats,
+                                       stream, tile, false);
 }
 
 Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
@@ -514,10 +517,12 @@ Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots
                                                const uint8_t *weights, const float *weightScales,
                                                int64_t experts, int64_t n, const int32_t *offsets,
                                                const float *bias, const Epilogue &epilogue,
-                                               uint8_t *q, float *scales, cudaStream_t stream,
+                                               uint8_t *q, float *scales, float *scratch,
+                                               int64_t scratchFloats, cudaStream_t stream,
                                                FP8Tile tile) {
   return groupedMatmulFP8QuantizedImpl(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
-                                       offsets, bias, epilogue, q, scales, stream, tile, true);
+                                       offsets, bias, epilogue, q, scales, scratch, scratchFloats,
+                                       stream, tile, true);
 }
 
 } // namespace moec::rt::cuda

@@ -117,6 +117,71 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
   }
 }
 
+/// Decode routers: up to kFewRows rows, ungated, K % 4 == 0 and 16-byte
+/// aligned rows. One pass, no split over blocks, so no scratch and no second
+/// kernel: v17's timeline had the split router (linearKernel, then
+/// reduceSplits, then the scratch's free, which a dependent launch cannot
+/// overlap) at 6.6 µs of Qwen3's call at T = 1, before route could start. A
+/// block computes kFewColumns columns; its warps split each column's K in
+/// kFewParts and walk it with 16-byte loads, and the parts are added in shared
+/// memory in a fixed order (logits do not depend on timing).
+constexpr int64_t kFewRows = 4;
+constexpr int kFewColumns = 2;
+constexpr int kFewParts = kThreads / 32 / kFewColumns;
+
+__global__ void __launch_bounds__(kThreads)
+    linearFewRowsKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n,
+                        const float *bias, cpu::Epilogue epilogue, float *y) {
+  device::awaitPrerequisites(); // a dependent launch
+  __shared__ float parts[kFewParts][kFewColumns][kFewRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int c = warp % kFewColumns, part = warp / kFewColumns;
+  const int64_t column = int64_t(blockIdx.x) * kFewColumns + c;
+  const int64_t quads = k / 4, perPart = (quads + kFewParts - 1) / kFewParts;
+  const int64_t begin = part * perPart, end = begin + perPart < quads ? begin + perPart : quads;
+  float acc[kFewRows] = {};
+  if (column < n) {
+    const float4 *wRow = reinterpret_cast<const float4 *>(w + column * k);
+#pragma unroll 4
+    for (int64_t q = begin + lane; q < end; q += 32) {
+      float4 wv = __ldg(wRow + q);
+#pragma unroll
+      for (int r = 0; r < kFewRows; ++r) {
+        if (r >= m)
+          break;
+        float4 xv = __ldg(reinterpret_cast<const float4 *>(x + r * k) + q);
+        acc[r] = fmaf(wv.x, xv.x, acc[r]);
+        acc[r] = fmaf(wv.y, xv.y, acc[r]);
+        acc[r] = fmaf(wv.z, xv.z, acc[r]);
+        acc[r] = fmaf(wv.w, xv.w, acc[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kFewRows; ++r) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+    if (lane == 0)
+      parts[part][c][r] = acc[r];
+  }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t >= kFewColumns * kFewRows)
+    return;
+  const int outColumn = t / kFewRows, r = t % kFewRows;
+  const int64_t j = int64_t(blockIdx.x) * kFewColumns + outColumn;
+  if (j >= n || r >= m)
+    return;
+  float sum = parts[0][outColumn][r];
+  for (int p = 1; p < kFewParts; ++p)
+    sum += parts[p][outColumn][r];
+  sum += bias ? bias[j] : 0.0f;
+  if (epilogue.enabled)
+    sum = device::activate(epilogue.kind, epilogue.alpha, sum);
+  y[r * n + j] = sum;
+}
+
 /// Many rows and columns (prefill routers of 64+ experts): f32 on the tensor
 /// cores in 3xTF32. Each operand v splits into big = tf32(v) and small =
 /// tf32(v - big), and a·b is summed as small·big + big·small + big·big (the
@@ -400,6 +465,13 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     return Status::error("linear: gated N = " + std::to_string(n) + " is odd");
   int64_t width = gated ? n / 2 : n;
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!gated && m <= kFewRows && k % 4 == 0 && aligned(x) && aligned(w)) {
+    int64_t blocks = (n + kFewColumns - 1) / kFewColumns;
+    if (blocks > INT32_MAX)
+      return Status::error("linear: " + std::to_string(n) + " columns exceed the grid's limit");
+    return detail::launchDependent(linearFewRowsKernel, dim3(static_cast<unsigned>(blocks)),
+                                   dim3(kThreads), 0, stream, x, m, k, w, n, bias, epilogue, y);
+  }
   if (!gated && m >= kSkinnyMinRows && n <= kSkinnyMaxColumns && k % 4 == 0 && aligned(x) &&
       aligned(w)) {
     auto blocks = [&](int rowsPerWarp) {

@@ -224,19 +224,25 @@ Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const f
 /// and scales bit for bit: q [slots, N'] e4m3 codes, scales [slots,
 /// ceil(N'/128)], rows at or past offsets[E-1] untouched. On the CUTLASS tiles
 /// the epilogue pass quantises its own outputs, so the f32 result (N' columns
-/// of every row, written then read back) never exists.
+/// of every row, written then read back) never exists. The mma.sync tiles'
+/// f32 result goes to `scratch` when it holds slots·N' floats (`scratchFloats`;
+/// the generated code plans decode's in its workspace), else to stream-ordered
+/// scratch, whose allocation and free in a captured graph keep the kernels on
+/// either side from launching under their predecessors (v17's timelines).
 Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
                                  int64_t k, const uint8_t *weights, const float *weightScales,
                                  int64_t experts, int64_t n, const int32_t *offsets,
                                  const float *bias, const Epilogue &epilogue, uint8_t *q,
-                                 float *scales, cudaStream_t stream, FP8Tile tile = FP8Tile::Auto);
+                                 float *scales, float *scratch, int64_t scratchFloats,
+                                 cudaStream_t stream, FP8Tile tile = FP8Tile::Auto);
 /// groupedMatmulFP8Quantized with settled offsets (groupedMatmulFP8SettledOffsets).
 Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
                                                const float *lhsScales, int64_t k,
                                                const uint8_t *weights, const float *weightScales,
                                                int64_t experts, int64_t n, const int32_t *offsets,
                                                const float *bias, const Epilogue &epilogue,
-                                               uint8_t *q, float *scales, cudaStream_t stream,
+                                               uint8_t *q, float *scales, float *scratch,
+                                               int64_t scratchFloats, cudaStream_t stream,
                                                FP8Tile tile = FP8Tile::Auto);
 
 /// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
