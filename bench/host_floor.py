@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""What a synchronised call costs before its kernels: the floor under bench_moe.py's T = 1 cells.
+
+bench_moe.py times one call on the host (L2 flushed, synchronise, call, synchronise).
+At T = 1 moec's kernels span 39 µs of Qwen3's 62-68 µs (v17-v18 timelines); this
+measures the rest with the same clock: torch.cuda.synchronize() alone, a CUDA graph of
+one empty kernel and of eight chained ones replayed and synchronised, a ctypes call
+into libmoec.so, and (with --artifact) moec_run at T = 1 beside its own graph.
+
+    python3 bench/host_floor.py --lib D/libmoec.so [--artifact D/art-bf16/qwen3moe-30b-a3b]
+"""
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_moe import DEV, Moec  # noqa: E402
+from write_weights import Splat, read_layout, write_weights  # noqa: E402
+
+
+def host_us(fn, flush, n=200):
+    times = []
+    for _ in range(n):
+        flush.zero_()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def graph_of(kernels, x):
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        for _ in range(kernels):  # warm up outside capture
+            x.add_(1.0)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(kernels):
+                x.add_(1.0)
+    return graph
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lib", required=True)
+    p.add_argument("--artifact", default="")
+    args = p.parse_args()
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=DEV)
+    x = torch.zeros(32, device=DEV)
+    lib = ctypes.CDLL(args.lib)
+    lib.moec_dtype_name.restype = ctypes.c_char_p
+    g1, g8 = graph_of(1, x), graph_of(8, x)
+    print(f"synchronize alone:                {host_us(lambda: None, flush):6.1f} us")
+    print(f"ctypes call (moec_dtype_name):    {host_us(lambda: lib.moec_dtype_name(0), flush):6.1f} us")
+    print(f"graph of 1 kernel, replayed:      {host_us(g1.replay, flush):6.1f} us")
+    print(f"graph of 8 chained kernels:       {host_us(g8.replay, flush):6.1f} us")
+    if args.artifact:
+        # Splatted weights (write_weights.py's Splat) unless some are there: the router's
+        # ties pick the first k experts, whose bytes stream like any others.
+        weights = os.path.join(args.artifact, "weights.bin")
+        made = not os.path.exists(weights)
+        if made:
+            write_weights(args.artifact, [Splat(0.01) for _ in read_layout(args.artifact)[1]])
+        m = Moec(args.lib, args.artifact)
+        if made:
+            os.remove(weights)
+        H = next(int(line.split(",")[-1].rstrip("]\n")) for line in open(os.path.join(args.artifact, "manifest.txt"))
+                 if line.startswith("input "))  # input hidden_states f32 [-1,H]
+        xs = torch.randn(1, H, device=DEV)
+        ys = torch.empty(1, H, device=DEV)
+        m.bind(xs, ys)
+        m.run()
+        m.run()
+        print(f"moec_run at T = 1 ({os.path.basename(args.artifact)}): {host_us(m.run, flush):6.1f} us")
+        m.free()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
