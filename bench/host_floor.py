@@ -35,6 +35,14 @@ def host_us(fn, flush, n=200):
     return statistics.median(times)
 
 
+def _loads(name):
+    try:
+        ctypes.CDLL(name)
+        return True
+    except OSError:
+        return False
+
+
 def graph_of(kernels, x):
     stream = torch.cuda.Stream()
     graph = torch.cuda.CUDAGraph()
@@ -62,6 +70,21 @@ def main():
     print(f"ctypes call (moec_dtype_name):    {host_us(lambda: lib.moec_dtype_name(0), flush):6.1f} us")
     print(f"graph of 1 kernel, replayed:      {host_us(g1.replay, flush):6.1f} us")
     print(f"graph of 8 chained kernels:       {host_us(g8.replay, flush):6.1f} us")
+    # What GraphCache::inPlace asks per buffer and call (runtime/src/cuda/Artifact.cpp).
+    cudart = next((ctypes.CDLL(n) for n in ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
+                   if _loads(n)), None)
+    if cudart:
+        # cudaPointerAttributes is 88 bytes in CUDA 13 (eight reserved longs): a 64-byte buffer
+        # here corrupted the heap and crashed the script at exit (v18 call 4).
+        attrs, device = ctypes.create_string_buffer(256), ctypes.c_int()
+        for name, fn in (("cudaGetDevice", lambda: cudart.cudaGetDevice(ctypes.byref(device))),
+                         ("cudaPointerGetAttributes", lambda: cudart.cudaPointerGetAttributes(
+                             attrs, ctypes.c_void_p(x.data_ptr())))):
+            n = 2000
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            print(f"{name} via ctypes, a call:  {(time.perf_counter() - t0) / n * 1e6:6.2f} us")
     if args.artifact:
         # Splatted weights (write_weights.py's Splat) unless some are there: the router's
         # ties pick the first k experts, whose bytes stream like any others.

@@ -64,8 +64,12 @@ Status route(const float *logits, int64_t tokens, int64_t experts, const float *
              const Routing &routing, int32_t *ids, float *weights, cudaStream_t stream);
 
 /// Up to this many slots sortByExpert is one launch of one block (decode);
-/// from here on, CUB's device-wide radix sort and an offsets scan.
+/// from here on, up to kSortCountingMaxSlots slots over up to
+/// kSortCountingMaxExperts local experts, a counting sort in one launch of one
+/// block; past either, CUB's device-wide radix sort and an offsets scan.
 inline constexpr int64_t kSortOneBlockMaxSlots = 1024;
+inline constexpr int64_t kSortCountingMaxSlots = 16384;
+inline constexpr int64_t kSortCountingMaxExperts = 256;
 
 /// Stable: equal ids keep ascending slot order; invalid and non-local ids sort
 /// last as the sentinel (docs/design.md). `workspace` holds
