@@ -399,8 +399,9 @@ __global__ void __launch_bounds__(kThreads)
 /// The sort of kSortOneBlockMaxSlots < slots <= kSortCountingMaxSlots over up
 /// to kSortCountingMaxExperts local experts, in one launch of one block, where
 /// CUB's device-wide sort is eleven graph nodes (memsets, keys, histogram,
-/// scan, onesweep, offsets, inverse): 25 µs alone for Qwen3 at T = 1024 (v18's
-/// decode-front). A stable counting sort. Warp w owns the contiguous slots
+/// scan, onesweep, offsets, inverse): 25.8 µs alone for Qwen3 at T = 1024 and
+/// 36 for DeepSeek-V3, 10.5 and 10.8 this way (v18's decode-front, call 5). A
+/// stable counting sort. Warp w owns the contiguous slots
 /// [w * share, (w + 1) * share), share a multiple of 32, and takes them 32 at a
 /// time (round r: lane l holds slot w * share + 32 r + l), every key held in a
 /// register from one load per round. Per round, one ballot per key bit groups
@@ -414,8 +415,8 @@ constexpr int kCountingWarps = 32;
 constexpr int kCountingKeyBits = 9; // keys 0..256, and -1 (past the slots) as 511
 
 /// The lanes of the warp whose key equals this lane's, from one ballot per key
-/// bit: __match_any_sync, which this replaced, cost ~2 µs a round of 32 warps
-/// (v18: 18-22 µs of the sort at 8192 slots, 41 at 16384).
+/// bit: with __match_any_sync instead the sort took 22.5 µs at 8192 slots, this
+/// way 20.7 (v18 calls 2 and 3).
 __device__ __forceinline__ unsigned lanesWithKey(int key) {
   unsigned peers = 0xffffffffu;
 #pragma unroll
@@ -441,8 +442,8 @@ __global__ void __launch_bounds__(32 * kCountingWarps, 1)
   using Scan = cub::BlockScan<int32_t, 32 * kCountingWarps>;
   // Counts, then first rows, of (key, warp) at [warp][key]: a warp's leaders
   // touch their distinct keys in distinct banks. At [key][warp] every access of
-  // a warp fell in one bank, ~28-way conflicts that cost ~2 µs a round (v18:
-  // 21 µs at 8192 slots, the same with __match_any_sync or without).
+  // a warp fell in one bank (~28-way conflicts): 20.7 µs at 8192 slots against
+  // 16.6 (v18 calls 3 and 4).
   __shared__ int32_t first[kCountingWarps * kCountingKeys];
   __shared__ typename Scan::TempStorage scan;
   auto cell = [](int key, int warp) { return warp * kCountingKeys + key; };
@@ -456,7 +457,7 @@ __global__ void __launch_bounds__(32 * kCountingWarps, 1)
   // Round r's slot of this lane: its key + 1 in the high half (0: past the
   // slots), then its rank in the low half (below share <= 512): one register a
   // round. A key and a rank array spilled 312 bytes at 64 registers (ptxas -v);
-  // this spills 68, around the scan.
+  // this spills 88, around the scan.
   uint32_t held[kCountingRounds];
 #pragma unroll
   for (int r = 0; r < kCountingRounds; ++r) {
@@ -507,6 +508,12 @@ __global__ void __launch_bounds__(32 * kCountingWarps, 1)
   const int valid = first[cell(numExperts, 0)];
   if (threadIdx.x == 0)
     *numValid = valid;
+  // The permutation goes through shared memory (`slots` ints, dynamic): its
+  // rows are scattered across the warp, and one SM's scattered 4-byte stores,
+  // a sector each, were most of the ~1.6 µs a round of 1024 slots took (v18
+  // call 4: 16.6 µs at 8192 slots; 10.5 staged, call 5). The inverse's stores
+  // are the slots in order, coalesced as they are.
+  extern __shared__ int32_t slotOfRow[];
 #pragma unroll
   for (int r = 0; r < kCountingRounds; ++r) {
     int key = int(held[r] >> 16) - 1;
@@ -514,10 +521,13 @@ __global__ void __launch_bounds__(32 * kCountingWarps, 1)
       continue;
     int s = begin + 32 * r + lane;
     int row = first[cell(key, warp)] + int(held[r] & 0xFFFFu);
-    permutation[row] = s;
+    slotOfRow[row] = s;
     if (rowOfSlot)
       rowOfSlot[s] = row < valid ? row : -1;
   }
+  __syncthreads();
+  for (int row = threadIdx.x; row < slots; row += blockDim.x)
+    permutation[row] = slotOfRow[row];
 }
 
 /// Inclusive ends of the experts' rows: one block scans the counts (up to
@@ -807,11 +817,16 @@ Status sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64
       return launch(sortOneBlockKernel<128, 2>, 128);
     return launch(sortOneBlockKernel<256, 4>, 256);
   }
-  if (slots <= kSortCountingMaxSlots && numExperts <= kSortCountingMaxExperts)
-    return detail::launchDependent(sortCountingKernel, dim3(1), dim3(32 * kCountingWarps), 0,
+  if (slots <= kSortCountingMaxSlots && numExperts <= kSortCountingMaxExperts) {
+    const size_t shared = static_cast<size_t>(slots) * sizeof(int32_t); // the staged permutation
+    MOEC_CUDA_TRY(cudaFuncSetAttribute(sortCountingKernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kSortCountingMaxSlots * sizeof(int32_t))));
+    return detail::launchDependent(sortCountingKernel, dim3(1), dim3(32 * kCountingWarps), shared,
                                    stream, ids, static_cast<int>(slots),
                                    static_cast<int>(numExperts), firstExpert, permutation, offsets,
                                    numValid, rowOfSlot);
+  }
   size_t needed = 0;
   MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(slots, needed));
   if (workspaceBytes < needed)
