@@ -317,6 +317,12 @@ __global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts
     finishRoutingWeights(l, tokenIds, routing, w);
 }
 
+/// The sort key of an id less the first local expert: the local expert, or
+/// numExperts (the sentinel) for an id that is invalid or not local.
+__device__ __forceinline__ uint32_t sortKeyOf(int64_t local, int64_t numExperts) {
+  return local >= 0 && local < numExperts ? uint32_t(local) : uint32_t(numExperts);
+}
+
 /// Local ids as sort keys (the sentinel is numExperts), slot indices as values,
 /// and the per-expert counts (counts[numExperts] gathers the sentinels).
 __global__ void sortKeysKernel(const int32_t *ids, int64_t slots, int64_t numExperts,
@@ -324,8 +330,7 @@ __global__ void sortKeysKernel(const int32_t *ids, int64_t slots, int64_t numExp
                                int32_t *counts) {
   for (int64_t s = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; s < slots;
        s += int64_t(gridDim.x) * blockDim.x) {
-    int64_t local = static_cast<int64_t>(ids[s]) - firstExpert;
-    uint32_t key = local >= 0 && local < numExperts ? uint32_t(local) : uint32_t(numExperts);
+    uint32_t key = sortKeyOf(static_cast<int64_t>(ids[s]) - firstExpert, numExperts);
     keys[s] = key;
     values[s] = static_cast<int32_t>(s);
     atomicAdd(&counts[key], 1);
@@ -359,7 +364,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kItems; ++i) {
     int s = threadIdx.x * kItems + i;
     int64_t local = s < slots ? static_cast<int64_t>(ids[s]) - firstExpert : -1;
-    keys[i] = local >= 0 && local < numExperts ? uint32_t(local) : uint32_t(numExperts);
+    keys[i] = sortKeyOf(local, numExperts);
     values[i] = s;
   }
   Sort(shared.sort).Sort(keys, values, 0, endBit);
@@ -463,10 +468,8 @@ __global__ void __launch_bounds__(32 * kCountingWarps, 1)
   for (int r = 0; r < kCountingRounds; ++r) {
     int s = begin + 32 * r + lane;
     held[r] = 0;
-    if (32 * r < share && s < slots) {
-      int64_t local = static_cast<int64_t>(ids[s]) - firstExpert;
-      held[r] = uint32_t(local >= 0 && local < numExperts ? local + 1 : numExperts + 1) << 16;
-    }
+    if (32 * r < share && s < slots)
+      held[r] = (sortKeyOf(static_cast<int64_t>(ids[s]) - firstExpert, numExperts) + 1) << 16;
   }
   __syncthreads(); // the counts are zero
   const unsigned below = (1u << lane) - 1;
