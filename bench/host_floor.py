@@ -35,12 +35,14 @@ def host_us(fn, flush, n=200):
     return statistics.median(times)
 
 
-def _loads(name):
-    try:
-        ctypes.CDLL(name)
-        return True
-    except OSError:
-        return False
+def first_library(names):
+    """The first of `names` that loads, or None."""
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            pass
+    return None
 
 
 def graph_of(kernels, x):
@@ -71,8 +73,7 @@ def main():
     print(f"graph of 1 kernel, replayed:      {host_us(g1.replay, flush):6.1f} us")
     print(f"graph of 8 chained kernels:       {host_us(g8.replay, flush):6.1f} us")
     # What GraphCache::inPlace asks per buffer and call (runtime/src/cuda/Artifact.cpp).
-    cudart = next((ctypes.CDLL(n) for n in ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
-                   if _loads(n)), None)
+    cudart = first_library(("libcudart.so.13", "libcudart.so.12", "libcudart.so"))
     if cudart:
         # cudaPointerAttributes is 88 bytes in CUDA 13 (eight reserved longs): a 64-byte buffer
         # here corrupted the heap and crashed the script at exit (v18 call 4).
