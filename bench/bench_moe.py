@@ -113,6 +113,11 @@ class Moec:
                                ctypes.POINTER(Tensor), ctypes.c_size_t]
         L.moec_run.restype = ctypes.c_int
         L.moec_free.argtypes = [ctypes.c_void_p]
+        # moec_run_async (from v19 on) queues the run on a stream without waiting.
+        self.has_async = hasattr(L, "moec_run_async")
+        if self.has_async:
+            L.moec_run_async.argtypes = L.moec_run.argtypes + [ctypes.c_void_p]
+            L.moec_run_async.restype = ctypes.c_int
         self.model = L.moec_load(artifact.encode())
         if not self.model:
             raise RuntimeError("moec_load: " + L.moec_last_error().decode())
@@ -124,8 +129,21 @@ class Moec:
         self.out = Tensor(b"output", 0, 2, self.shape, y.data_ptr())
 
     def run(self):
+        """moec_run: returns once the output is written (it waits for the GPU itself)."""
         if self.L.moec_run(self.model, ctypes.byref(self.inp), 1, ctypes.byref(self.out), 1):
             raise RuntimeError("moec_run: " + self.L.moec_last_error().decode())
+
+    def run_async(self):
+        """moec_run_async on torch's current stream: returns without waiting, as a torch
+        module's call does; the output is written when that stream gets there."""
+        stream = torch.cuda.current_stream().cuda_stream
+        if self.L.moec_run_async(self.model, ctypes.byref(self.inp), 1, ctypes.byref(self.out), 1,
+                                 ctypes.c_void_p(stream)):
+            raise RuntimeError("moec_run_async: " + self.L.moec_last_error().decode())
+
+    def call(self):
+        """What the benchmark times: run_async where the library has it, else run."""
+        (self.run_async if self.has_async else self.run)()
 
     def free(self):
         self.L.moec_free(self.model)
@@ -433,15 +451,20 @@ def run_model(name, args, rows):
                 continue
             key = f"{impl}+{MODE_SHORT[mode]}"
             row[key] = compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args)
-        ms, mn, n = time_wall(moec.run, args.target_s)
-        row.update(moec=ms, moec_min=mn, moec_n=n)
+        # moec: queued on torch's stream and waited for by the clock's one synchronise, as
+        # transformers' calls are; moec_blocking: moec_run, which waits inside, so that the
+        # clock's synchronise after it is an idle one (v18's clock; bench/host_floor.py).
+        ms, mn, n = time_wall(moec.call, args.target_s)
+        row.update(moec=ms, moec_min=mn, moec_n=n, moec_clock="async" if moec.has_async else "blocking")
+        if moec.has_async:
+            row["moec_blocking"], row["moec_blocking_min"], _ = time_wall(moec.run, args.target_s)
         if args.profile:
-            profile_kernels(moec.run, f"{name} T={T}", out=args.out)
+            profile_kernels(moec.call, f"{name} T={T}", out=args.out)
         if moec8:
             row.update(fp8)
-            row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.run, args.target_s)
+            row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.call, args.target_s)
             if args.profile:
-                profile_kernels(moec8.run, f"{name} T={T} fp8", out=args.out)
+                profile_kernels(moec8.call, f"{name} T={T} fp8", out=args.out)
         best = [(row[i], i) for i in IMPLS if isinstance(row.get(i), float)]
         if best:
             row["best"], row["best_impl"] = min(best)
@@ -489,16 +512,21 @@ def write(rows, out, meta, quiet=False):
             if meta.get("moec_io") == "host" else
             "(input and output in GPU memory: used in place by artifacts from v11b on, "
             "copied through the workspace by earlier ones)")
+         + (". moec's call is moec_run_async on torch's current stream, timed to the same one "
+            "synchronise as transformers' calls (moec_run, which waits inside and then meets an idle "
+            "synchronise: the column 'moec_run')" if any(r.get("moec_clock") == "async" for r in rows)
+            else ". moec's call is moec_run, which waits inside (the clock's synchronise after it is an idle one)")
          + ". % copy: touched experts' bf16 bytes / "
          "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
-         "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec / best | moec % copy | best % copy "
-         "| moec % bf16 | check (rel err, max abs) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec_run | moec / best | moec % copy "
+         "| best % copy | moec % bf16 | check (rel err, max abs) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pb = pct(r["bytes_GB"], r.get("best"))
         pm = pct(r["bytes_GB"], r.get("moec"))
         L.append(f"| {r['model']} | {r['T']} | {r['distinct']} | {fmt(r.get('eager'))} | "
                  f"{fmt(r.get('batched_mm'))} | {fmt(r.get('grouped_mm'))} | {fmt(r.get('moec'))} | "
+                 f"{fmt(r.get('moec_blocking'))} | "
                  f"{r.get('ratio', float('nan')):.2f}x ({r.get('best_impl', '')}) | "
                  f"{pm:.1f} % | {pb:.1f} % | {mm_pct(r.get('flops'), r.get('moec'))} | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}"
                  + (f"; {r['outlier_rows']} rows > 5 %, router top-k gap <= {r['outlier_max_topk_gap']:.1e}"

@@ -39,8 +39,11 @@ prepare)
   for form in $forms; do
     if want loops; then "$build/bin/moec" compile $L/$form.mlir --target=cuda -o .device/art/loops-$form; fi
   done
-  g++ -O2 -std=c++20 tools/moec-run/moec-run.cpp -Iruntime/include "$build/runtime/libmoec_runtime.a" \
-    /usr/lib/x86_64-linux-gnu/libz.a -static-libstdc++ -static-libgcc -ldl -pthread -o $B/moec-run
+  cuda=${CUDA_HOME:-/usr/local/cuda}
+  g++ -O2 -std=c++20 -DMOEC_RUN_WITH_CUDA tools/moec-run/moec-run.cpp tools/moec-run/StreamRun.cpp \
+    -Iruntime/include -I"$cuda/include" "$build/runtime/libmoec_runtime.a" \
+    /usr/lib/x86_64-linux-gnu/libz.a "$cuda/lib64/libcudart_static.a" -static-libstdc++ \
+    -static-libgcc -ldl -lrt -pthread -o $B/moec-run
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" $B/
   # The sentinel regression (test/Codegen/check-sentinels.py), compiled here, run there.
   for w in f32 bf16; do
@@ -88,6 +91,9 @@ run)
     check bf16-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
   done
   for form in $forms; do check loops-$form $L/$form.mlir $L/$form.inputs.npz $L/expected.npz; done
+  for f in mixtral deepseek_v3; do # e2e.cuda.on-stream.*: moec_run_async on moec-run's stream
+    check $f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --on-stream --bench 3
+  done
   for w in f32 bf16; do
     if [[ ! -d .device/sentinels-$w ]]; then skip=$((skip + 1)); continue; fi
     echo "== sentinels ($w expert weights)"
@@ -132,11 +138,14 @@ run)
   for a in mixtral deepseek_v3; do
     $B/moec-run .device/art/bf16-$a --inputs $fx/$a/inputs.npz --bench 200
     $B/moec-run .device/art/$a --inputs $fx/$a/inputs.npz --bench 200
+    $B/moec-run .device/art/$a --inputs $fx/$a/inputs.npz --bench 200 --on-stream
     MOEC_CUDA_GRAPHS=0 $B/moec-run .device/art/$a --inputs $fx/$a/inputs.npz --bench 200
   done
-  echo "== eager runs checked too"
-  MOEC_CUDA_GRAPHS=0 $B/moec-run .device/art/gpt_oss --inputs $fx/gpt_oss/inputs.npz \
-    --expected-outputs $fx/gpt_oss/expected.npz --rtol 1e-5 --atol 1e-6 --scale-atol
+  echo "== eager runs checked too (moec_run, then moec_run_async on moec-run's stream)"
+  for how in "" --on-stream; do
+    MOEC_CUDA_GRAPHS=0 $B/moec-run .device/art/gpt_oss --inputs $fx/gpt_oss/inputs.npz \
+      --expected-outputs $fx/gpt_oss/expected.npz --rtol 1e-5 --atol 1e-6 --scale-atol $how
+  done
   echo "== compute-sanitizer memcheck"
   for a in mixtral deepseek_v3; do
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/moec-run .device/art/$a \

@@ -433,9 +433,14 @@ Status bind(const char *what, const std::vector<TensorDecl> &decls, const moec_t
   return Status::ok();
 }
 
+/// `stream`: null, or the caller's cudaStream_t for moec_run_async.
 Status run(moec_model &model, const moec_tensor *inputs, size_t numInputs,
-           moec_tensor *outputs, size_t numOutputs) {
+           moec_tensor *outputs, size_t numOutputs, const void *stream) {
   const Manifest &manifest = model.manifest;
+  if (stream && manifest.target != "cuda")
+    return Status::error("moec_run_async: a '" + manifest.target +
+                         "' artifact runs on the host; call moec_run (only 'cuda' artifacts "
+                         "queue on a stream)");
   std::vector<const moec_tensor *> in, out;
   int64_t tokens = -1;
   MOEC_RETURN_IF_ERROR(bind("input", manifest.inputs, inputs, numInputs, in, tokens));
@@ -457,7 +462,7 @@ Status run(moec_model &model, const moec_tensor *inputs, size_t numInputs,
   char error[2048] = "";
   int rc = model.run(model.state, static_cast<const unsigned char *>(model.weights),
                      inputData.data(), outputData.data(), hasTokenDim ? tokens : 0,
-                     model.workspace, error, sizeof(error));
+                     model.workspace, stream, error, sizeof(error));
   if (rc != 0)
     return Status::error(model.dir + "/" + manifest.library + ": run failed" +
                          (*error ? std::string(": ") + error
@@ -495,7 +500,20 @@ int moec_run(moec_model *model, const moec_tensor *inputs, size_t num_inputs,
              moec_tensor *outputs, size_t num_outputs) {
   if (!model)
     return fail(Status::error("moec_run: model is null"), -1);
-  Status status = run(*model, inputs, num_inputs, outputs, num_outputs);
+  Status status = run(*model, inputs, num_inputs, outputs, num_outputs, nullptr);
+  if (!status)
+    return fail(status.withContext(model->dir), -1);
+  lastError.clear();
+  return 0;
+}
+
+int moec_run_async(moec_model *model, const moec_tensor *inputs, size_t num_inputs,
+                   moec_tensor *outputs, size_t num_outputs, void *stream) {
+  if (!model)
+    return fail(Status::error("moec_run_async: model is null"), -1);
+  // The generated code takes the stream by address: null there means moec_run,
+  // while a null stream here is CUDA's legacy default stream.
+  Status status = run(*model, inputs, num_inputs, outputs, num_outputs, &stream);
   if (!status)
     return fail(status.withContext(model->dir), -1);
   lastError.clear();
@@ -506,6 +524,9 @@ void moec_free(moec_model *model) { delete model; }
 
 const char *moec_last_error(void) { return lastError.c_str(); }
 
+const char *moec_target(const moec_model *model) {
+  return model ? model->manifest.target.c_str() : nullptr;
+}
 int64_t moec_max_tokens(const moec_model *model) { return model ? model->manifest.maxTokens : 0; }
 size_t moec_num_inputs(const moec_model *model) {
   return model ? model->manifest.inputs.size() : 0;

@@ -126,6 +126,9 @@ TEST_F(ModelTest, CudaTargetAccepted) {
 TEST_F(ModelTest, NullModel) {
   EXPECT_EQ(moec_run(nullptr, nullptr, 0, nullptr, 0), -1);
   EXPECT_STREQ(moec_last_error(), "moec_run: model is null");
+  EXPECT_EQ(moec_run_async(nullptr, nullptr, 0, nullptr, 0, nullptr), -1);
+  EXPECT_STREQ(moec_last_error(), "moec_run_async: model is null");
+  EXPECT_EQ(moec_target(nullptr), nullptr);
   EXPECT_EQ(moec_num_inputs(nullptr), 0u);
   EXPECT_EQ(moec_input_name(nullptr, 0), nullptr);
   moec_free(nullptr);

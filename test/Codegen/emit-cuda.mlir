@@ -16,7 +16,12 @@
 // RUN: ls %t/mixtral/model.so %t/mixtral/weights.bin %t/mixtral/model.cu
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cu
 // CODE: const bool inPlace = state.graphs.inPlace(T, callerInputs, 1, callerOutputs, 1);
-// CODE: if (!inPlace)
+// A run queued on the caller's stream (moec_run_async) starts after the caller's
+// queued work, before the inputs are read, and hands the stream back after the
+// outputs are written, instead of the host's wait.
+// CODE: if (caller)
+// CODE-NEXT: MOEC_RETURN_IF_ERROR(state.model.waitForCaller(*caller));
+// CODE-NEXT: if (!inPlace)
 // CODE-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(in0, inputs[0], sizeof(*in0) * (64 * T), cudaMemcpyDefault, stream));
 // CODE: auto compute = [&]() -> Status {
 // CODE: MOEC_RETURN_IF_ERROR(linear(in0, T, 64, w0, 8, nullptr, Epilogue{}, v0, stream));
@@ -32,6 +37,8 @@
 // CODE-NEXT: : state.graphs.run(T, stream, compute));
 // CODE-NEXT: if (!inPlace)
 // CODE-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[0], v10, sizeof(*v10) * (64 * T), cudaMemcpyDefault, stream));
+// CODE-NEXT: if (caller)
+// CODE-NEXT: return state.model.releaseCaller(*caller);
 // CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(stream));
 // CODE-NOT: cudaStreamSynchronize
 

@@ -27,6 +27,12 @@
 // RUN: moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --bench 5 | FileCheck %s --check-prefix=BENCH
 // BENCH: bench: 5 runs, 7 tokens: median {{[0-9.]+}} ms, p10 {{[0-9.]+}} ms, p90 {{[0-9.]+}} ms, min {{[0-9.]+}} ms, max {{[0-9.]+}} ms
 
+// --on-stream queues runs with moec_run_async, which takes CUDA artifacts only:
+// for a CPU one the C API refuses before anything runs, and says why.
+// RUN: not moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --outputs %t/on-stream.npz --on-stream 2>&1 | FileCheck %s --check-prefix=ON-STREAM
+// ON-STREAM: moec-run: error: --on-stream: {{.*}}mixtral: moec_run_async: a 'cpu' artifact runs on the host; call moec_run (only 'cuda' artifacts queue on a stream)
+// RUN: not ls %t/on-stream.npz
+
 // Results do not depend on the number of threads.
 // RUN: env MOEC_NUM_THREADS=1 moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --expected-outputs %t/out7.npz --rtol 0 --atol 0 | FileCheck %s --check-prefix=EXACT
 // RUN: env MOEC_NUM_THREADS=3 moec-run %t/mixtral --inputs %fixtures/mixtral/inputs.npz --expected-outputs %t/out7.npz --rtol 0 --atol 0 | FileCheck %s --check-prefix=EXACT

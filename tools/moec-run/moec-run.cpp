@@ -2,13 +2,15 @@
 //
 //   moec-run ARTIFACT --inputs IN.npz [--outputs OUT.npz]
 //            [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
-//            [--bench N]
+//            [--bench N] [--on-stream]
 //
 // Loads ARTIFACT (what `moec compile --target=cpu|cuda -o ARTIFACT` wrote) through
 // the runtime's C API (moec.h), feeds it the arrays of IN.npz keyed by the
 // graph's input names, writes the outputs to OUT.npz (atomically, and not at
 // all when anything fails), compares them with REF.npz like moec-interp does,
-// and with --bench times N further runs. Links only the runtime: no MLIR.
+// and with --bench times N further runs. --on-stream runs a CUDA artifact as a
+// CUDA caller would: device buffers, moec_run_async on a stream of its own
+// (StreamRun.h). Links only the runtime (and CUDA's runtime): no MLIR.
 //
 // `moec compile --emit=exe -o NAME` writes a copy of this program with the
 // artifact appended (moec/runtime/Bundle.h): NAME takes the same flags without
@@ -22,6 +24,8 @@
 #include "moec/moec.h"
 #include "moec/runtime/Bundle.h"
 #include "moec/runtime/Npz.h"
+
+#include "StreamRun.h"
 
 #include <algorithm>
 #include <chrono>
@@ -48,7 +52,7 @@ constexpr int kError = 2;
 struct Options {
   std::string artifact, inputs, outputs, expected;
   double rtol = 1e-5, atol = 1e-6;
-  bool scaleAtol = false;
+  bool scaleAtol = false, onStream = false;
   long bench = 0;
 };
 
@@ -76,11 +80,15 @@ void usage(FILE *out) {
                carriesModel ? "" : " ARTIFACT");
   std::fprintf(out,
                "                [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]\n"
-               "                [--bench N]\n"
+               "                [--bench N] [--on-stream]\n"
                "  --rtol R, --atol A  tolerances of --expected-outputs (default 1e-5, 1e-6):\n"
                "                      |got - expected| <= atol + rtol * |expected|\n"
                "  --scale-atol        multiply atol by max(1, max |expected|) per output\n"
-               "  --bench N           time N more runs; print median, p10/p90, min/max in ms\n");
+               "  --bench N           time N more runs; print median, p10/p90, min/max in ms\n"
+               "  --on-stream         (CUDA artifacts) inputs and outputs in device memory, each\n"
+               "                      run queued with moec_run_async on moec-run's own stream and\n"
+               "                      waited for there; --bench also times N runs queued back to\n"
+               "                      back\n");
 }
 
 bool parseDouble(const char *text, double &value) {
@@ -123,6 +131,8 @@ int parseArgs(int argc, char **argv, Options &options) {
         return fail(std::string("--atol: not a non-negative number: '") + text + "'");
     } else if (arg == "--scale-atol") {
       options.scaleAtol = true;
+    } else if (arg == "--on-stream") {
+      options.onStream = true;
     } else if (is("--bench") && (text = value("--bench"))) {
       char *end = nullptr;
       options.bench = std::strtol(text, &end, 10);
@@ -321,16 +331,48 @@ int main(int argc, char **argv) {
                           tensor.data()});
   }
 
-  if (moec_run(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(), apiOutputs.size()))
-    return fail(options.inputs + ": " + moec_last_error());
+  // One run: moec_run on the host buffers, or with --on-stream moec_run_async
+  // on device copies of them, waited for on the stream.
+  moec::tools::StreamRun stream;
+  if (options.onStream && std::strcmp(moec_target(model), "cuda") != 0) {
+    // moec_run_async refuses it before it queues anything: its message says why.
+    if (moec_run_async(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(),
+                       apiOutputs.size(), nullptr))
+      return fail(std::string("--on-stream: ") + moec_last_error());
+    return fail("--on-stream: moec_run_async ran a '" + std::string(moec_target(model)) +
+                "' artifact");
+  }
+  if (options.onStream && !moec::tools::StreamRun::available())
+    return fail("--on-stream: this moec-run was built without CUDA");
+  if (options.onStream) {
+    std::vector<size_t> inputBytes, outputBytes;
+    for (const moec_tensor &api : apiInputs)
+      inputBytes.push_back(inputs.at(api.name).sizeInBytes());
+    for (const moec_tensor &api : apiOutputs)
+      outputBytes.push_back(outputs.at(api.name).sizeInBytes());
+    if (Status status = stream.bind(apiInputs, inputBytes, apiOutputs, outputBytes); !status)
+      return fail(status.message());
+  }
+  auto runOnce = [&](bool checked) -> Status {
+    if (options.onStream)
+      return stream.run(model, apiInputs, apiOutputs, /*checkOrder=*/checked);
+    if (moec_run(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(), apiOutputs.size()))
+      return Status::error(moec_last_error());
+    return Status::ok();
+  };
+  if (Status status = runOnce(true); !status)
+    return fail(options.inputs + ": " + status.message());
+  // The outputs of this first run are the ones written and compared.
+  if (options.onStream)
+    if (Status status = stream.fetch(); !status)
+      return fail(status.message());
 
   if (options.bench > 0) {
     std::vector<double> ms;
     for (long i = 0; i < options.bench; ++i) {
       auto start = std::chrono::steady_clock::now();
-      if (moec_run(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(),
-                   apiOutputs.size()))
-        return fail(moec_last_error());
+      if (Status status = runOnce(false); !status)
+        return fail(status.message());
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                              start)
                        .count());
@@ -341,8 +383,15 @@ int main(int argc, char **argv) {
                 options.bench, static_cast<long long>(std::max<int64_t>(tokens, 0)),
                 percentile(ms, 0.5), percentile(ms, 0.1), percentile(ms, 0.9), ms.front(),
                 ms.back());
+    if (options.onStream) {
+      double total = 0;
+      if (Status status = stream.runQueued(model, apiInputs, apiOutputs, options.bench, &total);
+          !status)
+        return fail(status.message());
+      std::printf("bench: %ld runs queued back to back: %.4f ms a run\n", options.bench,
+                  total / options.bench);
+    }
   }
-
   if (!options.outputs.empty())
     if (Status status = moec::rt::writeNpz(options.outputs, outputs); !status)
       return fail(status.message());

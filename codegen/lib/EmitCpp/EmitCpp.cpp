@@ -1359,13 +1359,18 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
     os << "  MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));\n";
   }
   os << "  return Status::ok();\n}\n\n"
-     << "Status run(State &state, const void *const *inputs, void *const *outputs, int64_t T) {\n"
+     << "/// `caller`: null (moec_run: the host waits), or the stream of moec_run_async.\n"
+     << "Status run(State &state, const void *const *inputs, void *const *outputs, int64_t T,\n"
+     << "           const cudaStream_t *caller) {\n"
      << "  cudaStream_t stream = state.model.stream();\n"
      << "  const unsigned char *weights = state.model.weights();\n"
      << "  unsigned char *workspace = state.model.workspace();\n"
      << "  unsigned char *sortWorkspace = workspace + kPlannedBytes;\n"
      << "  (void)T;\n  (void)weights;\n  (void)sortWorkspace;\n  (void)inputs;\n"
-     << inPlaceSetup() << decls << copyIn
+     << inPlaceSetup() << decls
+     << "  if (caller) // the inputs are ready once the caller's queued work is done\n"
+     << "    MOEC_RETURN_IF_ERROR(state.model.waitForCaller(*caller));\n"
+     << copyIn
      << "  // The kernels: eagerly, or replayed as the CUDA graph captured for T.\n"
      << "  auto compute = [&]() -> Status {\n"
      << llvm::join(llvm::map_range(llvm::split(StringRef(body).rtrim('\n'), '\n'),
@@ -1374,6 +1379,8 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
      << "\n    return Status::ok();\n  };\n"
      << graphRun()
      << copyOut
+     << "  if (caller) // the caller's stream goes on once the outputs are written; the host does not wait\n"
+     << "    return state.model.releaseCaller(*caller);\n"
      << "  // The one host synchronisation: the outputs are where the caller wants them after it.\n"
      << "  MOEC_CUDA_TRY(cudaStreamSynchronize(stream));\n"
      << "  return Status::ok();\n}\n"
@@ -1392,10 +1399,11 @@ void Emitter::assembleCuda(llvm::raw_ostream &os) {
      << "MOEC_EXPORT void moec_artifact_destroy(void *state) { delete static_cast<State *>(state); }\n\n"
      << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *,\n"
      << "                                  const void *const *inputs, void *const *outputs,\n"
-     << "                                  int64_t tokens, unsigned char *, char *error,\n"
-     << "                                  size_t errorBytes) {\n"
-     << "  return reportStatus(run(*static_cast<State *>(state), inputs, outputs, tokens), error,\n"
-     << "                      errorBytes);\n}\n";
+     << "                                  int64_t tokens, unsigned char *, const void *stream,\n"
+     << "                                  char *error, size_t errorBytes) {\n"
+     << "  return reportStatus(run(*static_cast<State *>(state), inputs, outputs, tokens,\n"
+     << "                          static_cast<const cudaStream_t *>(stream)),\n"
+     << "                      error, errorBytes);\n}\n";
 }
 
 std::string Emitter::inPlaceSetup() const {
@@ -1593,8 +1601,8 @@ LogicalResult Emitter::run() {
      << " bytes, weights " << weightsBytes << " bytes.\n"
      << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *weights,\n"
      << "                                  const void *const *inputs, void *const *outputs,\n"
-     << "                                  int64_t tokens, unsigned char *workspace, char *,\n"
-     << "                                  size_t) {\n"
+     << "                                  int64_t tokens, unsigned char *workspace,\n"
+     << "                                  const void *, char *, size_t) {\n"
      << "  ThreadPool &pool = static_cast<State *>(state)->pool;\n"
      << "  const int64_t T = tokens;\n"
      << "  (void)pool;\n  (void)T;\n  (void)weights;\n  (void)workspace;\n"

@@ -44,7 +44,8 @@ typedef enum moec_dtype { MOEC_F32 = 0, MOEC_I32 = 1, MOEC_I64 = 2 } moec_dtype;
  * addresses: a model keeps up to 16 such graphs (one per token count and
  * address set, within 64 graphs in all), and runs that would need more copy.
  * Otherwise inputs reach the model and outputs leave it by copies, on the
- * model's stream. Either way the outputs are written when moec_run returns. */
+ * model's stream. Either way the outputs are written when moec_run returns
+ * (for moec_run_async: when the caller's stream reaches the run's end). */
 typedef struct moec_tensor {
   const char *name;
   moec_dtype dtype;
@@ -58,11 +59,26 @@ moec_model *moec_load(const char *artifact_dir);
 /* Runs the model; 0 on success, -1 on error (see moec_last_error). */
 int moec_run(moec_model *model, const moec_tensor *inputs, size_t num_inputs,
              moec_tensor *outputs, size_t num_outputs);
+/* Like moec_run, but queued on `stream` (a cudaStream_t of the model's device,
+ * or NULL for its legacy default stream) without waiting for the GPU: the run
+ * starts after the work queued on `stream` so far, and work queued on it after
+ * this call starts once the run has written the outputs. Until then the inputs
+ * must keep their values and every buffer must stay allocated. The checks are
+ * moec_run's, made before anything is queued. Runs on one model execute in the
+ * order of their calls whatever their streams (they share the model's own
+ * stream and workspace). With device memory this is how a caller keeps the GPU
+ * fed, and the one wait is the caller's; copies to or from pageable host memory
+ * make the call wait as cudaMemcpyAsync does. CUDA artifacts only: for a CPU
+ * artifact the call fails and runs nothing. */
+int moec_run_async(moec_model *model, const moec_tensor *inputs, size_t num_inputs,
+                   moec_tensor *outputs, size_t num_outputs, void *stream);
 void moec_free(moec_model *model);
 /* The message of this thread's last failed call ("" when none). */
 const char *moec_last_error(void);
 
 /* What the manifest declares. Shapes hold -1 for the token dimension. */
+/* "cpu" or "cuda" (NULL for a null model). */
+const char *moec_target(const moec_model *model);
 int64_t moec_max_tokens(const moec_model *model);
 size_t moec_num_inputs(const moec_model *model);
 size_t moec_num_outputs(const moec_model *model);

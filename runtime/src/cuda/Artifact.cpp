@@ -22,7 +22,7 @@ DeviceModel::~DeviceModel() {
       cudaStreamSynchronize(stream);
       cudaStreamDestroy(stream);
     }
-  for (cudaEvent_t event : {forked_, joined_})
+  for (cudaEvent_t event : {forked_, joined_, callerQueued_, runQueued_})
     if (event)
       cudaEventDestroy(event);
 }
@@ -39,12 +39,26 @@ Status DeviceModel::joinSide() {
   return Status::ok();
 }
 
+Status DeviceModel::waitForCaller(cudaStream_t caller) {
+  MOEC_CUDA_TRY(cudaEventRecord(callerQueued_, caller));
+  MOEC_CUDA_TRY(cudaStreamWaitEvent(stream_, callerQueued_, 0));
+  return Status::ok();
+}
+
+Status DeviceModel::releaseCaller(cudaStream_t caller) {
+  MOEC_CUDA_TRY(cudaEventRecord(runQueued_, stream_));
+  MOEC_CUDA_TRY(cudaStreamWaitEvent(caller, runQueued_, 0));
+  return Status::ok();
+}
+
 Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
                            uint64_t workspaceBytes) {
   MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   MOEC_CUDA_TRY(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
   MOEC_CUDA_TRY(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+  MOEC_CUDA_TRY(cudaEventCreateWithFlags(&callerQueued_, cudaEventDisableTiming));
+  MOEC_CUDA_TRY(cudaEventCreateWithFlags(&runQueued_, cudaEventDisableTiming));
   // Known non-blocking before their graphs are captured: their launches are
   // programmatic (DependentLaunch.cuh).
   detail::noteStream(stream_);

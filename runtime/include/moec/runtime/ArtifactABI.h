@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define MOEC_ARTIFACT_ABI_VERSION 2
+#define MOEC_ARTIFACT_ABI_VERSION 3
 
 // Errors: create and run return 0 on success; otherwise they write a
 // NUL-terminated message (at most `error_bytes` bytes, truncated) into `error`
@@ -35,11 +35,15 @@ using moec_artifact_destroy_fn = void (*)(void *state);
 /// aligned base), `inputs`/`outputs` (host memory) follow the manifest's order,
 /// `tokens` is the token count (0 when no dimension is dynamic) and
 /// `workspace` holds manifest's workspace_bytes, 64-byte aligned (CPU target;
-/// null for the CUDA target, whose workspace is on the device).
+/// null for the CUDA target, whose workspace is on the device). `stream` is
+/// null for a run the host waits for (moec_run); for moec_run_async it points
+/// at the caller's cudaStream_t (CUDA target only): the run starts after the
+/// work queued there so far, the stream's later work waits for the run, and
+/// the call returns without waiting for the GPU.
 using moec_artifact_run_fn = int (*)(void *state, const unsigned char *weights,
                                      const void *const *inputs, void *const *outputs,
-                                     int64_t tokens, unsigned char *workspace, char *error,
-                                     size_t error_bytes);
+                                     int64_t tokens, unsigned char *workspace,
+                                     const void *stream, char *error, size_t error_bytes);
 }
 
 #endif // MOEC_RUNTIME_ARTIFACTABI_H

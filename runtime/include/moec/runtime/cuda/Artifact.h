@@ -48,6 +48,12 @@ public:
   cudaStream_t sideStream() const { return side_; }
   Status forkSide();
   Status joinSide();
+  /// A run queued on a caller's stream (moec_run_async) runs on stream() as
+  /// every run does, between these two: waitForCaller makes stream() wait for
+  /// the work queued on `caller` so far, releaseCaller makes `caller` wait for
+  /// what stream() has queued. Runs thus stay in call order on one workspace.
+  Status waitForCaller(cudaStream_t caller);
+  Status releaseCaller(cudaStream_t caller);
   const unsigned char *weights() const { return weights_.dataAs<const unsigned char>(); }
   /// The weights for changes of layout while the model is created
   /// (interleaveGateUp); runs only read them.
@@ -56,7 +62,7 @@ public:
 
 private:
   cudaStream_t stream_ = nullptr, side_ = nullptr;
-  cudaEvent_t forked_ = nullptr, joined_ = nullptr;
+  cudaEvent_t forked_ = nullptr, joined_ = nullptr, callerQueued_ = nullptr, runQueued_ = nullptr;
   DeviceBuffer weights_, workspace_;
 };
 
