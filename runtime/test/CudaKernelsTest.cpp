@@ -1027,12 +1027,64 @@ TEST(CudaKernels, LinearMatchesCpu) {
                                 {4101, 1000, 16},
                                 {4097, 297, 8}})
     ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth, n));
+  // 1024+ rows, 64+ columns: CUTLASS's 3xTF32 GEMM where the runtime has it
+  // (no activation: the bias through a zero-stride source; 1100: a partial row
+  // tile; K = 1104 and 140 columns: 4 K splits, a partial column tile), the
+  // tiled kernel with an activation. Ungated: at 2048 rows of K = 2048 one
+  // gated output near a zero gate was off by 2.24e-4 against 2.22e-4 in
+  // linearBF16 (v19), the conditioning the DeepSeek-V3 case below explains.
+  for (auto [rows, depth, n] :
+       {std::tuple<int64_t, int64_t, int64_t>{1100, 1104, 140}, {2048, 2048, 128}})
+    ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth, n, /*gated=*/false));
   // DeepSeek-V3's router at T = 16 (K split over blocks), ungated only: at
   // K = 7168 the gate and up sums reach ~40, and a gated output near a zero
   // gate multiplies the two sides' f32 summation-order difference in the gate
   // by the up value (1.4e-3 against a tolerance of 7e-4 for linearBF16 on the
   // H200, v18), a conditioning no fixed tolerance follows.
   ASSERT_NO_FATAL_FAILURE(checkLinear(16, 7168, 256, /*gated=*/false));
+}
+
+/// The f32 router is as accurate as f32 at the routers' shapes: every 61st
+/// row's logits within 4e-6 of the largest against float64 (the statistical
+/// error of a K-deep f32 dot product, sqrt(K) * 2^-24, is ~5e-6 at K = 7168).
+/// The tiled kernel's 3584-deep splits at DeepSeek-V3's 8192 rows were off by
+/// 2.7e-5 (the tensor cores' truncated adds into a running sum, LinearCutlass.cu).
+TEST(CudaKernels, LinearIsAsAccurateAsF32) {
+  for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{8192, 7168, 256},
+                                {1024, 7168, 256},
+                                {2048, 2048, 128},
+                                {4096, 2880, 128},
+                                {1000, 7168, 256},
+                                {4096, 7168, 252}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", K " + std::to_string(depth) + ", N " +
+                 std::to_string(n));
+    std::mt19937 rng(23);
+    // Activations of unit scale, router weights of 0.02: logits of a few units.
+    auto x = randomVector(rows * depth, rng), w = randomVector(n * depth, rng, 0.02f);
+    auto bias = randomVector(n, rng, 0.1f);
+    DeviceBuffer dX = upload(x), dW = upload(w), dBias = upload(bias);
+    DeviceBuffer dY = poisoned(rows * n * 4);
+    ASSERT_OK(cuda::linear(dX.dataAs<float>(), rows, depth, dW.dataAs<float>(), n,
+                           dBias.dataAs<float>(), cpu::Epilogue{}, dY.dataAs<float>(), nullptr));
+    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+    std::vector<float> got = download<float>(dY, rows * n);
+    double worst = 0, largest = 0;
+    int64_t worstRow = -1;
+    for (int64_t r = 0; r < rows; r += 61)
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = bias[j];
+        for (int64_t c = 0; c < depth; ++c)
+          exact += double(x[r * depth + c]) * double(w[j * depth + c]);
+        largest = std::max(largest, std::fabs(exact));
+        ASSERT_TRUE(std::isfinite(got[r * n + j])) << "row " << r << ", column " << j;
+        if (double d = std::fabs(got[r * n + j] - exact); d > worst) {
+          worst = d;
+          worstRow = r;
+        }
+      }
+    EXPECT_LE(worst, 4e-6 * largest)
+        << "worst at row " << worstRow << "; largest logit " << largest;
+  }
 }
 
 void checkLinear(int64_t M, int64_t K, int64_t N, bool gated) {

@@ -6,7 +6,8 @@
 // per 16 input rows: each warp owns one output column (its gate and up rows
 // when gated) and walks K with coalesced loads, against the 16 rows staged in
 // shared memory; K is split over blocks when the columns are few. Many rows
-// and columns (prefill) and no gate: a register-tiled kernel.
+// and columns (prefill) and no gate: a 3xTF32 tensor-core tile, from 1024 rows
+// and without an activation CUTLASS's (LinearCutlass.cu) where the runtime has it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,9 @@
 #include "Epilogue.cuh"
 #include "ExpertTiles.cuh"
 #include "GridSize.h"
+#ifdef MOEC_HAVE_CUTLASS
+#include "LinearCutlass.h"
+#endif
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
@@ -210,6 +214,12 @@ constexpr int kTiledSharedBytes = kTiledStages * kTiledStageFloats * 4; // 108 K
 /// would leave most of a 128-column tile idle, and the warp-per-column kernel
 /// reads each row once for all of them.
 constexpr int64_t kTiledMinColumns = 64;
+/// The deepest K split of the tiled kernel: its logits' error against float64
+/// grew with the depth, 5e-7 of the largest logit at 64 deep, 3.3e-6 at 448,
+/// 3.8e-6 at 512, 2.7e-5 at 3584 (v19, bench/router_probe.cu). A multiple of kTileK.
+constexpr int64_t kTiledMaxDepth = 256;
+/// From this many rows, CUTLASS's 3xTF32 GEMM where the runtime has it.
+constexpr int64_t kCutlassMinRows = 1024;
 
 /// v as the big and small tf32 halves of 3xTF32 (bit patterns for mma).
 __device__ inline void splitTF32(float v, uint32_t &big, uint32_t &small) {
@@ -484,6 +494,14 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     return detail::launchDependent(linearSkinnyKernel<16>, dim3(blocks(kSkinnyRows<16>)),
                                    dim3(kThreads), 0, stream, x, m, k, w, n, bias, epilogue, y);
   }
+#ifdef MOEC_HAVE_CUTLASS
+  // From 1024 rows, CUTLASS's 3xTF32 GEMM: as accurate as f32 at any depth and
+  // 27-35 % faster than the tiled kernel below (LinearCutlass.cu); below, the
+  // tiled kernel was faster (Qwen3 at T = 128: 14.4 µs against 18.6, v19).
+  if (!gated && !epilogue.enabled && m >= kCutlassMinRows && n >= kTiledMinColumns &&
+      detail::linearCutlassSupports(x, k, w, n, bias, y))
+    return detail::linearCutlass(x, m, k, w, n, bias, y, stream);
+#endif
   if (!gated && m >= kTiledMinRows && n >= kTiledMinColumns) {
     int64_t rowTiles = (m + kTileRows - 1) / kTileRows;
     if (rowTiles > 65535)
@@ -494,6 +512,11 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     // the 128-row routers (one tile, 11 splits of 33 steps) at 35-37 us for
     // gpt-oss, Qwen3 and DeepSeek-V3.
     KSplit split = planSplits(k, columnTiles * rowTiles, 64, kTileK);
+    // Each split at most kTiledMaxDepth deep: the tensor cores' adds into the
+    // running sums truncate, about an ulp of the sum per mma, so the error grows
+    // with a split's depth (LinearCutlass.cu).
+    if (split.perSplit > kTiledMaxDepth)
+      split = {(k + kTiledMaxDepth - 1) / kTiledMaxDepth, kTiledMaxDepth};
     MOEC_CUDA_TRY(cudaFuncSetAttribute(
         linearTiledKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTiledSharedBytes));
     return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
