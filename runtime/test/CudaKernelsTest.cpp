@@ -1002,12 +1002,13 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // others; K = 297 with one row: not a multiple of 4),
   // 64+ rows (tiled, split K; 100: one partial row tile; K = 297: the tiles'
   // element loads, f32 only),
-  // 4096+ rows and at most 16 columns, ungated (Mixtral's router: a warp per four
+  // 1024+ rows and at most 16 columns, ungated (Mixtral's router: a warp per four
   // rows, or two of 16 columns; 4097 and 4101: a last block partly used; 8 and
   // 12 columns: the 8-column kernel full, the 16-column one partly used;
   // K = 1000: a last 512-deep staged chunk and its last 128-column slice partly
   // inside K; K = 297: the warp-per-column kernel;
-  // 301 rows, K = 4096: the warp-per-column kernel below 4096 rows).
+  // 301 rows, K = 4096: the warp-per-column kernel below 1024 rows; 1024 and
+  // 1500 rows: the skinny kernel from its threshold).
   for (auto [rows, depth, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 296, 140},
                                 {5, 1104, 140},
                                 {1, 4096, 8},
@@ -1020,6 +1021,8 @@ TEST(CudaKernels, LinearMatchesCpu) {
                                 {300, 297, 140},
                                 {300, 1104, 8},
                                 {301, 4096, 16},
+                                {1024, 4096, 8},
+                                {1500, 1000, 16},
                                 {4097, 1024, 16},
                                 {4097, 1024, 8},
                                 {4097, 1024, 12},
