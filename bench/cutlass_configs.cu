@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaCheck.h"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -41,16 +42,6 @@
 namespace moec::bench {
 
 using namespace cute;
-
-#define CHECK_CUDA(expr)                                                                    \
-  do {                                                                                      \
-    cudaError_t e_ = (expr);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                     \
-                   cudaGetErrorString(e_));                                                 \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 constexpr double kBF16Ceiling = 685e12; // FLOP/s, measured on the H200
 

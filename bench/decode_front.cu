@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaCheck.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -32,15 +33,6 @@ using namespace moec::rt::cuda;
 using moec::rt::cpu::RoutingKind;
 
 namespace {
-
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cudaError_t e_ = (expr);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));  \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 void require(const Status &status, const char *what) {
   if (!status) {
@@ -64,40 +56,40 @@ template <typename T> T *deviceRandom(size_t count, float scale, std::mt19937 &r
   for (auto &v : host)
     v = static_cast<T>(normal(rng));
   T *device = nullptr;
-  CHECK(cudaMalloc(&device, count * sizeof(T)));
-  CHECK(cudaMemcpy(device, host.data(), count * sizeof(T), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMalloc(&device, count * sizeof(T)));
+  CHECK_CUDA(cudaMemcpy(device, host.data(), count * sizeof(T), cudaMemcpyHostToDevice));
   return device;
 }
 
 /// µs per repetition of `enqueue`, captured `kRepeats` times in one graph.
 double timeCaptured(cudaStream_t stream, const std::function<void()> &enqueue) {
   constexpr int kRepeats = 20, kReplays = 50;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   for (int i = 0; i < kRepeats; ++i)
     enqueue();
   cudaGraph_t graph = nullptr;
-  CHECK(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CHECK(cudaGraphLaunch(exec, stream)); // warm
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaGraphLaunch(exec, stream)); // warm
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
   std::vector<float> times;
   for (int i = 0; i < kReplays; ++i) {
-    CHECK(cudaEventRecord(start, stream));
-    CHECK(cudaGraphLaunch(exec, stream));
-    CHECK(cudaEventRecord(stop, stream));
-    CHECK(cudaEventSynchronize(stop));
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
     float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
     times.push_back(ms);
   }
   std::sort(times.begin(), times.end());
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(stop));
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
   return times[times.size() / 2] * 1e3 / kRepeats;
 }
 
@@ -132,7 +124,7 @@ int main(int argc, char **argv) {
        true},
   };
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::mt19937 rng(7);
   double floor = timeCaptured(stream, [&] { emptyKernel<<<1, 32, 0, stream>>>(); });
   std::printf("empty kernel, chained: %.2f us a node\n", floor);
@@ -149,20 +141,20 @@ int main(int argc, char **argv) {
       int32_t *ids, *permutation, *offsets, *numValid, *rowOfSlot;
       BF16 *permuted;
       float *out;
-      CHECK(cudaMalloc(&logits, T * E * sizeof(float)));
-      CHECK(cudaMalloc(&weights, slots * sizeof(float)));
-      CHECK(cudaMalloc(&ids, slots * sizeof(int32_t)));
-      CHECK(cudaMalloc(&permutation, slots * sizeof(int32_t)));
-      CHECK(cudaMalloc(&offsets, E * sizeof(int32_t)));
-      CHECK(cudaMalloc(&numValid, sizeof(int32_t)));
-      CHECK(cudaMalloc(&rowOfSlot, slots * sizeof(int32_t)));
-      CHECK(cudaMalloc(&permuted, slots * H * sizeof(BF16)));
-      CHECK(cudaMalloc(&out, T * H * sizeof(float)));
+      CHECK_CUDA(cudaMalloc(&logits, T * E * sizeof(float)));
+      CHECK_CUDA(cudaMalloc(&weights, slots * sizeof(float)));
+      CHECK_CUDA(cudaMalloc(&ids, slots * sizeof(int32_t)));
+      CHECK_CUDA(cudaMalloc(&permutation, slots * sizeof(int32_t)));
+      CHECK_CUDA(cudaMalloc(&offsets, E * sizeof(int32_t)));
+      CHECK_CUDA(cudaMalloc(&numValid, sizeof(int32_t)));
+      CHECK_CUDA(cudaMalloc(&rowOfSlot, slots * sizeof(int32_t)));
+      CHECK_CUDA(cudaMalloc(&permuted, slots * H * sizeof(BF16)));
+      CHECK_CUDA(cudaMalloc(&out, T * H * sizeof(float)));
       rows = deviceRandom<float>(slots * H, 1.0f, rng);
       size_t sortBytes = 0;
       require(sortWorkspaceBytes(slots, sortBytes), "sortWorkspaceBytes");
       void *sortWorkspace = nullptr;
-      CHECK(cudaMalloc(&sortWorkspace, sortBytes + 256));
+      CHECK_CUDA(cudaMalloc(&sortWorkspace, sortBytes + 256));
       auto runRouter = [&] {
         require(linear(x, T, H, router, E, routerBias, Epilogue{}, logits, stream), "linear");
       };
@@ -188,7 +180,7 @@ int main(int argc, char **argv) {
       runSort();
       runPermute();
       runCombine();
-      CHECK(cudaStreamSynchronize(stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
       double tRouter = timeCaptured(stream, runRouter), tRoute = timeCaptured(stream, runRoute),
              tSort = timeCaptured(stream, runSort), tPermute = timeCaptured(stream, runPermute),
              tCombine = timeCaptured(stream, runCombine);
@@ -204,9 +196,9 @@ int main(int argc, char **argv) {
            {(void *)x, (void *)router, (void *)routerBias, (void *)correction, (void *)logits,
             (void *)weights, (void *)rows, (void *)ids, (void *)permutation, (void *)offsets,
             (void *)numValid, (void *)rowOfSlot, (void *)permuted, (void *)out, sortWorkspace})
-        CHECK(cudaFree(p));
+        CHECK_CUDA(cudaFree(p));
     }
   }
-  CHECK(cudaStreamDestroy(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
   return 0;
 }

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaCheck.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
 #include "cutlass/cutlass.h"
@@ -29,15 +30,6 @@
 #include <vector>
 
 namespace {
-
-#define CHECK(expr)                                                                                \
-  do {                                                                                             \
-    cudaError_t e_ = (expr);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));  \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 template <int TM, int TN, int TK, int WM, int WN, int Stages>
 using Gemm3xTF32 = cutlass::gemm::device::Gemm<
@@ -59,7 +51,7 @@ template <typename Gemm> struct Runner {
       return false;
     size_t bytes = Gemm::get_workspace_size(args);
     if (bytes)
-      CHECK(cudaMalloc(&workspace, bytes));
+      CHECK_CUDA(cudaMalloc(&workspace, bytes));
     return gemm.initialize(args, workspace) == cutlass::Status::kSuccess;
   }
   bool run(cudaStream_t stream) { return gemm.run(stream) == cutlass::Status::kSuccess; }
@@ -73,18 +65,18 @@ struct Shape {
 
 double timeIt(const std::function<void()> &call, cudaStream_t stream) {
   call();
-  CHECK(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  CHECK(cudaEventRecord(start, stream));
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  CHECK_CUDA(cudaEventRecord(start, stream));
   for (int i = 0; i < 20; ++i)
     call();
-  CHECK(cudaEventRecord(stop, stream));
-  CHECK(cudaEventSynchronize(stop));
+  CHECK_CUDA(cudaEventRecord(stop, stream));
+  CHECK_CUDA(cudaEventSynchronize(stop));
   float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, start, stop));
-  CHECK(cudaGetLastError());
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  CHECK_CUDA(cudaGetLastError());
   return ms * 1000.0 / 20;
 }
 
@@ -135,10 +127,10 @@ void probe(const char *name, const float *x, const float *w, float *y, int m, in
       std::printf("  %-28s splits %2d: cannot run\n", name, splits);
       continue;
     }
-    CHECK(cudaMemsetAsync(y, 0xFF, size_t(m) * n * 4, stream));
+    CHECK_CUDA(cudaMemsetAsync(y, 0xFF, size_t(m) * n * 4, stream));
     double us = timeIt([&] { runner.run(stream); }, stream);
     std::vector<float> got(size_t(m) * n);
-    CHECK(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost));
     int blocks = ((m + Gemm::ThreadblockShape::kM - 1) / Gemm::ThreadblockShape::kM) *
                  ((n + Gemm::ThreadblockShape::kN - 1) / Gemm::ThreadblockShape::kN) * splits;
     std::printf("  %-28s splits %2d: %8.2f us  (%4d blocks, max rel diff %.1e, vs f64 %.1e)\n",
@@ -162,7 +154,7 @@ int main(int argc, char **argv) {
   const Shape shapes[] = {
       {"qwen3moe-30b-a3b", 128, 2048}, {"gpt-oss-120b", 128, 2880}, {"deepseek-v3", 256, 7168}};
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::mt19937 rng(7);
   for (const Shape &shape : shapes)
     for (int m : tokens) {
@@ -174,11 +166,11 @@ int main(int argc, char **argv) {
       for (float &v : hw)
         v = small(rng);
       float *x, *w, *y;
-      CHECK(cudaMalloc(&x, hx.size() * 4));
-      CHECK(cudaMalloc(&w, hw.size() * 4));
-      CHECK(cudaMalloc(&y, size_t(m) * n * 4));
-      CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
-      CHECK(cudaMemcpy(w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMalloc(&x, hx.size() * 4));
+      CHECK_CUDA(cudaMalloc(&w, hw.size() * 4));
+      CHECK_CUDA(cudaMalloc(&y, size_t(m) * n * 4));
+      CHECK_CUDA(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
       auto moec = [&] {
         moec::rt::Status status =
             moec::rt::cuda::linear(x, m, k, w, n, nullptr, moec::rt::cpu::Epilogue{}, y, stream);
@@ -189,7 +181,7 @@ int main(int argc, char **argv) {
       };
       double us = timeIt(moec, stream);
       std::vector<float> reference(size_t(m) * n);
-      CHECK(cudaMemcpy(reference.data(), y, reference.size() * 4, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(reference.data(), y, reference.size() * 4, cudaMemcpyDeviceToHost));
       std::vector<double> exact = exactRows(hx, hw, m, n, k);
       std::printf("%s T=%d (N=%d, K=%d): moec linear %.2f us (vs f64 %.1e)\n", shape.model, m, n, k,
                   us, errorVsExact(reference, exact, n));
@@ -207,9 +199,9 @@ int main(int argc, char **argv) {
                                                 exact, stream);
       probe<Gemm3xTF32<64, 64, 32, 32, 32, 4>>("64x64x32 w32x32 s4", x, w, y, m, n, k, reference,
                                                exact, stream);
-      CHECK(cudaFree(x));
-      CHECK(cudaFree(w));
-      CHECK(cudaFree(y));
+      CHECK_CUDA(cudaFree(x));
+      CHECK_CUDA(cudaFree(w));
+      CHECK_CUDA(cudaFree(y));
     }
   return 0;
 }

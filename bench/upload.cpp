@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaCheck.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cpu/ThreadPool.h"
 #include "moec/runtime/cuda/Artifact.h"
@@ -39,15 +40,6 @@
 using namespace moec::rt;
 
 namespace {
-
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 double seconds(const std::function<void()> &body) {
   auto t0 = std::chrono::steady_clock::now();
@@ -92,14 +84,14 @@ int main(int argc, char **argv) {
   }
   size_t bytes = static_cast<size_t>(info.st_size);
   std::printf("%s: %.2f GB, %u threads\n", path, bytes / 1e9, threads);
-  CHECK(cudaFree(nullptr)); // the context, outside every timing
+  CHECK_CUDA(cudaFree(nullptr)); // the context, outside every timing
   void *device = nullptr;
-  report("cudaMalloc (weights)", bytes, seconds([&] { CHECK(cudaMalloc(&device, bytes)); }));
+  report("cudaMalloc (weights)", bytes, seconds([&] { CHECK_CUDA(cudaMalloc(&device, bytes)); }));
   {
     void *workspace = nullptr;
     double s = seconds([&] {
-      CHECK(cudaMalloc(&workspace, size_t(5) << 30));
-      CHECK(cudaFree(workspace));
+      CHECK_CUDA(cudaMalloc(&workspace, size_t(5) << 30));
+      CHECK_CUDA(cudaFree(workspace));
     });
     std::printf("%-44s %8.3f s\n", "cudaMalloc + cudaFree of 5 GiB", s);
   }
@@ -107,11 +99,11 @@ int main(int argc, char **argv) {
     void *pinned[4];
     double s = seconds([&] {
       for (void *&p : pinned)
-        CHECK(cudaMallocHost(&p, size_t(64) << 20));
+        CHECK_CUDA(cudaMallocHost(&p, size_t(64) << 20));
     });
     double f = seconds([&] {
       for (void *p : pinned)
-        CHECK(cudaFreeHost(p));
+        CHECK_CUDA(cudaFreeHost(p));
     });
     std::printf("%-44s %8.3f s (free %.3f s)\n", "cudaMallocHost 4 x 64 MiB", s, f);
   }
@@ -119,16 +111,16 @@ int main(int argc, char **argv) {
     // The copy engine alone: 1 GiB pinned, copied over and over.
     size_t chunk = std::min(bytes, size_t(1) << 30);
     void *pinned = nullptr;
-    CHECK(cudaMallocHost(&pinned, chunk));
+    CHECK_CUDA(cudaMallocHost(&pinned, chunk));
     std::memset(pinned, 1, chunk);
-    CHECK(cudaMemcpy(device, pinned, chunk, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(device, pinned, chunk, cudaMemcpyHostToDevice));
     double s = seconds([&] {
       for (size_t at = 0; at < bytes; at += chunk)
-        CHECK(cudaMemcpy(static_cast<char *>(device) + at, pinned, std::min(chunk, bytes - at),
-                         cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(static_cast<char *>(device) + at, pinned, std::min(chunk, bytes - at),
+                              cudaMemcpyHostToDevice));
     });
     report("pinned -> device (the copy engine alone)", bytes, s);
-    CHECK(cudaFreeHost(pinned));
+    CHECK_CUDA(cudaFreeHost(pinned));
   }
   cpu::ThreadPool pool(threads);
   {
@@ -150,7 +142,7 @@ int main(int argc, char **argv) {
     size_t chunk = size_t(64) << 20;
     void *pinned[2];
     for (void *&p : pinned) {
-      CHECK(cudaMallocHost(&p, chunk));
+      CHECK_CUDA(cudaMallocHost(&p, chunk));
       std::memset(p, 1, chunk);
     }
     constexpr size_t kSlice = size_t(1) << 20;
@@ -183,7 +175,7 @@ int main(int argc, char **argv) {
       report(name.c_str(), total, s);
     }
     for (void *p : pinned)
-      CHECK(cudaFreeHost(p));
+      CHECK_CUDA(cudaFreeHost(p));
   }
   // The runtime's upload (a fresh mapping each time, as moec_load makes) over
   // plans: the first run of a plan pins its staging, the second finds it cached.
@@ -204,6 +196,6 @@ int main(int argc, char **argv) {
         report(name.c_str(), bytes, s);
       }
     }
-  CHECK(cudaFree(device));
+  CHECK_CUDA(cudaFree(device));
   return 0;
 }
