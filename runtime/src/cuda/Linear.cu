@@ -356,14 +356,16 @@ __global__ void reduceSplits(const float *partial, int splits, int64_t m, int64_
 struct KSplit {
   int64_t splits, perSplit;
 };
-KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int64_t waves = 2) {
+/// `maxDepth` (a multiple of `step`) bounds the depth whatever the waves.
+KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int64_t waves = 2,
+                  int64_t maxDepth = INT64_MAX) {
   if (k <= 0)
     return {1, 0}; // nothing to sum: one split writes the bias
   // At most `waves` full waves: rounding up put 8 of DeepSeek-V3's 272 router
   // blocks at T = 1024 (264 slots) into a wave of their own.
   int64_t splits =
       std::clamp<int64_t>(waves * detail::kSMs / blocks, 1, std::max<int64_t>(1, k / minDepth));
-  int64_t perSplit = ((k + splits - 1) / splits + step - 1) / step * step;
+  int64_t perSplit = std::min(maxDepth, ((k + splits - 1) / splits + step - 1) / step * step);
   return {(k + perSplit - 1) / perSplit, perSplit};
 }
 
@@ -513,12 +515,10 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
     // tile's 3xTF32 step is ~48 serial mma.sync per warp, and v13's profile had
     // the 128-row routers (one tile, 11 splits of 33 steps) at 35-37 us for
     // gpt-oss, Qwen3 and DeepSeek-V3.
-    KSplit split = planSplits(k, columnTiles * rowTiles, 64, kTileK);
     // Each split at most kTiledMaxDepth deep: the tensor cores' adds into the
     // running sums truncate, about an ulp of the sum per mma, so the error grows
     // with a split's depth (LinearCutlass.cu).
-    if (split.perSplit > kTiledMaxDepth)
-      split = {(k + kTiledMaxDepth - 1) / kTiledMaxDepth, kTiledMaxDepth};
+    KSplit split = planSplits(k, columnTiles * rowTiles, 64, kTileK, 2, kTiledMaxDepth);
     MOEC_CUDA_TRY(cudaFuncSetAttribute(
         linearTiledKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTiledSharedBytes));
     return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {
