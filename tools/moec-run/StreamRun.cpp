@@ -29,8 +29,6 @@ Status check(cudaError_t error, const char *what) {
 
 } // namespace
 
-bool StreamRun::available() { return true; }
-
 StreamRun::~StreamRun() {
   if (stream_) {
     cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
@@ -87,20 +85,23 @@ Status StreamRun::run(moec_model *model, const std::vector<moec_tensor> &inputs,
         MOEC_RETURN_IF_ERROR(check(cudaMemsetAsync(deviceOutputs_[i], 0xFF, outputBytes_[i], stream),
                                    "poisoning an output"));
   }
+  MOEC_RETURN_IF_ERROR(queue(model, inputs, outputs));
+  return check(cudaStreamSynchronize(stream), "waiting for the run on the stream");
+}
+
+Status StreamRun::queue(moec_model *model, const std::vector<moec_tensor> &inputs,
+                        std::vector<moec_tensor> &outputs) {
   if (moec_run_async(model, inputs.data(), inputs.size(), outputs.data(), outputs.size(),
                      stream_))
     return Status::error(moec_last_error());
-  return check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
-               "waiting for the run on the stream");
+  return Status::ok();
 }
 
 Status StreamRun::runQueued(moec_model *model, const std::vector<moec_tensor> &inputs,
                             std::vector<moec_tensor> &outputs, long count, double *ms) {
   auto start = std::chrono::steady_clock::now();
   for (long i = 0; i < count; ++i)
-    if (moec_run_async(model, inputs.data(), inputs.size(), outputs.data(), outputs.size(),
-                       stream_))
-      return Status::error(moec_last_error());
+    MOEC_RETURN_IF_ERROR(queue(model, inputs, outputs));
   MOEC_RETURN_IF_ERROR(check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
                              "waiting for the queued runs"));
   *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -118,19 +119,20 @@ Status StreamRun::fetch() {
 
 #else // !MOEC_RUN_WITH_CUDA
 
-bool StreamRun::available() { return false; }
+// Without CUDA nothing can be queued: bind refuses (moec-run stops there).
+const char *const kWithoutCuda = "--on-stream: this moec-run was built without CUDA";
 StreamRun::~StreamRun() = default;
 Status StreamRun::bind(std::vector<moec_tensor> &, const std::vector<size_t> &,
                        std::vector<moec_tensor> &, const std::vector<size_t> &) {
-  return Status::error("--on-stream: this moec-run was built without CUDA");
+  return Status::error(kWithoutCuda);
 }
 Status StreamRun::run(moec_model *, const std::vector<moec_tensor> &, std::vector<moec_tensor> &,
                       bool) {
-  return Status::error("--on-stream: this moec-run was built without CUDA");
+  return Status::error(kWithoutCuda);
 }
 Status StreamRun::runQueued(moec_model *, const std::vector<moec_tensor> &,
                             std::vector<moec_tensor> &, long, double *) {
-  return Status::error("--on-stream: this moec-run was built without CUDA");
+  return Status::error(kWithoutCuda);
 }
 Status StreamRun::fetch() { return Status::ok(); }
 

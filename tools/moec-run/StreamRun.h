@@ -5,7 +5,7 @@
 // written to device buffers, each run queued with moec_run_async on a stream
 // of its own and waited for on that stream (moec.h). The model then uses the
 // buffers in place, and the one wait of a run is the caller's. Built only with
-// CUDA (MOEC_RUN_WITH_CUDA); elsewhere available() is false.
+// CUDA (MOEC_RUN_WITH_CUDA); elsewhere bind() says so.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,9 +26,6 @@ public:
   StreamRun(const StreamRun &) = delete;
   StreamRun &operator=(const StreamRun &) = delete;
   ~StreamRun();
-
-  /// Whether this moec-run was built with CUDA.
-  static bool available();
 
   /// Creates the stream and device copies of `inputs` (`inputBytes[i]` bytes
   /// each) and device buffers for `outputs`, and points the tensors' data at
@@ -54,6 +51,10 @@ public:
   rt::Status fetch();
 
 private:
+  /// moec_run_async on the stream, without waiting.
+  rt::Status queue(moec_model *model, const std::vector<moec_tensor> &inputs,
+                   std::vector<moec_tensor> &outputs);
+
   void *stream_ = nullptr;
   std::vector<void *> device_;
   std::vector<void *> hostOutputs_, deviceOutputs_;

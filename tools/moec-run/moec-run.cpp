@@ -334,17 +334,15 @@ int main(int argc, char **argv) {
   // One run: moec_run on the host buffers, or with --on-stream moec_run_async
   // on device copies of them, waited for on the stream.
   moec::tools::StreamRun stream;
-  if (options.onStream && std::strcmp(moec_target(model), "cuda") != 0) {
-    // moec_run_async refuses it before it queues anything: its message says why.
-    if (moec_run_async(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(),
-                       apiOutputs.size(), nullptr))
-      return fail(std::string("--on-stream: ") + moec_last_error());
-    return fail("--on-stream: moec_run_async ran a '" + std::string(moec_target(model)) +
-                "' artifact");
-  }
-  if (options.onStream && !moec::tools::StreamRun::available())
-    return fail("--on-stream: this moec-run was built without CUDA");
   if (options.onStream) {
+    if (std::strcmp(moec_target(model), "cuda") != 0) {
+      // moec_run_async refuses it before it queues anything: its message says why.
+      if (moec_run_async(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(),
+                         apiOutputs.size(), nullptr))
+        return fail(std::string("--on-stream: ") + moec_last_error());
+      return fail("--on-stream: moec_run_async ran a '" + std::string(moec_target(model)) +
+                  "' artifact");
+    }
     std::vector<size_t> inputBytes, outputBytes;
     for (const moec_tensor &api : apiInputs)
       inputBytes.push_back(inputs.at(api.name).sizeInBytes());
@@ -392,6 +390,7 @@ int main(int argc, char **argv) {
                   total / options.bench);
     }
   }
+
   if (!options.outputs.empty())
     if (Status status = moec::rt::writeNpz(options.outputs, outputs); !status)
       return fail(status.message());
