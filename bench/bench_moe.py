@@ -24,8 +24,11 @@ the shared expert) x 3·H·I bf16 bytes (gpt-oss: plus its biases) / time, again
 column. Matmul: 2·T·(k + shared)·3·H·I FLOP / time against 685 TFLOP/s (bf16).
 
 transformers under torch.compile (--compiled IMPL:MODE,...; default grouped_mm with
-mode reduce-overhead, i.e. CUDA graphs, for T <= 128, and mode default) is timed and
-checked the same way; max-autotune-no-cudagraphs costs ~1 min of compile per cell.
+mode reduce-overhead, i.e. CUDA graphs, for T <= 128, mode default, and
+max-autotune-no-cudagraphs from T = 1024, where autotuning pays: 1.4-1.7x faster than
+mode default for gpt-oss and DeepSeek-V3 at T = 1024 in the reference anchors) is timed
+and checked the same way; max-autotune costs 45-135 s of compile per cell, so a table
+of all four models takes two device calls (scripts/h200-bench.sh bench MODELS).
 
     python3 bench/bench_moe.py --artifacts .device/bench/art --lib .device/bench/libmoec.so \
         --models qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3 --tokens 1,16,128,1024
@@ -449,6 +452,8 @@ def run_model(name, args, rows):
         for impl, mode in args.compiled:
             if mode == "reduce-overhead" and T > args.cuda_graphs_max_tokens:
                 continue
+            if mode == "max-autotune-no-cudagraphs" and T < args.max_autotune_min_tokens:
+                continue
             key = f"{impl}+{MODE_SHORT[mode]}"
             row[key] = compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args)
         # moec: queued on torch's stream and waited for by the clock's one synchronise, as
@@ -516,6 +521,7 @@ def write(rows, out, meta, quiet=False):
             "synchronise as transformers' calls (moec_run, which waits inside and then meets an idle "
             "synchronise: the column 'moec_run')" if any(r.get("moec_clock") == "async" for r in rows)
             else ". moec's call is moec_run, which waits inside (the clock's synchronise after it is an idle one)")
+         + f" (artifacts: {meta.get('moec_artifacts', '?')}; art-bf16out: --expert-outputs=bf16)"
          + ". % copy: touched experts' bf16 bytes / "
          "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
          "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec_run | moec / best | moec % copy "
@@ -592,11 +598,15 @@ def main():
                    help="skip batched_mm when gathered weights + module exceed this many bytes")
     p.add_argument("--fp8-artifacts", default="",
                    help="also run these FP8 artifacts (bench/prepare.sh with FP8=1), same weights")
-    p.add_argument("--compiled", default="grouped_mm:reduce-overhead,grouped_mm:default",
+    p.add_argument("--compiled", default="grouped_mm:reduce-overhead,grouped_mm:default,"
+                                          "grouped_mm:max-autotune-no-cudagraphs",
                    help="transformers configurations under torch.compile, IMPL:MODE,... (MODE: "
                         "reduce-overhead, max-autotune-no-cudagraphs or default); '' for none")
     p.add_argument("--cuda-graphs-max-tokens", type=int, default=128,
                    help="run reduce-overhead (CUDA graphs) only up to this many tokens")
+    p.add_argument("--max-autotune-min-tokens", type=int, default=1024,
+                   help="run max-autotune-no-cudagraphs only from this many tokens (45-135 s of "
+                        "compile per cell)")
     args = p.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",")]
     args.compiled = [tuple(c.split(":")) for c in args.compiled.split(",") if c]
@@ -613,7 +623,7 @@ def main():
     meta = dict(transformers=transformers.__version__, torch=torch.__version__,
                 gpu=torch.cuda.get_device_name(), tokens=args.tokens,
                 moec_expert_weights="/".join(sorted(dtypes)) or "f32",
-                moec_io="host" if args.host_io else "device")
+                moec_io="host" if args.host_io else "device", moec_artifacts=args.artifacts)
     rows = []
     out = args.out = os.environ.get("OUT", "out")
     args.meta = meta

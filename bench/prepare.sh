@@ -7,7 +7,8 @@
 # machine from the transformers block's parameters) and links the runtime's C API
 # (moec.h) into .device/bench/libmoec.so for ctypes (static libstdc++, exports
 # moec_* only). EXPERT_WEIGHTS=bf16 compiles with --expert-weights=bf16 into
-# .device/bench/art-bf16 instead; FP8=1 with --fp8 into .device/bench/art-fp8. .device/ is ignored (.git/info/exclude) and carried to the GPU.
+# .device/bench/art-bf16 instead; with EXPERT_OUTPUTS=bf16 too (--expert-outputs=bf16)
+# into .device/bench/art-bf16out; FP8=1 with --fp8 into .device/bench/art-fp8. .device/ is ignored (.git/info/exclude) and carried to the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-qwen3moe-30b-a3b,mixtral-8x7b}
@@ -17,6 +18,11 @@ out=.device/bench
 expert_weights=${EXPERT_WEIGHTS:-f32}
 art=$out/art
 [[ $expert_weights == f32 ]] || art=$out/art-$expert_weights
+outputs=()
+if [[ ${EXPERT_OUTPUTS:-f32} == bf16 ]]; then
+  outputs=(--expert-outputs=bf16)
+  art=$out/art-${expert_weights}out
+fi
 fp8=()
 if [[ ${FP8:-0} == 1 ]]; then # FP8 experts (the shared expert bf16): .device/bench/art-fp8
   fp8=(--fp8)
@@ -27,7 +33,7 @@ grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info
 mkdir -p "$art"
 for m in ${models//,/ }; do
   python3 bench/make_block_mlir.py --model "$m" -o $out/$m.mlir
-  "$build/bin/moec" compile $out/$m.mlir --target=cuda --weights=external "${fp8[@]}" \
+  "$build/bin/moec" compile $out/$m.mlir --target=cuda --weights=external "${fp8[@]}" "${outputs[@]}" \
     --expert-weights="$expert_weights" --max-tokens="$max_tokens" -o "$art/$m"
 done
 syms=$(grep -o 'moec_[a-z_]*(' runtime/include/moec/moec.h | tr -d '(' | sort -u | sed 's/^/-Wl,-u,/')

@@ -3,7 +3,8 @@
 #        scripts/gpu-prebuilt.sh run              (on a GPU machine without MLIR)
 #
 # SETS (default "f32 loops sentinels fp8 exe", which fits the device machine's 64 MiB
-# upload beside the tracked tree): any of f32, bf16, loops, sentinels, fp8, exe; the
+# upload beside the tracked tree): any of f32, bf16, bf16out (--expert-outputs=bf16 too),
+# loops, sentinels, fp8, exe; the
 # GPU unit tests and tools always go. `run` reports what was not prepared as skipped.
 #
 # `prepare` compiles every fixture and expert-loop case with --target=cuda into
@@ -34,6 +35,10 @@ prepare)
     if want bf16; then
       "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda --expert-weights=bf16 \
         -o .device/art/bf16-$f
+    fi
+    if want bf16out; then
+      "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda --expert-weights=bf16 \
+        --expert-outputs=bf16 -o .device/art/bf16out-$f
     fi
   done
   for form in $forms; do
@@ -89,6 +94,9 @@ run)
   for f in $fixtures; do check $f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz; done
   for f in $fixtures; do # the tolerance of e2e.cuda.bf16.* (test/Codegen/CMakeLists.txt)
     check bf16-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
+  done
+  for f in $fixtures; do # e2e.cuda.bf16-outputs.*, the same tolerance
+    check bf16out-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
   done
   for form in $forms; do check loops-$form $L/$form.mlir $L/$form.inputs.npz $L/expected.npz; done
   for f in mixtral deepseek_v3; do # e2e.cuda.on-stream.*: moec_run_async on moec-run's stream

@@ -8,8 +8,12 @@
 #            .device/bench (bench/prepare.sh; --fp8 ones too), the GPU unit tests
 #            and the benchmarks into .device/bin. Carry .device (about 36 MiB).
 #   tests    the runtime's GPU unit tests; stops the session's script on failure.
-#   bench    bench/bench_moe.py, the same-run table (T = 1..8192), weights kept,
-#            then bench/load_weights.py on gpt-oss-120b and DeepSeek-V3.
+#   bench    bench/bench_moe.py, the same-run table (T = 1..8192) of MODELS (default
+#            all four), weights kept, max-autotune from T = 1024: two models a call
+#            (BENCH_LIMIT seconds, default 540). ART=art-bf16out takes the
+#            --expert-outputs=bf16 artifacts (prepare builds both).
+#   load     bench/load_weights.py on gpt-oss-120b and DeepSeek-V3 (after bench,
+#            whose weights.bin it reads).
 #   fp8      bench/bench_moe.py with the --fp8 artifacts beside the bf16 ones
 #            (MODELS: default all four; one or two per call at T = 8192).
 #   ncu      one profiled moec call per cell of MODELS (default all four; two
@@ -40,12 +44,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 models=qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3
-art=.device/bench/art-bf16 lib=.device/bench/libmoec.so
+art=.device/bench/${ART:-art-bf16} lib=.device/bench/libmoec.so
 case ${1:-} in
 prepare)
   set -e
   build=${BUILD_DIR:-build}
   EXPERT_WEIGHTS=bf16 bench/prepare.sh $models 8192
+  EXPERT_WEIGHTS=bf16 EXPERT_OUTPUTS=bf16 bench/prepare.sh $models 8192
   FP8=1 bench/prepare.sh $models 8192
   mkdir -p .device/bin
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-upload" \
@@ -63,10 +68,13 @@ tests)
   exit $rc
   ;;
 bench)
-  timeout 420 python3 bench/bench_moe.py --artifacts $art --lib $lib --models "${2:-$models}" \
-    --tokens 1,16,128,1024,8192 --rtol 1e-2 --keep-weights >"$OUT/bench.log" 2>&1
+  timeout "${BENCH_LIMIT:-540}" python3 bench/bench_moe.py --artifacts $art --lib $lib \
+    --models "${2:-$models}" --tokens "${TOKENS:-1,16,128,1024,8192}" --rtol 1e-2 --keep-weights \
+    >"$OUT/bench.log" 2>&1
   echo "bench rc=$?"
   sed -n '/grouped_mm+CG/,$p' "$OUT/bench_moe.md"
+  ;;
+load)
   for m in gpt-oss-120b deepseek-v3; do
     [[ -f $art/$m/weights.bin ]] && timeout 60 python3 bench/load_weights.py $art/$m $lib
   done 2>&1 | tee "$OUT/load.txt"

@@ -770,6 +770,68 @@ TEST(CudaKernels, PermuteBF16IsTheRoundedF32Permute) {
     }
 }
 
+/// combine over bf16 expert rows (--expert-outputs=bf16) reads each bf16 value
+/// as the f32 it is exactly, so it gives bit for bit what combine gives over
+/// those values held in f32, and both match a float64 sum of the rounded rows.
+/// Sentinel slots (-1 in the inverse) read nothing; hidden 96 takes the
+/// vector path (8-byte bf16 loads), 1030 the element path over three column
+/// chunks; with and without a gated addend (the shared expert), through
+/// combineRows and through combine (which inverts the permutation itself).
+TEST(CudaKernels, CombineBF16RowsIsTheF32CombineOfTheRoundedRows) {
+  std::mt19937 rng(31);
+  for (int64_t H : {96, 1030})
+    for (bool withAddend : {false, true}) {
+      SCOPED_TRACE("hidden " + std::to_string(H) + ", addend " + std::to_string(withAddend));
+      const int64_t T = 45, K = 3, S = T * K, valid = S - 7;
+      auto rows = randomVector(S * H, rng), w = randomVector(T * K, rng);
+      auto addend = randomVector(T * H, rng), gate = randomVector(T, rng);
+      std::vector<uint16_t> bits = roundToBF16(rows); // rows now hold the bf16 values
+      // Slots 0..S-1 land on rows by a permutation; the last 7 sort as sentinels.
+      std::vector<int32_t> perm(S), rowOfSlot(S, -1);
+      for (int64_t r = 0; r < S; ++r)
+        perm[r] = static_cast<int32_t>((r * 11) % S);
+      for (int64_t r = 0; r < valid; ++r)
+        rowOfSlot[perm[r]] = static_cast<int32_t>(r);
+      std::vector<double> want(T * H);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+          double sum = 0;
+          for (int64_t k = 0; k < K; ++k)
+            if (int32_t r = rowOfSlot[t * K + k]; r >= 0)
+              sum += double(w[t * K + k]) * rows[r * H + h];
+          if (withAddend)
+            sum += addend[t * H + h] / (1.0 + std::exp(-double(gate[t])));
+          want[t * H + h] = sum;
+        }
+      DeviceBuffer dRows = upload(rows), dBits = upload(bits), dW = upload(w),
+                   dInverse = upload(rowOfSlot), dPerm = upload(perm),
+                   dValid = upload(std::vector<int32_t>{int32_t(valid)}),
+                   dAddend = upload(addend), dGate = upload(gate);
+      DeviceBuffer dF32 = poisoned(T * H * 4), dBF16 = poisoned(T * H * 4),
+                   dBF16Inverted = poisoned(T * H * 4), dScratch = poisoned(S * 4);
+      const float *a = withAddend ? dAddend.dataAs<float>() : nullptr;
+      const float *g = withAddend ? dGate.dataAs<float>() : nullptr;
+      ASSERT_OK(cuda::combineRows(dRows.dataAs<float>(), dInverse.dataAs<int32_t>(), H,
+                                  dW.dataAs<float>(), T, K, a, g, dF32.dataAs<float>(), nullptr));
+      ASSERT_OK(cuda::combineRows(dBits.dataAs<cuda::BF16>(), dInverse.dataAs<int32_t>(), H,
+                                  dW.dataAs<float>(), T, K, a, g, dBF16.dataAs<float>(), nullptr));
+      ASSERT_OK(cuda::combine(dBits.dataAs<cuda::BF16>(), dPerm.dataAs<int32_t>(), S, H,
+                              dW.dataAs<float>(), T, K, dValid.dataAs<int32_t>(), a, g,
+                              dScratch.dataAs<int32_t>(), dBF16Inverted.dataAs<float>(), nullptr));
+      ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+      std::vector<uint32_t> f32Bits = download<uint32_t>(dF32, T * H),
+                            bf16Bits = download<uint32_t>(dBF16, T * H),
+                            invertedBits = download<uint32_t>(dBF16Inverted, T * H);
+      std::vector<float> got = download<float>(dBF16, T * H);
+      for (int64_t i = 0; i < T * H; ++i) {
+        ASSERT_EQ(bf16Bits[i], f32Bits[i]) << "element " << i;
+        ASSERT_EQ(invertedBits[i], f32Bits[i]) << "element " << i << " (combine)";
+        ASSERT_LE(std::abs(got[i] - want[i]), 1e-5 + 1e-5 * std::abs(want[i]))
+            << "element " << i << " = " << got[i] << ", float64 " << want[i];
+      }
+    }
+}
+
 /// Decode shapes for the tensor-core kernel: 1-3 slots, spread and all in one
 /// expert, with the tile the dispatcher picks.
 TEST(CudaKernels, TensorCoreGroupedMatmulFewSlots) {

@@ -54,6 +54,17 @@
 // RUN: not ls %t/a
 // RUN: not ls -d %t/a.tmp-*
 
+// --expert-outputs=bf16: bf16 expert weights on the CUDA target, not FP8 experts.
+// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
+// OUT-WEIGHTS: moec: --expert-outputs=bf16 needs --target=cuda --expert-weights=bf16 (the bf16-weight kernels round their results)
+// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
+// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --fp8 --expert-weights=bf16 --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-FP8
+// OUT-FP8: moec: --expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay f32)
+// RUN: not moec compile %fixtures/mixtral/model.onnx --expert-outputs=bf16 2>&1 | FileCheck %s --check-prefix=OUT-NOTARGET
+// OUT-NOTARGET: moec: --expert-outputs needs --target=cuda
+// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --expert-outputs=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-UNKNOWN
+// OUT-UNKNOWN: moec: unknown --expert-outputs='f16' (f32, bf16)
+
 //--- unknown-op.mlir
 func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
   %0 = "onnx.Add"(%x, %x) : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
@@ -90,3 +101,4 @@ func.func @f(%x: tensor<?x16xf32>, %w: tensor<2x16x16xf32>, %o: tensor<2xi32>) -
   %0 = moe.grouped_matmul %x, %w, %o : tensor<?x16xf32>, tensor<2x16x16xf32>, tensor<2xi32> -> tensor<?x16xf32>
   return %0 : tensor<?x16xf32>
 }
+

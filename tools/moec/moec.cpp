@@ -74,6 +74,13 @@ static cl::opt<std::string> expertWeights(
              "bf16, f32 accumulation: half the bytes to stream)"),
     cl::init("f32"), cl::cat(moecCategory));
 
+static cl::opt<std::string> expertOutputs(
+    "expert-outputs",
+    cl::desc("with --target=cuda --expert-weights=bf16: 'f32' (default) or 'bf16' (each "
+             "expert's output rows rounded to bf16 before the f32 weighted combine, as "
+             "transformers' bf16 block holds them: half the bytes the combine reads)"),
+    cl::init("f32"), cl::cat(moecCategory));
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "moec: " << message << "\n";
   return 1;
@@ -116,12 +123,22 @@ static int compile() {
       return fail("unknown --expert-weights='" + expertWeights + "' (f32, bf16)");
     if (expertWeights == "bf16" && target != "cuda")
       return fail("--expert-weights=bf16 needs --target=cuda (the CPU target keeps f32)");
+    if (expertOutputs != "f32" && expertOutputs != "bf16")
+      return fail("unknown --expert-outputs='" + expertOutputs + "' (f32, bf16)");
+    if (expertOutputs == "bf16" && (target != "cuda" || expertWeights != "bf16"))
+      return fail("--expert-outputs=bf16 needs --target=cuda --expert-weights=bf16 (the "
+                  "bf16-weight kernels round their results)");
+    if (expertOutputs == "bf16" && fp8)
+      return fail("--expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay "
+                  "f32)");
   } else if (emitKind.getNumOccurrences()) {
     return fail("--emit needs --target");
   } else if (weightsMode.getNumOccurrences()) {
     return fail("--weights needs --target");
   } else if (expertWeights.getNumOccurrences()) {
     return fail("--expert-weights needs --target=cuda");
+  } else if (expertOutputs.getNumOccurrences()) {
+    return fail("--expert-outputs needs --target=cuda");
   }
 
   DialectRegistry registry;
@@ -164,6 +181,7 @@ static int compile() {
     options.maxTokens = maxTokens;
     options.externalWeights = weightsMode == "external";
     options.bf16ExpertWeights = expertWeights == "bf16";
+    options.bf16ExpertOutputs = expertOutputs == "bf16";
     options.executable = emitKind == "exe";
     return failed(moec::codegen::emitArtifact(*module, options)) ? 1 : 0;
   }
@@ -183,6 +201,7 @@ int main(int argc, char **argv) {
                     "[--ep-size=N --ep-rank=R] [-o OUT]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
                     "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16]\n"
+                    "         [--expert-outputs=f32|bf16]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE "
                     "[...]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||

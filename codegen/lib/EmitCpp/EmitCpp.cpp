@@ -190,9 +190,10 @@ struct TensorDecl {
 class Emitter {
 public:
   Emitter(func::FuncOp function, int64_t maxTokens, Target target, bool externalWeights = false,
-          bool bf16ExpertWeights = false)
+          bool bf16ExpertWeights = false, bool bf16ExpertOutputs = false)
       : function(function), maxTokens(maxTokens), cuda(target == Target::CUDA),
-        externalWeights(externalWeights), bf16ExpertWeights(bf16ExpertWeights) {}
+        externalWeights(externalWeights), bf16ExpertWeights(bf16ExpertWeights),
+        bf16ExpertOutputs(bf16ExpertOutputs) {}
 
   LogicalResult run();
 
@@ -339,6 +340,9 @@ private:
   /// --expert-weights=bf16 (CUDA): grouped matmul weights stored as bf16 and
   /// multiplied by the bf16-weight kernel.
   bool bf16ExpertWeights;
+  /// --expert-outputs=bf16 (CUDA, with bf16ExpertWeights): a bf16-weight
+  /// grouped matmul whose result only moe.combine reads rounds it to bf16.
+  bool bf16ExpertOutputs;
   std::string body, decls, copyIn, copyOut;
   /// CUDA: every output is written by a kernel (no copies between results),
   /// so a run may use the caller's device buffers in place (inPlaceSetup).
@@ -770,6 +774,17 @@ bool Emitter::storedAsBF16(Value value) {
       !(producerMatmul && !producerMatmul.getLhsScales() && !producerMatmul.getWeightScales()) &&
       !(producerLinear && linearTakesBF16(producerLinear)))
     return false;
+  // --expert-outputs=bf16: the experts' results rounded to bf16 for the
+  // combine, a precision choice (docs/design.md, "bf16 expert outputs"), unlike
+  // the rows below, which their readers round so anyway.
+  if (bf16ExpertOutputs && producerMatmul && !producerMatmul.getLhsScales() &&
+      !producerMatmul.getWeightScales() &&
+      llvm::all_of(value.getUses(), [](OpOperand &use) {
+        auto combine = dyn_cast<moe::CombineOp>(use.getOwner());
+        return combine && use.get() == combine.getRows() &&
+               combine.getRows() != combine.getAddend();
+      }))
+    return true;
   return llvm::all_of(value.getUses(), [&](OpOperand &use) {
     Operation *user = use.getOwner();
     if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(user))
@@ -1723,7 +1738,7 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   (void)context;
 
   Emitter emitter(function, options.maxTokens, options.target, options.externalWeights,
-                  options.bf16ExpertWeights);
+                  options.bf16ExpertWeights, options.bf16ExpertOutputs);
   if (failed(emitter.run()))
     return failure();
 

@@ -57,6 +57,19 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *, kAlignmentD,
     ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
 
+/// Results rounded to bf16 in the epilogue (--expert-outputs=bf16: the down
+/// projection's rows, which only the combine reads): half the bytes written.
+using ElementDBF16 = cutlass::bfloat16_t;
+constexpr int kAlignmentDBF16 = 8; // 16 bytes of bf16
+using NoSourceBF16 = cutlass::epilogue::fusion::LinearCombination<ElementDBF16, float, void>;
+template <typename TileShape, typename ClusterShape, typename EpilogueSchedule,
+          typename Fusion = NoSourceBF16>
+using EpilogueBF16 = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *,
+    kAlignmentDBF16, ElementDBF16, LayoutD *, kAlignmentDBF16, EpilogueSchedule,
+    Fusion>::CollectiveOp;
+
 /// One configuration of either grouped GEMM: CUTLASS's sm90 mainloop for A and
 /// B (element; layout, with FP8 the scale layout beside it; alignment), tile,
 /// cluster and kernel schedule, given the stages that `CollectiveEpilogue_`'s

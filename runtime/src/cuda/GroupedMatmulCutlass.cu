@@ -60,9 +60,9 @@ constexpr int kAlignmentAB = 8; // 16 bytes of bf16
 /// D = accumulator + the expert's bias row: CUTLASS's row broadcast, one bias
 /// pointer per group (expert), so a biased projection without an activation
 /// (gpt-oss's down) needs no f32 product and no second pass.
-template <typename TileShape>
+template <typename TileShape, typename Out = ElementD>
 using BiasFusion = cutlass::epilogue::fusion::Sm90EVT<
-    cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, ElementD, float,
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, Out, float,
                                            cutlass::FloatRoundStyle::round_to_nearest>,
     cutlass::epilogue::fusion::Sm90AccFetch,
     cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float *, float,
@@ -136,6 +136,29 @@ using PingpongWideGated =
     ConfigWith<Shape<_64, _256, _64>, Shape<_1, _1, _1>,
                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong, GatedEpilogue>;
 
+/// bf16 results (--expert-outputs=bf16) on the two tiles Auto takes, plain or
+/// with the bias in the epilogue: the f32 accumulator, plus the bias, rounded
+/// to nearest even.
+using CooperativeWideShape = Shape<_128, _256, _64>;
+using PingpongWideShape = Shape<_64, _256, _64>;
+template <typename Fusion>
+using CooperativeWideBF16With = ConfigWith<
+    CooperativeWideShape, Shape<_1, _1, _1>,
+    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+    EpilogueBF16<CooperativeWideShape, Shape<_1, _1, _1>,
+                 cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, Fusion>>;
+template <typename Fusion>
+using PingpongWideBF16With =
+    ConfigWith<PingpongWideShape, Shape<_1, _1, _1>,
+               cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+               EpilogueBF16<PingpongWideShape, Shape<_1, _1, _1>,
+                            cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong, Fusion>>;
+using CooperativeWideBF16 = CooperativeWideBF16With<NoSourceBF16>;
+using CooperativeWideBiasBF16 =
+    CooperativeWideBF16With<BiasFusion<CooperativeWideShape, ElementDBF16>>;
+using PingpongWideBF16 = PingpongWideBF16With<NoSourceBF16>;
+using PingpongWideBiasBF16 = PingpongWideBF16With<BiasFusion<PingpongWideShape, ElementDBF16>>;
+
 using ClusterRows = Shape<_2, _1, _1>;
 using ClusterWeights = Shape<_1, _2, _1>;
 using ClusterNone = Shape<_1, _1, _1>;
@@ -166,7 +189,11 @@ static_assert(kSameStrides<GemmKernel, CooperativeWide::GemmKernel> &&
               kSameStrides<GemmKernel, CooperativeWideOn<ClusterRows>::GemmKernel> &&
               kSameStrides<GemmKernel, CooperativeWideOn<ClusterWeights>::GemmKernel> &&
               kSameStrides<GemmKernel, PingpongWide::GemmKernel> &&
-              kSameStrides<GemmKernel, PingpongWideBias::GemmKernel>);
+              kSameStrides<GemmKernel, PingpongWideBias::GemmKernel> &&
+              kSameStrides<GemmKernel, CooperativeWideBF16::GemmKernel> &&
+              kSameStrides<GemmKernel, CooperativeWideBiasBF16::GemmKernel> &&
+              kSameStrides<GemmKernel, PingpongWideBF16::GemmKernel> &&
+              kSameStrides<GemmKernel, PingpongWideBiasBF16::GemmKernel>);
 
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
@@ -184,6 +211,7 @@ struct GroupArrays {
   StrideD *strideD;
   const float **bias; // each expert's bias row (BiasFusion, GatedEpilogue), or null
   __nv_bfloat16 **rowsBF16; // each expert's first bf16 output row (GatedEpilogue), or null
+  ElementDBF16 **dBF16;     // each expert's first bf16 result row (bf16 results), or null
 };
 
 /// Rows of expert e: [begin, end) from the inclusive ends; one expert of all
@@ -218,6 +246,8 @@ __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *wei
     g.bias[e] = bias + static_cast<int64_t>(e) * n;
   if (g.rowsBF16)
     g.rowsBF16[e] = outBF16 + begin * (n / 2);
+  if (g.dBF16)
+    g.dBF16[e] = reinterpret_cast<ElementDBF16 *>(outBF16) + begin * n;
 }
 
 /// The valid rows (below the last expert's end) rounded to bf16, 4 at a time.
@@ -259,7 +289,15 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
                    epilogue.layout == cpu::GateUpLayout::Interleaved &&
                    epilogue.kind == cpu::ActivationKind::SiLU && (n / 2) % 8 == 0 &&
                    reinterpret_cast<uintptr_t>(outBF16) % 16 == 0;
-  bool direct = (out && !epilogue.enabled && (!bias || fusedBias)) || fusedGate;
+  // Cooperative 128x256 and pingpong 64x256 tiles (what Auto takes) round
+  // their results to bf16 themselves when there is nothing to apply but a
+  // bias, in rows of whole 16-byte chunks (--expert-outputs=bf16's down
+  // projection); other tiles go through the f32 product and the pass.
+  bool directBF16 = (tile == CutlassTile::Cooperative128x256 ||
+                     tile == CutlassTile::Pingpong64x256) &&
+                    outBF16 && !epilogue.enabled && n % kAlignmentDBF16 == 0 &&
+                    reinterpret_cast<uintptr_t>(outBF16) % 16 == 0;
+  bool direct = (out && !epilogue.enabled && (!bias || fusedBias)) || fusedGate || directBF16;
   int outColumns = static_cast<int>(gated ? n / 2 : n);
   int groups = static_cast<int>(experts);
 
@@ -279,8 +317,10 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideA));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideB));
   MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.strideD));
-  if ((fusedBias || fusedGate) && bias)
+  if ((fusedBias || fusedGate || directBF16) && bias)
     MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.bias));
+  if (directBF16)
+    MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.dBF16));
   if (fusedGate)
     MOEC_RETURN_IF_ERROR(scratch.allocate(groups, g.rowsBF16));
 
@@ -296,26 +336,30 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
       static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.d);
   MOEC_CUDA_TRY(cudaGetLastError());
 
-  auto run = [&](auto config) {
+  // `d`: the per-expert result rows, f32 (g.d) or bf16 (g.dBF16) as the
+  // configuration's epilogue writes them.
+  auto runTo = [&](auto config, auto d) {
     using Chosen = decltype(config);
     auto args = groupedArguments<typename Chosen::Gemm>(
         groups, g.shapes,
-        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, g.d,
+        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, d,
         g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
+  auto run = [&](auto config) { return runTo(config, g.d); };
   // BiasFusion's arguments, children first: the accumulator, the bias rows
   // (one pointer per expert, column stride 1), then the sum.
-  auto runBias = [&](auto config) {
+  auto runBiasTo = [&](auto config, auto d) {
     using Chosen = decltype(config);
     typename Chosen::CollectiveEpilogue::FusionCallbacks::Arguments thread{
         {}, {g.bias, 0.0f, {_0{}, _1{}, 0}}, {}};
     auto args = groupedArgumentsWith<typename Chosen::Gemm>(
         groups, g.shapes,
-        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, thread, g.d,
+        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, thread, d,
         g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
+  auto runBias = [&](auto config) { return runBiasTo(config, g.d); };
   auto runGated = [&](auto config) {
     using Gemm = typename decltype(config)::Gemm;
     typename Gemm::Arguments args{
@@ -335,7 +379,9 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
   switch (tile) {
   case CutlassTile::Pingpong128x128: MOEC_RETURN_IF_ERROR(run(Pingpong{})); break;
   case CutlassTile::Cooperative128x256:
-    MOEC_RETURN_IF_ERROR(runWide(ClusterNone{}));
+    MOEC_RETURN_IF_ERROR(directBF16 ? (bias ? runBiasTo(CooperativeWideBiasBF16{}, g.dBF16)
+                                            : runTo(CooperativeWideBF16{}, g.dBF16))
+                                    : runWide(ClusterNone{}));
     break;
   case CutlassTile::Cooperative128x256Cluster21:
     MOEC_RETURN_IF_ERROR(runWide(ClusterRows{}));
@@ -344,7 +390,9 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
     MOEC_RETURN_IF_ERROR(runWide(ClusterWeights{}));
     break;
   case CutlassTile::Pingpong64x256:
-    MOEC_RETURN_IF_ERROR(fusedGate   ? runGated(PingpongWideGated{})
+    MOEC_RETURN_IF_ERROR(directBF16 ? (bias ? runBiasTo(PingpongWideBiasBF16{}, g.dBF16)
+                                            : runTo(PingpongWideBF16{}, g.dBF16))
+                         : fusedGate ? runGated(PingpongWideGated{})
                          : fusedBias ? runBias(PingpongWideBias{})
                                      : run(PingpongWide{}));
     break;

@@ -680,12 +680,24 @@ __global__ void inversePermutationKernel(const int32_t *permutation, int64_t slo
 /// Columns of one token that a combine block writes: 128 threads x 4.
 constexpr int kCombineThreads = 128, kCombineColumns = 4 * kCombineThreads;
 
+/// Four adjacent row values as f32: one 16-byte load of f32 rows, one 8-byte
+/// load of bf16 ones (--expert-outputs=bf16).
+__device__ inline float4 loadFour(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ inline float4 loadFour(const BF16 *p) {
+  uint2 bits = *reinterpret_cast<const uint2 *>(p);
+  return make_float4(__uint_as_float(bits.x << 16), __uint_as_float(bits.x & 0xffff0000u),
+                     __uint_as_float(bits.y << 16), __uint_as_float(bits.y & 0xffff0000u));
+}
+__device__ inline float loadOne(const float *p) { return *p; }
+__device__ inline float loadOne(const BF16 *p) { return __uint_as_float(uint32_t(p->bits) << 16); }
+
 /// Block (token, column chunk); a sentinel slot (row -1) adds nothing and is
 /// never read. The token's rows and weights are read once into shared memory,
-/// and each thread sums 4 adjacent columns (16-byte accesses when aligned), the
-/// slots in order, so that a decode step is a few blocks of short chains
-/// rather than one block walking the whole row.
-__global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+/// and each thread sums 4 adjacent columns (16-byte accesses of f32 rows, 8 of
+/// bf16 ones, when aligned), the slots in order, so that a decode step is a few
+/// blocks of short chains rather than one block walking the whole row.
+template <typename Row>
+__global__ void combineKernel(const Row *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
                               const float *weights, int64_t topK, const float *addend,
                               const float *addendGate, float *out) {
   device::awaitPrerequisites(); // a dependent launch
@@ -700,7 +712,7 @@ __global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64
   __syncthreads();
   float gate = addendGate ? sigmoidf(addendGate[t]) : 1.0f;
   int64_t h0 = int64_t(blockIdx.y) * kCombineColumns + 4 * threadIdx.x;
-  bool vector = hiddenSize % 4 == 0 && reinterpret_cast<uintptr_t>(rows) % 16 == 0 &&
+  bool vector = hiddenSize % 4 == 0 && reinterpret_cast<uintptr_t>(rows) % (4 * sizeof(Row)) == 0 &&
                 reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
                 reinterpret_cast<uintptr_t>(addend) % 16 == 0;
   if (vector) {
@@ -712,7 +724,7 @@ __global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64
       if (r < 0)
         continue;
       float w = slotWeight[k];
-      float4 v = *reinterpret_cast<const float4 *>(rows + int64_t(r) * hiddenSize + h0);
+      float4 v = loadFour(rows + int64_t(r) * hiddenSize + h0);
       acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
     }
     if (addend) {
@@ -727,7 +739,7 @@ __global__ void combineKernel(const float *rows, const int32_t *rowOfSlot, int64
     for (int64_t k = 0; k < topK; ++k) {
       int32_t r = slotRow[k];
       if (r >= 0)
-        acc += slotWeight[k] * rows[int64_t(r) * hiddenSize + h];
+        acc += slotWeight[k] * loadOne(rows + int64_t(r) * hiddenSize + h);
     }
     if (addend)
       acc += gate * addend[t * hiddenSize + h];
@@ -932,20 +944,12 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
   return Status::ok();
 }
 
-Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
-               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
-               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
-               cudaStream_t stream) {
-  if (tokens == 0)
-    return Status::ok();
-  MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
-  return combineRows(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
-                     stream);
-}
+namespace {
 
-Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
-                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
-                   const float *addendGate, float *out, cudaStream_t stream) {
+template <typename Row>
+Status combineRowsOf(const Row *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+                     const float *weights, int64_t tokens, int64_t topK, const float *addend,
+                     const float *addendGate, float *out, cudaStream_t stream) {
   if (tokens == 0)
     return Status::ok();
   int64_t chunks = (hiddenSize + kCombineColumns - 1) / kCombineColumns;
@@ -955,10 +959,54 @@ Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSi
   if (topK > 4096)
     return Status::error("combine: top-k " + std::to_string(topK) + " exceeds 4096");
   size_t shared = static_cast<size_t>(topK) * (sizeof(int32_t) + sizeof(float));
-  return detail::launchDependent(combineKernel,
+  return detail::launchDependent(combineKernel<Row>,
                                  dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)),
                                  dim3(kCombineThreads), shared, stream, rows, rowOfSlot, hiddenSize,
                                  weights, topK, addend, addendGate, out);
+}
+
+template <typename Row>
+Status combineOf(const Row *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
+                 const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
+                 const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
+                 cudaStream_t stream) {
+  if (tokens == 0)
+    return Status::ok();
+  MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
+  return combineRowsOf(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
+                       stream);
+}
+
+} // namespace
+
+Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
+               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
+               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
+               cudaStream_t stream) {
+  return combineOf(rows, permutation, slots, hiddenSize, weights, tokens, topK, numValid, addend,
+                   addendGate, rowOfSlot, out, stream);
+}
+
+Status combine(const BF16 *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
+               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
+               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
+               cudaStream_t stream) {
+  return combineOf(rows, permutation, slots, hiddenSize, weights, tokens, topK, numValid, addend,
+                   addendGate, rowOfSlot, out, stream);
+}
+
+Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
+                   const float *addendGate, float *out, cudaStream_t stream) {
+  return combineRowsOf(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
+                       stream);
+}
+
+Status combineRows(const BF16 *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
+                   const float *addendGate, float *out, cudaStream_t stream) {
+  return combineRowsOf(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
+                       stream);
 }
 
 } // namespace moec::rt::cuda
