@@ -45,9 +45,9 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_table import COPY_BPS, IMPLS, write  # noqa: E402
 from write_weights import fp8_expert_weights, read_layout, write_weights  # noqa: E402
 
-COPY_BPS = 4.25e12
 DEV = "cuda"
 # name: (E, H, I, k, transformers module, block class, config class, config kwargs, shared experts, biases)
 SPECS = {
@@ -90,9 +90,6 @@ def moe_weights(name, m, cfg):
                     shared_gate_up=torch.cat([se.gate_proj.weight, se.up_proj.weight], 0),
                     shared_down=se.down_proj.weight)
     raise ValueError(name)
-
-
-IMPLS = ["eager", "batched_mm", "grouped_mm"]
 
 
 def log(*a):
@@ -491,89 +488,6 @@ def run_model(name, args, rows):
     if args.remove_weights:  # the disk holds one model's weights at a time
         for directory in filter(None, [art, art8]):
             os.remove(os.path.join(directory, "weights.bin"))
-
-
-def fmt(v):
-    return f"{v:.3f}" if isinstance(v, float) else (v or "")
-
-
-def mm_pct(flops, ms):
-    """% of the measured bf16 matmul ceiling (685 TFLOP/s)."""
-    return f"{100 * flops / (ms * 1e-3) / 685e12:.1f} %" if flops and isinstance(ms, float) else ""
-
-
-def pct(bytes_, ms):
-    return 100 * bytes_ * 1e9 / (ms * 1e-3) / COPY_BPS if isinstance(ms, float) else None
-
-
-def write(rows, out, meta, quiet=False):
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "bench_moe.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    L = [f"moec vs transformers {meta['transformers']} (torch {meta['torch']}) on {meta['gpu']}.",
-         "ms: median host time of one synchronised call, L2 flushed before each; transformers bf16, moec f32 "
-         f"with {meta.get('moec_expert_weights', 'f32')} expert weights "
-         + ("(its time includes the input/output copies host<->device)"
-            if meta.get("moec_io") == "host" else
-            "(input and output in GPU memory: used in place by artifacts from v11b on, "
-            "copied through the workspace by earlier ones)")
-         + (". moec's call is moec_run_async on torch's current stream, timed to the same one "
-            "synchronise as transformers' calls (moec_run, which waits inside and then meets an idle "
-            "synchronise: the column 'moec_run')" if any(r.get("moec_clock") == "async" for r in rows)
-            else ". moec's call is moec_run, which waits inside (the clock's synchronise after it is an idle one)")
-         + f" (artifacts: {meta.get('moec_artifacts', '?')}; art-bf16out: --expert-outputs=bf16)"
-         + ". % copy: touched experts' bf16 bytes / "
-         "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
-         "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec_run | moec / best | moec % copy "
-         "| best % copy | moec % bf16 | check (rel err, max abs) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        pb = pct(r["bytes_GB"], r.get("best"))
-        pm = pct(r["bytes_GB"], r.get("moec"))
-        L.append(f"| {r['model']} | {r['T']} | {r['distinct']} | {fmt(r.get('eager'))} | "
-                 f"{fmt(r.get('batched_mm'))} | {fmt(r.get('grouped_mm'))} | {fmt(r.get('moec'))} | "
-                 f"{fmt(r.get('moec_blocking'))} | "
-                 f"{r.get('ratio', float('nan')):.2f}x ({r.get('best_impl', '')}) | "
-                 f"{pm:.1f} % | {pb:.1f} % | {mm_pct(r.get('flops'), r.get('moec'))} | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}"
-                 + (f"; {r['outlier_rows']} rows > 5 %, router top-k gap <= {r['outlier_max_topk_gap']:.1e}"
-                    if r.get('outlier_rows') else "") + ") |")
-    L += ["", "transformers' CUDA-event medians (the reference script's timing), ms, and bf16 error vs f32:", "",
-          "| model | T | eager | batched_mm | grouped_mm | bf16 rel err (grouped_mm) |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('eager_events'))} | {fmt(r.get('batched_mm_events'))} | "
-                 f"{fmt(r.get('grouped_mm_events'))} | {r.get('grouped_mm_rel_err', float('nan')):.1e} |")
-    if any("moec_fp8" in r for r in rows):
-        L += ["", "moec with FP8 experts (e4m3 weights with 128x128 block scales, rows quantised per "
-              "token and 128 channels; same weights, cast as moe-quantize-experts-fp8 does), same run: "
-              "ms, ratio to transformers' best eager backend (bf16), error against the f32 block "
-              "(relative L2, DeepGEMM's 1 - 2·Σxy/(Σx²+Σy²)):", "",
-              "| model | T | best eager (bf16) | moec bf16 | moec FP8 | FP8 / best | FP8 / moec bf16 "
-              "| FP8 % copy (FP8 bytes) | FP8 rel L2 | FP8 diff |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            if "moec_fp8" not in r:
-                continue
-            f8 = r["moec_fp8"]
-            p8 = pct(r["bytes_GB"] / 2, f8)
-            L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('best'))} | {fmt(r.get('moec'))} | "
-                     f"{fmt(f8)} | {f8 / r['best']:.2f}x | {f8 / r['moec']:.2f}x | {p8:.1f} % | "
-                     f"{r['moec_fp8_rel_err']:.2e} | {r['moec_fp8_diff']:.2e} |")
-    ckeys = sorted({k for r in rows for k in r if "+" in k and "_" not in k.split("+")[1]})
-    if ckeys:
-        L += ["", "transformers under torch.compile (CG: mode reduce-overhead, CUDA graphs; MA: "
-              "max-autotune-no-cudagraphs; def: mode default), host ms as above; moec / best of all "
-              "configurations, eager and compiled:", "",
-              "| model | T | " + " | ".join(ckeys) + " | moec | moec / best of all |",
-              "|---|---|" + "---|" * len(ckeys) + "---|---|"]
-        for r in rows:
-            L.append(f"| {r['model']} | {r['T']} | " + " | ".join(fmt(r.get(k)) for k in ckeys) +
-                     f" | {fmt(r.get('moec'))} | {r.get('ratio_all', float('nan')):.2f}x "
-                     f"({r.get('best_all_impl', '')}) |")
-    text = "\n".join(L) + "\n"
-    with open(os.path.join(out, "bench_moe.md"), "w") as f:
-        f.write(text)
-    if not quiet:
-        print(text, flush=True)
 
 
 def main():

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""bench_moe.py's tables (bench_moe.md) from its rows, and several runs' rows merged into one.
+
+No torch here, so a table can be rebuilt anywhere from the JSON files that the GPU
+machine wrote:
+
+    python3 bench/bench_table.py RUN1.json RUN2.json ... -o DIR     (DIR/bench_moe.{md,json})
+
+Rows are taken in the files' order; a (model, T) that appears twice keeps the later one.
+"""
+import argparse
+import json
+import os
+import sys
+
+COPY_BPS = 4.25e12
+IMPLS = ["eager", "batched_mm", "grouped_mm"]
+
+
+def fmt(v):
+    return f"{v:.3f}" if isinstance(v, float) else (v or "")
+
+
+def mm_pct(flops, ms):
+    """% of the measured bf16 matmul ceiling (685 TFLOP/s)."""
+    return f"{100 * flops / (ms * 1e-3) / 685e12:.1f} %" if flops and isinstance(ms, float) else ""
+
+
+def pct(bytes_, ms):
+    return 100 * bytes_ * 1e9 / (ms * 1e-3) / COPY_BPS if isinstance(ms, float) else None
+
+
+def write(rows, out, meta, quiet=False):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "bench_moe.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    L = [f"moec vs transformers {meta['transformers']} (torch {meta['torch']}) on {meta['gpu']}.",
+         "ms: median host time of one synchronised call, L2 flushed before each; transformers bf16, moec f32 "
+         f"with {meta.get('moec_expert_weights', 'f32')} expert weights "
+         + ("(its time includes the input/output copies host<->device)"
+            if meta.get("moec_io") == "host" else
+            "(input and output in GPU memory: used in place by artifacts from v11b on, "
+            "copied through the workspace by earlier ones)")
+         + (". moec's call is moec_run_async on torch's current stream, timed to the same one "
+            "synchronise as transformers' calls (moec_run, which waits inside and then meets an idle "
+            "synchronise: the column 'moec_run')" if any(r.get("moec_clock") == "async" for r in rows)
+            else ". moec's call is moec_run, which waits inside (the clock's synchronise after it is an idle one)")
+         + f" (artifacts: {meta.get('moec_artifacts', '?')}; art-bf16out: --expert-outputs=bf16)"
+         + ". % copy: touched experts' bf16 bytes / "
+         "time / 4.25 TB/s. check: moec against transformers' eager block in f32, relative L2 error.", "",
+         "| model | T | hit | eager | batched_mm | grouped_mm | moec | moec_run | moec / best | moec % copy "
+         "| best % copy | moec % bf16 | check (rel err, max abs) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pb = pct(r["bytes_GB"], r.get("best"))
+        pm = pct(r["bytes_GB"], r.get("moec"))
+        L.append(f"| {r['model']} | {r['T']} | {r['distinct']} | {fmt(r.get('eager'))} | "
+                 f"{fmt(r.get('batched_mm'))} | {fmt(r.get('grouped_mm'))} | {fmt(r.get('moec'))} | "
+                 f"{fmt(r.get('moec_blocking'))} | "
+                 f"{r.get('ratio', float('nan')):.2f}x ({r.get('best_impl', '')}) | "
+                 f"{pm:.1f} % | {pb:.1f} % | {mm_pct(r.get('flops'), r.get('moec'))} | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}"
+                 + (f"; {r['outlier_rows']} rows > 5 %, router top-k gap <= {r['outlier_max_topk_gap']:.1e}"
+                    if r.get('outlier_rows') else "") + ") |")
+    L += ["", "transformers' CUDA-event medians (the reference script's timing), ms, and bf16 error vs f32:", "",
+          "| model | T | eager | batched_mm | grouped_mm | bf16 rel err (grouped_mm) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('eager_events'))} | {fmt(r.get('batched_mm_events'))} | "
+                 f"{fmt(r.get('grouped_mm_events'))} | {r.get('grouped_mm_rel_err', float('nan')):.1e} |")
+    if any("moec_fp8" in r for r in rows):
+        L += ["", "moec with FP8 experts (e4m3 weights with 128x128 block scales, rows quantised per "
+              "token and 128 channels; same weights, cast as moe-quantize-experts-fp8 does), same run: "
+              "ms, ratio to transformers' best eager backend (bf16), error against the f32 block "
+              "(relative L2, DeepGEMM's 1 - 2·Σxy/(Σx²+Σy²)):", "",
+              "| model | T | best eager (bf16) | moec bf16 | moec FP8 | FP8 / best | FP8 / moec bf16 "
+              "| FP8 % copy (FP8 bytes) | FP8 rel L2 | FP8 diff |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if "moec_fp8" not in r:
+                continue
+            f8 = r["moec_fp8"]
+            p8 = pct(r["bytes_GB"] / 2, f8)
+            L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('best'))} | {fmt(r.get('moec'))} | "
+                     f"{fmt(f8)} | {f8 / r['best']:.2f}x | {f8 / r['moec']:.2f}x | {p8:.1f} % | "
+                     f"{r['moec_fp8_rel_err']:.2e} | {r['moec_fp8_diff']:.2e} |")
+    ckeys = sorted({k for r in rows for k in r if "+" in k and "_" not in k.split("+")[1]})
+    if ckeys:
+        L += ["", "transformers' CUDA-event medians of the compiled configurations (queued back to back, "
+              "so host launch costs hide under the GPU's work), ms; moec's host time against the best "
+              "of every configuration's CUDA-event median, a clock that favours transformers:", "",
+              "| model | T | " + " | ".join(k + " (events)" for k in ckeys) + " | moec (host) "
+              "| moec / best events |", "|---|---|" + "---|" * len(ckeys) + "---|---|"]
+        for r in rows:
+            events = [(r[i + "_events"], i) for i in IMPLS + ckeys
+                      if isinstance(r.get(i + "_events"), float)]
+            best = min(events) if events else None
+            ratio = (f"{r['moec'] / best[0]:.2f}x ({best[1]})"
+                     if best and isinstance(r.get("moec"), float) else "")
+            L.append(f"| {r['model']} | {r['T']} | " +
+                     " | ".join(fmt(r.get(k + "_events")) for k in ckeys) +
+                     f" | {fmt(r.get('moec'))} | {ratio} |")
+        L += ["", "transformers under torch.compile (CG: mode reduce-overhead, CUDA graphs; MA: "
+              "max-autotune-no-cudagraphs; def: mode default), host ms as above; moec / best of all "
+              "configurations, eager and compiled:", "",
+              "| model | T | " + " | ".join(ckeys) + " | moec | moec / best of all |",
+              "|---|---|" + "---|" * len(ckeys) + "---|---|"]
+        for r in rows:
+            L.append(f"| {r['model']} | {r['T']} | " + " | ".join(fmt(r.get(k)) for k in ckeys) +
+                     f" | {fmt(r.get('moec'))} | {r.get('ratio_all', float('nan')):.2f}x "
+                     f"({r.get('best_all_impl', '')}) |")
+    text = "\n".join(L) + "\n"
+    with open(os.path.join(out, "bench_moe.md"), "w") as f:
+        f.write(text)
+    if not quiet:
+        print(text, flush=True)
+
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("runs", nargs="+", help="bench_moe.json files")
+    p.add_argument("-o", "--out", required=True, help="directory for bench_moe.md and bench_moe.json")
+    args = p.parse_args()
+    rows, meta, where = [], None, {}
+    for path in args.runs:
+        try:
+            with open(path) as f:
+                run = json.load(f)
+            run_rows, run_meta = run["rows"], run["meta"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"bench_table.py: {path}: not a bench_moe.json ({e!r})", file=sys.stderr)
+            return 2
+        meta = meta or dict(run_meta)
+        for row in run_rows:
+            key = (row["model"], row["T"])
+            if key in where:
+                rows[where[key]] = row
+            else:
+                where[key] = len(rows)
+                rows.append(row)
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    rows.sort(key=lambda r: (models.index(r["model"]), r["T"]))
+    meta["merged_from"] = [os.path.basename(r) for r in args.runs]
+    write(rows, args.out, meta, quiet=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
