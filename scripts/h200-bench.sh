@@ -17,7 +17,8 @@
 #   fp8      bench/bench_moe.py with the --fp8 artifacts beside the bf16 ones
 #            (MODELS: default all four; one or two per call at T = 8192).
 #   ncu      one profiled moec call per cell of MODELS (default all four; two
-#            models fit one call) -> ncu.csv, ncu.md (bench/ncu_summary.py).
+#            models fit one call; TOKENS as for bench) -> ncu.csv, ncu.md
+#            (bench/ncu_summary.py).
 #            Clocks are left alone (--clock-control none).
 #   upload   bench/upload.cpp on a 6.4 GB file in the page cache.
 #   cutlass  moec-bench-cutlass-configs: CUTLASS's grouped GEMM alone, weights
@@ -94,7 +95,7 @@ ncu)
     --csv --page details --log-file "$OUT/ncu.csv" --metrics \
     gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
     python3 bench/bench_moe.py --ncu --artifacts $art --lib $lib --models "${2:-$models}" \
-    --tokens 1,16,128,1024,8192 >"$OUT/ncu-bench.log" 2>&1
+    --tokens "${TOKENS:-1,16,128,1024,8192}" >"$OUT/ncu-bench.log" 2>&1
   echo "ncu rc=$?"
   python3 bench/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu-bench.log" >"$OUT/ncu.md"
   grep -c "^### " "$OUT/ncu.md"
