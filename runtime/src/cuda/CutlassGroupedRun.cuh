@@ -40,35 +40,38 @@ using LayoutA = cutlass::layout::RowMajor;
 using LayoutB = cutlass::layout::ColumnMajor;
 using LayoutD = cutlass::layout::RowMajor;
 using ElementD = float;
-constexpr int kAlignmentD = 4; // 16 bytes of f32
+/// Elements per 16 bytes: what the epilogue's stores take at a time.
+template <typename Out> constexpr int kAlignmentOf = 16 / int(sizeof(Out));
+constexpr int kAlignmentD = kAlignmentOf<ElementD>;
 
 /// D = accumulator: no source C (void), so none of its shared memory either.
 using NoSource = cutlass::epilogue::fusion::LinearCombination<ElementD, float, void>;
 
-/// The epilogue of both: f32 results per expert, D = accumulator unless
+/// Results of `Out` per expert (16-byte aligned rows), D = accumulator unless
 /// another fusion is given. C is void: with an f32 C the epilogue's staging
 /// took 66 KB of shared memory and left the 128x256x64 mainloop 3 stages;
 /// without it 34 KB, and 4 stages (v13, down projections at T = 8192: gpt-oss
 /// 7.6 %, Qwen3 4 % and DeepSeek-V3 3 % faster, Mixtral level).
+template <typename Out, typename TileShape, typename ClusterShape, typename EpilogueSchedule,
+          typename Fusion>
+using EpilogueOf = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *,
+    kAlignmentOf<Out>, Out, LayoutD *, kAlignmentOf<Out>, EpilogueSchedule, Fusion>::CollectiveOp;
+
+/// The epilogue of both: f32 results.
 template <typename TileShape, typename ClusterShape, typename EpilogueSchedule,
           typename Fusion = NoSource>
-using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *, kAlignmentD,
-    ElementD, LayoutD *, kAlignmentD, EpilogueSchedule, Fusion>::CollectiveOp;
+using Epilogue = EpilogueOf<ElementD, TileShape, ClusterShape, EpilogueSchedule, Fusion>;
 
 /// Results rounded to bf16 in the epilogue (--expert-outputs=bf16: the down
 /// projection's rows, which only the combine reads): half the bytes written.
 using ElementDBF16 = cutlass::bfloat16_t;
-constexpr int kAlignmentDBF16 = 8; // 16 bytes of bf16
+constexpr int kAlignmentDBF16 = kAlignmentOf<ElementDBF16>;
 using NoSourceBF16 = cutlass::epilogue::fusion::LinearCombination<ElementDBF16, float, void>;
 template <typename TileShape, typename ClusterShape, typename EpilogueSchedule,
           typename Fusion = NoSourceBF16>
-using EpilogueBF16 = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD *,
-    kAlignmentDBF16, ElementDBF16, LayoutD *, kAlignmentDBF16, EpilogueSchedule,
-    Fusion>::CollectiveOp;
+using EpilogueBF16 = EpilogueOf<ElementDBF16, TileShape, ClusterShape, EpilogueSchedule, Fusion>;
 
 /// One configuration of either grouped GEMM: CUTLASS's sm90 mainloop for A and
 /// B (element; layout, with FP8 the scale layout beside it; alignment), tile,
