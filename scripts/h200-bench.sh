@@ -10,8 +10,9 @@
 #   tests    the runtime's GPU unit tests; stops the session's script on failure.
 #   bench    bench/bench_moe.py, the same-run table (T = 1..8192) of MODELS (default
 #            all four), weights kept, max-autotune from T = 1024: two models a call
-#            (BENCH_LIMIT seconds, default 540). ART=art-bf16out takes the
-#            --expert-outputs=bf16 artifacts (prepare builds both).
+#            (BENCH_LIMIT seconds, default 540). The artifacts are
+#            --expert-outputs=bf16 ones (art-bf16out) unless ART=art-bf16
+#            (prepare builds both).
 #   load     bench/load_weights.py on gpt-oss-120b and DeepSeek-V3 (after bench,
 #            whose weights.bin it reads).
 #   fp8      bench/bench_moe.py with the --fp8 artifacts beside the bf16 ones
@@ -45,7 +46,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 models=qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3
-art=.device/bench/${ART:-art-bf16} lib=.device/bench/libmoec.so
+# The table's build (v20): bf16 expert weights and outputs; ART=art-bf16 for f32 outputs.
+art=.device/bench/${ART:-art-bf16out} lib=.device/bench/libmoec.so
 case ${1:-} in
 prepare)
   set -e
