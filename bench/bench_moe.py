@@ -255,7 +255,11 @@ def out0(o):
     return o[0] if isinstance(o, tuple) else o
 
 
-MODE_SHORT = {"reduce-overhead": "CG", "max-autotune-no-cudagraphs": "MA", "default": "def"}
+MODE_SHORT = {"reduce-overhead": "CG", "max-autotune-no-cudagraphs": "MA", "default": "def",
+              "max-autotune": "MAG"}
+# Modes whose calls replay inductor's CUDA graphs (cudagraph_mark_step_begin before each).
+GRAPH_MODES = ("reduce-overhead", "max-autotune")
+AUTOTUNE_MODES = ("max-autotune-no-cudagraphs", "max-autotune")
 
 
 def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
@@ -271,7 +275,7 @@ def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
         pass
     torch.cuda.empty_cache()
     cfg._experts_implementation = impl
-    graphs = mode == "reduce-overhead"
+    graphs = mode in GRAPH_MODES
     try:
         cm = torch.compile(m, mode=mode, fullgraph=False, dynamic=False)
 
@@ -449,7 +453,7 @@ def run_model(name, args, rows):
         for impl, mode in args.compiled:
             if mode == "reduce-overhead" and T > args.cuda_graphs_max_tokens:
                 continue
-            if mode == "max-autotune-no-cudagraphs" and T < args.max_autotune_min_tokens:
+            if mode in AUTOTUNE_MODES and T < args.max_autotune_min_tokens:
                 continue
             key = f"{impl}+{MODE_SHORT[mode]}"
             row[key] = compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args)
@@ -515,11 +519,12 @@ def main():
     p.add_argument("--compiled", default="grouped_mm:reduce-overhead,grouped_mm:default,"
                                           "grouped_mm:max-autotune-no-cudagraphs",
                    help="transformers configurations under torch.compile, IMPL:MODE,... (MODE: "
-                        "reduce-overhead, max-autotune-no-cudagraphs or default); '' for none")
+                        "reduce-overhead, max-autotune-no-cudagraphs, max-autotune (autotuned and "
+                        "CUDA graphs: MAG, not run by default) or default); '' for none")
     p.add_argument("--cuda-graphs-max-tokens", type=int, default=128,
                    help="run reduce-overhead (CUDA graphs) only up to this many tokens")
     p.add_argument("--max-autotune-min-tokens", type=int, default=1024,
-                   help="run max-autotune-no-cudagraphs only from this many tokens (45-135 s of "
+                   help="run the max-autotune modes only from this many tokens (45-170 s of "
                         "compile per cell)")
     args = p.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",")]

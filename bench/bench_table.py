@@ -99,7 +99,8 @@ def write(rows, out, meta, quiet=False):
                      " | ".join(fmt(r.get(k + "_events")) for k in ckeys) +
                      f" | {fmt(r.get('moec'))} | {ratio} |")
         L += ["", "transformers under torch.compile (CG: mode reduce-overhead, CUDA graphs; MA: "
-              "max-autotune-no-cudagraphs; def: mode default), host ms as above; moec / best of all "
+              "max-autotune-no-cudagraphs; MAG: max-autotune, with CUDA graphs; def: mode default), "
+              "host ms as above; moec / best of all "
               "configurations, eager and compiled:", "",
               "| model | T | " + " | ".join(ckeys) + " | moec | moec / best of all |",
               "|---|---|" + "---|" * len(ckeys) + "---|---|"]
