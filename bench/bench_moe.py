@@ -45,7 +45,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_table import COPY_BPS, IMPLS, write  # noqa: E402
+from bench_table import IMPLS, write  # noqa: E402
 from write_weights import fp8_expert_weights, read_layout, write_weights  # noqa: E402
 
 DEV = "cuda"
