@@ -21,6 +21,13 @@ fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin
 fixtures="mixtral qwen3_moe gpt_oss deepseek_v3 ort-moe ort-moe-silu ort-qmoe"
 fp8_fixtures="deepseek_v3_fp8 gpt_oss_fp8" # FP8 checkpoints: the CUDA target runs them with --fp8 only
 forms="loop loop-concat unrolled"
+# The sentinel regression's builds: f32 and bf16 expert weights, and bf16 expert outputs too.
+sentinel_flags() {
+  case $1 in
+  bf16out) echo "--expert-weights=bf16 --expert-outputs=bf16" ;;
+  *) echo "--expert-weights=$1" ;;
+  esac
+}
 case ${1:-} in
 prepare)
   set -e
@@ -51,10 +58,11 @@ prepare)
     -static-libgcc -ldl -lrt -pthread -o $B/moec-run
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" $B/
   # The sentinel regression (test/Codegen/check-sentinels.py), compiled here, run there.
-  for w in f32 bf16; do
+  for w in f32 bf16 bf16out; do
     want sentinels || break
+    # shellcheck disable=SC2046 # the flags are words
     .venv/bin/python test/Codegen/check-sentinels.py --bin "$build/bin" --target cuda \
-      --work .device/sentinels-$w --phase prepare -- --expert-weights=$w
+      --work .device/sentinels-$w --phase prepare -- $(sentinel_flags $w)
   done
   # FP8 experts on the GPU (test/Codegen/check-fp8-artifact.py): compiled and the
   # interpreter's FP8 output written here, run and compared there.
@@ -102,11 +110,12 @@ run)
   for f in mixtral deepseek_v3; do # e2e.cuda.on-stream.*: moec_run_async on moec-run's stream
     check $f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --on-stream --bench 3
   done
-  for w in f32 bf16; do
+  for w in f32 bf16 bf16out; do
     if [[ ! -d .device/sentinels-$w ]]; then skip=$((skip + 1)); continue; fi
-    echo "== sentinels ($w expert weights)"
+    echo "== sentinels ($(sentinel_flags $w))"
+    # shellcheck disable=SC2046 # the flags are words
     timeout 60 python3 test/Codegen/check-sentinels.py --bin $B --target cuda \
-      --work .device/sentinels-$w --phase run -- --expert-weights=$w
+      --work .device/sentinels-$w --phase run -- $(sentinel_flags $w)
     rc=$?
     echo "rc=$rc"
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
