@@ -777,8 +777,8 @@ bool Emitter::storedAsBF16(Value value) {
   // --expert-outputs=bf16: the experts' results rounded to bf16 for the
   // combine, a precision choice (docs/design.md, "bf16 expert outputs"), unlike
   // the rows below, which their readers round so anyway.
-  if (bf16ExpertOutputs && producerMatmul && !producerMatmul.getLhsScales() &&
-      !producerMatmul.getWeightScales() &&
+  // (A grouped matmul that got past the check above has no scales: bf16 weights.)
+  if (bf16ExpertOutputs && producerMatmul &&
       llvm::all_of(value.getUses(), [](OpOperand &use) {
         auto combine = dyn_cast<moe::CombineOp>(use.getOwner());
         return combine && use.get() == combine.getRows() &&

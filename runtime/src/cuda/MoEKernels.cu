@@ -944,12 +944,10 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
   return Status::ok();
 }
 
-namespace {
-
 template <typename Row>
-Status combineRowsOf(const Row *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
-                     const float *weights, int64_t tokens, int64_t topK, const float *addend,
-                     const float *addendGate, float *out, cudaStream_t stream) {
+Status combineRows(const Row *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
+                   const float *addendGate, float *out, cudaStream_t stream) {
   if (tokens == 0)
     return Status::ok();
   int64_t chunks = (hiddenSize + kCombineColumns - 1) / kCombineColumns;
@@ -966,47 +964,25 @@ Status combineRowsOf(const Row *rows, const int32_t *rowOfSlot, int64_t hiddenSi
 }
 
 template <typename Row>
-Status combineOf(const Row *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
-                 const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
-                 const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
-                 cudaStream_t stream) {
+Status combine(const Row *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
+               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
+               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
+               cudaStream_t stream) {
   if (tokens == 0)
     return Status::ok();
   MOEC_RETURN_IF_ERROR(detail::invertPermutation(permutation, slots, numValid, rowOfSlot, stream));
-  return combineRowsOf(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
-                       stream);
+  return combineRows(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
+                     stream);
 }
 
-} // namespace
-
-Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
-               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
-               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
-               cudaStream_t stream) {
-  return combineOf(rows, permutation, slots, hiddenSize, weights, tokens, topK, numValid, addend,
-                   addendGate, rowOfSlot, out, stream);
-}
-
-Status combine(const BF16 *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
-               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
-               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
-               cudaStream_t stream) {
-  return combineOf(rows, permutation, slots, hiddenSize, weights, tokens, topK, numValid, addend,
-                   addendGate, rowOfSlot, out, stream);
-}
-
-Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
-                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
-                   const float *addendGate, float *out, cudaStream_t stream) {
-  return combineRowsOf(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
-                       stream);
-}
-
-Status combineRows(const BF16 *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
-                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
-                   const float *addendGate, float *out, cudaStream_t stream) {
-  return combineRowsOf(rows, rowOfSlot, hiddenSize, weights, tokens, topK, addend, addendGate, out,
-                       stream);
-}
+#define MOEC_INSTANTIATE(ROW)                                                                      \
+  template Status combineRows(const ROW *, const int32_t *, int64_t, const float *, int64_t,       \
+                              int64_t, const float *, const float *, float *, cudaStream_t);       \
+  template Status combine(const ROW *, const int32_t *, int64_t, int64_t, const float *, int64_t,  \
+                          int64_t, const int32_t *, const float *, const float *, int32_t *,       \
+                          float *, cudaStream_t);
+MOEC_INSTANTIATE(float)
+MOEC_INSTANTIATE(BF16)
+#undef MOEC_INSTANTIATE
 
 } // namespace moec::rt::cuda

@@ -250,22 +250,17 @@ Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots
                                                FP8Tile tile = FP8Tile::Auto);
 
 /// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
-/// The expert rows are f32, or bf16 (--expert-outputs=bf16: the down
-/// projection's results rounded to bf16, half the bytes to read); the weighted
-/// sum is f32 either way.
-Status combine(const float *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
-               const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
-               const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
-               cudaStream_t stream);
-Status combine(const BF16 *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
+/// The expert rows (Row) are f32 (`float`), or bf16 (BF16; --expert-outputs=bf16:
+/// the down projection's results rounded to bf16, half the bytes to read); the
+/// weighted sum is f32 either way.
+template <typename Row>
+Status combine(const Row *rows, const int32_t *permutation, int64_t slots, int64_t hiddenSize,
                const float *weights, int64_t tokens, int64_t topK, const int32_t *numValid,
                const float *addend, const float *addendGate, int32_t *rowOfSlot, float *out,
                cudaStream_t stream);
 /// combine given sortByExpert's inverse permutation (tokens * topK entries).
-Status combineRows(const float *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
-                   const float *weights, int64_t tokens, int64_t topK, const float *addend,
-                   const float *addendGate, float *out, cudaStream_t stream);
-Status combineRows(const BF16 *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
+template <typename Row>
+Status combineRows(const Row *rows, const int32_t *rowOfSlot, int64_t hiddenSize,
                    const float *weights, int64_t tokens, int64_t topK, const float *addend,
                    const float *addendGate, float *out, cudaStream_t stream);
 
