@@ -27,8 +27,9 @@ transformers under torch.compile (--compiled IMPL:MODE,...; default grouped_mm w
 mode reduce-overhead, i.e. CUDA graphs, for T <= 128, mode default, and
 max-autotune-no-cudagraphs from T = 1024, where autotuning pays: 1.4-1.7x faster than
 mode default for gpt-oss and DeepSeek-V3 at T = 1024 in the reference anchors) is timed
-and checked the same way; max-autotune costs 45-135 s of compile per cell, so a table
-of all four models takes two device calls (scripts/h200-bench.sh bench MODELS).
+and checked the same way; max-autotune costs 45-170 s of compile per cell, so a table
+of all four models takes three to four device calls (scripts/h200-bench.sh bench MODELS,
+merged by bench/bench_table.py).
 
     python3 bench/bench_moe.py --artifacts .device/bench/art --lib .device/bench/libmoec.so \
         --models qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3 --tokens 1,16,128,1024

@@ -21,8 +21,8 @@ fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin
 fixtures="mixtral qwen3_moe gpt_oss deepseek_v3 ort-moe ort-moe-silu ort-qmoe"
 fp8_fixtures="deepseek_v3_fp8 gpt_oss_fp8" # FP8 checkpoints: the CUDA target runs them with --fp8 only
 forms="loop loop-concat unrolled"
-# The sentinel regression's builds: f32 and bf16 expert weights, and bf16 expert outputs too.
-sentinel_flags() {
+# moec compile's flags of each build: f32 and bf16 expert weights, and bf16 expert outputs too.
+build_flags() {
   case $1 in
   bf16out) echo "--expert-weights=bf16 --expert-outputs=bf16" ;;
   *) echo "--expert-weights=$1" ;;
@@ -39,14 +39,10 @@ prepare)
   grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
   for f in $fixtures; do
     if want f32; then "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda -o .device/art/$f; fi
-    if want bf16; then
-      "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda --expert-weights=bf16 \
-        -o .device/art/bf16-$f
-    fi
-    if want bf16out; then
-      "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda --expert-weights=bf16 \
-        --expert-outputs=bf16 -o .device/art/bf16out-$f
-    fi
+    for w in bf16 bf16out; do
+      # shellcheck disable=SC2046 # the flags are words
+      if want $w; then "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda $(build_flags $w) -o .device/art/$w-$f; fi
+    done
   done
   for form in $forms; do
     if want loops; then "$build/bin/moec" compile $L/$form.mlir --target=cuda -o .device/art/loops-$form; fi
@@ -62,7 +58,7 @@ prepare)
     want sentinels || break
     # shellcheck disable=SC2046 # the flags are words
     .venv/bin/python test/Codegen/check-sentinels.py --bin "$build/bin" --target cuda \
-      --work .device/sentinels-$w --phase prepare -- $(sentinel_flags $w)
+      --work .device/sentinels-$w --phase prepare -- $(build_flags $w)
   done
   # FP8 experts on the GPU (test/Codegen/check-fp8-artifact.py): compiled and the
   # interpreter's FP8 output written here, run and compared there.
@@ -100,11 +96,10 @@ run)
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
   }
   for f in $fixtures; do check $f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz; done
-  for f in $fixtures; do # the tolerance of e2e.cuda.bf16.* (test/Codegen/CMakeLists.txt)
-    check bf16-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
-  done
-  for f in $fixtures; do # e2e.cuda.bf16-outputs.*, the same tolerance
-    check bf16out-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
+  for w in bf16 bf16out; do # the tolerance of e2e.cuda.bf16{,-outputs}.* (test/Codegen/CMakeLists.txt)
+    for f in $fixtures; do
+      check $w-$f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz --rtol 1e-2 --atol 1e-2 --scale-atol
+    done
   done
   for form in $forms; do check loops-$form $L/$form.mlir $L/$form.inputs.npz $L/expected.npz; done
   for f in mixtral deepseek_v3; do # e2e.cuda.on-stream.*: moec_run_async on moec-run's stream
@@ -112,10 +107,10 @@ run)
   done
   for w in f32 bf16 bf16out; do
     if [[ ! -d .device/sentinels-$w ]]; then skip=$((skip + 1)); continue; fi
-    echo "== sentinels ($(sentinel_flags $w))"
+    echo "== sentinels ($(build_flags $w))"
     # shellcheck disable=SC2046 # the flags are words
     timeout 60 python3 test/Codegen/check-sentinels.py --bin $B --target cuda \
-      --work .device/sentinels-$w --phase run -- $(sentinel_flags $w)
+      --work .device/sentinels-$w --phase run -- $(build_flags $w)
     rc=$?
     echo "rc=$rc"
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
