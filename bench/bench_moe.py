@@ -47,6 +47,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_table import IMPLS, write  # noqa: E402
+from gpu_clocks import ClockSampler  # noqa: E402
 from write_weights import fp8_expert_weights, read_layout, write_weights  # noqa: E402
 
 DEV = "cuda"
@@ -151,6 +152,7 @@ class Moec:
 
 
 FLUSH = None
+CLOCKS = None  # gpu_clocks.ClockSampler, from main
 
 
 def timeline(prof, runs):
@@ -198,8 +200,10 @@ def profile_kernels(fn, title, runs=5, out="out"):
         f.write(text)
 
 
-def time_wall(fn, target_s, n_min=5, n_max=100):
-    """Median/min host ms of synchronised single calls, L2 flushed before each."""
+def time_wall(fn, target_s, n_min=5, n_max=100, row=None, key=None):
+    """Median/min host ms of synchronised single calls, L2 flushed before each. With row and
+    key, row[key + "_sm"] gets the SM clock and power sampled while the calls ran
+    (bench/gpu_clocks.py)."""
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -208,6 +212,7 @@ def time_wall(fn, target_s, n_min=5, n_max=100):
     est = time.perf_counter() - t0
     n = max(n_min if est < 1 else 3, min(n_max, int(target_s / max(est, 1e-5))))  # slow cells: 3 runs
     ts = []
+    begin = time.perf_counter()
     for _ in range(n):
         FLUSH.zero_()
         torch.cuda.synchronize()
@@ -215,6 +220,8 @@ def time_wall(fn, target_s, n_min=5, n_max=100):
         fn()
         torch.cuda.synchronize()
         ts.append((time.perf_counter() - t0) * 1e3)
+    if row is not None and CLOCKS is not None:
+        row[key + "_sm"] = CLOCKS.window(begin, time.perf_counter())
     ts.sort()
     return ts[n // 2], ts[0], n
 
@@ -295,7 +302,7 @@ def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
             o = out0(fn()).float().reshape(T, H)
             row[key + "_rel_err"] = ((o - ref).norm() / ref.norm()).item()
             del o
-            ms, mn, n = time_wall(fn, args.target_s)
+            ms, mn, n = time_wall(fn, args.target_s, row=row, key=key)
             row[key + "_events"] = time_events(fn, n)
             if args.profile:
                 profile_kernels(fn, f"transformers {key} T={T}", out=args.out)
@@ -444,7 +451,7 @@ def run_model(name, args, rows):
                     o = out0(fn()).float().reshape(T, H)
                     row[impl + "_rel_err"] = ((o - ref).norm() / ref.norm()).item()
                     del o
-                    ms, mn, n = time_wall(fn, args.target_s)
+                    ms, mn, n = time_wall(fn, args.target_s, row=row, key=impl)
                     row[impl] = ms
                     row[impl + "_min"] = mn
                     row[impl + "_events"] = time_events(fn, n)
@@ -461,7 +468,7 @@ def run_model(name, args, rows):
         # moec: queued on torch's stream and waited for by the clock's one synchronise, as
         # transformers' calls are; moec_blocking: moec_run, which waits inside, so that the
         # clock's synchronise after it is an idle one (v18's clock; bench/host_floor.py).
-        ms, mn, n = time_wall(moec.call, args.target_s)
+        ms, mn, n = time_wall(moec.call, args.target_s, row=row, key="moec")
         row.update(moec=ms, moec_min=mn, moec_n=n, moec_clock="async" if moec.has_async else "blocking")
         if moec.has_async:
             row["moec_blocking"], row["moec_blocking_min"], _ = time_wall(moec.run, args.target_s)
@@ -469,7 +476,7 @@ def run_model(name, args, rows):
             profile_kernels(moec.call, f"{name} T={T}", out=args.out)
         if moec8:
             row.update(fp8)
-            row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.call, args.target_s)
+            row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.call, args.target_s, row=row, key="moec_fp8")
             if args.profile:
                 profile_kernels(moec8.call, f"{name} T={T} fp8", out=args.out)
         best = [(row[i], i) for i in IMPLS if isinstance(row.get(i), float)]
@@ -533,8 +540,12 @@ def main():
     for impl, mode in args.compiled:
         if impl not in IMPLS or mode not in MODE_SHORT:
             p.error(f"--compiled: unknown configuration {impl}:{mode}")
-    global FLUSH
+    global FLUSH, CLOCKS
     FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=DEV)
+    CLOCKS = ClockSampler()
+    if CLOCKS.error:
+        log(f"no SM clocks recorded: {CLOCKS.error}")
+        CLOCKS = None
     import transformers
     # The expert weights' dtype in the artifacts (f32, or bf16 with --expert-weights=bf16).
     dtypes = {w[1] for m in args.models.split(",")
@@ -543,7 +554,8 @@ def main():
     meta = dict(transformers=transformers.__version__, torch=torch.__version__,
                 gpu=torch.cuda.get_device_name(), tokens=args.tokens,
                 moec_expert_weights="/".join(sorted(dtypes)) or "f32",
-                moec_io="host" if args.host_io else "device", moec_artifacts=args.artifacts)
+                moec_io="host" if args.host_io else "device", moec_artifacts=args.artifacts,
+                clocks_recorded=CLOCKS is not None)
     rows = []
     out = args.out = os.environ.get("OUT", "out")
     args.meta = meta

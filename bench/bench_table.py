@@ -30,6 +30,28 @@ def pct(bytes_, ms):
     return 100 * bytes_ * 1e9 / (ms * 1e-3) / COPY_BPS if isinstance(ms, float) else None
 
 
+def clock(c):
+    """One timed loop's SM clock and power (bench/gpu_clocks.py): 'median MHz (lowest), W, reasons'."""
+    if not c:
+        return ""
+    return (f"{c['mhz']} ({c['mhz_min']}), {c['watts']:.0f} W"
+            + (f", {' '.join(c['throttle'])}" if c.get("throttle") else ""))
+
+
+def clock_table(rows, ckeys):
+    """SM clock and board power while each configuration's timed loop ran, where recorded."""
+    keys = [k for k in IMPLS + ckeys + ["moec", "moec_fp8"] if any(r.get(k + "_sm") for r in rows)]
+    if not keys:
+        return []
+    L = ["", "SM clock while each timed loop ran (NVML, sampled every 5 ms): median MHz (lowest), "
+         "median board power, and the throttle reasons NVML reported (power-cap: the power limit "
+         "held the clock down):", "",
+         "| model | T | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
+    for r in rows:
+        L.append(f"| {r['model']} | {r['T']} | " + " | ".join(clock(r.get(k + "_sm")) for k in keys) + " |")
+    return L
+
+
 def write(rows, out, meta, quiet=False):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "bench_moe.json"), "w") as f:
@@ -108,6 +130,7 @@ def write(rows, out, meta, quiet=False):
             L.append(f"| {r['model']} | {r['T']} | " + " | ".join(fmt(r.get(k)) for k in ckeys) +
                      f" | {fmt(r.get('moec'))} | {r.get('ratio_all', float('nan')):.2f}x "
                      f"({r.get('best_all_impl', '')}) |")
+    L += clock_table(rows, ckeys)
     text = "\n".join(L) + "\n"
     with open(os.path.join(out, "bench_moe.md"), "w") as f:
         f.write(text)

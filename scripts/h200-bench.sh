@@ -12,7 +12,10 @@
 #            all four), weights kept, max-autotune from T = 1024: two models a call
 #            (BENCH_LIMIT seconds, default 540). The artifacts are
 #            --expert-outputs=bf16 ones (art-bf16out) unless ART=art-bf16
-#            (prepare builds both).
+#            (prepare builds both). COMPILED overrides bench_moe.py's --compiled
+#            (e.g. grouped_mm:max-autotune-no-cudagraphs,grouped_mm:max-autotune).
+#            Inductor's cache comes back as inductor-cache.tar.xz and is read
+#            from .payload/ when there.
 #   load     bench/load_weights.py on gpt-oss-120b and DeepSeek-V3 (after bench,
 #            whose weights.bin it reads).
 #   fp8      bench/bench_moe.py with the --fp8 artifacts beside the bf16 ones
@@ -71,10 +74,22 @@ tests)
   exit $rc
   ;;
 bench)
-  timeout "${BENCH_LIMIT:-540}" python3 bench/bench_moe.py --artifacts $art --lib $lib \
-    --models "${2:-$models}" --tokens "${TOKENS:-1,16,128,1024,8192}" --rtol 1e-2 --keep-weights \
-    >"$OUT/bench.log" 2>&1
+  # Inductor's cache travels between calls: a max-autotune cell compiles in 115-170 s
+  # cold and in about 14 s warm (v20). A call leaves $OUT/inductor-cache.tar.xz; put it
+  # in .payload/ (carried) and the next call starts from it.
+  cache=/tmp/moec-inductor-cache
+  mkdir -p $cache
+  [[ -f .payload/inductor-cache.tar.xz ]] && tar -xJf .payload/inductor-cache.tar.xz -C $cache
+  TORCHINDUCTOR_CACHE_DIR=$cache timeout "${BENCH_LIMIT:-540}" python3 bench/bench_moe.py \
+    --artifacts $art --lib $lib --models "${2:-$models}" --tokens "${TOKENS:-1,16,128,1024,8192}" \
+    ${COMPILED+--compiled "$COMPILED"} --rtol 1e-2 --keep-weights >"$OUT/bench.log" 2>&1
   echo "bench rc=$?"
+  tar -C $cache -cf - . | xz -T0 -6 >"$OUT/inductor-cache.tar.xz"
+  if (($(stat -c %s "$OUT/inductor-cache.tar.xz") > 15 * 1024 * 1024)); then
+    # Too large to come back: without triton's kernels (rebuilt from the graphs' source).
+    tar -C $cache --exclude=./triton -cf - . | xz -T0 -6 >"$OUT/inductor-cache.tar.xz"
+  fi
+  du -sh $cache "$OUT/inductor-cache.tar.xz"
   sed -n '/grouped_mm+CG/,$p' "$OUT/bench_moe.md"
   ;;
 load)

@@ -18,6 +18,14 @@
 // CHECK-NEXT: | mixtral-8x7b | 8192 |  | 9.500 | 9.300 | 0.98x (grouped_mm+MA) |
 // CHECK: | model | T | grouped_mm+CG | grouped_mm+MA | moec | moec / best of all |
 // CHECK: | qwen3moe-30b-a3b | 8192 |  | 1.900 | 1.440 | 0.76x (grouped_mm+MA) |
+// The SM clocks of the timed loops, where a run recorded them (bench/gpu_clocks.py);
+// a row without them gets empty cells.
+// CHECK: SM clock while each timed loop ran
+// CHECK: | model | T | grouped_mm+MA | moec |
+// CHECK-NEXT: |---|---|---|---|
+// CHECK-NEXT: | qwen3moe-30b-a3b | 1 |  |  |
+// CHECK-NEXT: | qwen3moe-30b-a3b | 8192 |  |  |
+// CHECK-NEXT: | mixtral-8x7b | 8192 | 1830 (1755), 655 W | 1755 (1650), 690 W, power-cap |
 // RUN: %python -c "import json,sys; print(json.load(open(sys.argv[1]))['meta']['merged_from'])" %t/out/bench_moe.json | FileCheck %s --check-prefix=META
 // META: ['run1.json', 'run2.json']
 
@@ -48,6 +56,8 @@
    "eager": 13.0, "grouped_mm": 13.3, "grouped_mm_events": 13.4, "moec": 9.3, "moec_blocking": 9.7,
    "best": 13.0, "best_impl": "eager", "ratio": 0.715, "grouped_mm+MA": 9.9,
    "grouped_mm+MA_events": 9.5, "best_all": 9.9, "best_all_impl": "grouped_mm+MA",
-   "ratio_all": 0.939, "check": "ok", "moec_rel_err": 2.3e-3, "moec_max_abs": 3.6e-2}]}
+   "ratio_all": 0.939, "check": "ok", "moec_rel_err": 2.3e-3, "moec_max_abs": 3.6e-2,
+   "grouped_mm+MA_sm": {"mhz": 1830, "mhz_min": 1755, "watts": 655.4, "samples": 90, "throttle": []},
+   "moec_sm": {"mhz": 1755, "mhz_min": 1650, "watts": 690.2, "samples": 80, "throttle": ["power-cap"]}}]}
 //--- bad.json
 {"rows": "not a list of rows"}
