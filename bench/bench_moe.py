@@ -270,10 +270,8 @@ GRAPH_MODES = ("reduce-overhead", "max-autotune")
 AUTOTUNE_MODES = ("max-autotune-no-cudagraphs", "max-autotune")
 
 
-def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
-    """transformers' block under torch.compile(mode): checked against the f32 reference
-    and timed like the eager columns (host time, L2 flushed; CUDA-event median beside it).
-    Returns the host median in ms, or a string saying why not."""
+def compiled_fn(m, cfg, impl, mode, x):
+    """transformers' block under torch.compile(mode), as a call on x (compiled at its first)."""
     import torch._dynamo
     torch._dynamo.reset()
     try:
@@ -284,14 +282,21 @@ def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
     torch.cuda.empty_cache()
     cfg._experts_implementation = impl
     graphs = mode in GRAPH_MODES
+    cm = torch.compile(m, mode=mode, fullgraph=False, dynamic=False)
+
+    def fn():
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        return cm(x)
+    return fn
+
+
+def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
+    """transformers' block under torch.compile(mode): checked against the f32 reference
+    and timed like the eager columns (host time, L2 flushed; CUDA-event median beside it).
+    Returns the host median in ms, or a string saying why not."""
     try:
-        cm = torch.compile(m, mode=mode, fullgraph=False, dynamic=False)
-
-        def fn():
-            if graphs:
-                torch.compiler.cudagraph_mark_step_begin()
-            return cm(x)
-
+        fn = compiled_fn(m, cfg, impl, mode, x)
         with torch.no_grad():
             t0 = time.perf_counter()
             fn()
@@ -314,6 +319,53 @@ def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
     finally:
         torch._dynamo.reset()
         torch.cuda.empty_cache()
+
+
+def interleaved(row, moec_call, m, cfg, x, args):
+    """moec and the fastest transformers configuration of the cell (row['best_all_impl']),
+    timed in alternating rounds of ~0.1 s (which goes first alternates too), since the
+    SM clock falls under sustained load (v21: 1965 MHz in the first timed loop of a
+    Mixtral T = 8192 cell, 1470 in the last, moec's) and the sequential columns time
+    moec last. Fills row['il_*']: the medians of the rounds' medians, the median of the
+    rounds' ratios, and the SM clock of each side's rounds."""
+    best = row.get("best_all_impl")
+    if not best or args.interleave <= 0:
+        return
+    impl, _, short = best.partition("+")
+    try:
+        with torch.no_grad():
+            if short:
+                fn = compiled_fn(m, cfg, impl, {v: k for k, v in MODE_SHORT.items()}[short], x)
+                for _ in range(3):  # compile (inductor's cache is warm), record, replay
+                    fn()
+            else:
+                cfg._experts_implementation = impl
+                fn = lambda: m(x)  # noqa: E731
+            sides = {"moec": moec_call, "best": fn}
+            ms = {k: [] for k in sides}
+            spans = {k: [] for k in sides}
+            for r in range(args.interleave):
+                for k in (("moec", "best") if r % 2 == 0 else ("best", "moec")):
+                    t0 = time.perf_counter()
+                    ms[k].append(time_wall(sides[k], 0.1)[0])
+                    spans[k].append((t0, time.perf_counter()))
+    except Exception as e:  # noqa: BLE001
+        row["il_error"] = repr(e)[:160]
+        return
+    finally:
+        if short:
+            import torch._dynamo
+            torch._dynamo.reset()
+
+    def median(v):
+        return sorted(v)[len(v) // 2]
+    row.update(il_config=best, il_rounds=args.interleave, il_moec=median(ms["moec"]),
+               il_best=median(ms["best"]),
+               il_ratio=median([a / b for a, b in zip(ms["moec"], ms["best"])]))
+    if CLOCKS is not None:
+        row["il_moec_sm"], row["il_best_sm"] = CLOCKS.windows(spans["moec"]), CLOCKS.windows(spans["best"])
+    log(f"  interleaved with {best}: moec {row['il_moec']:.3f} ms, {best} {row['il_best']:.3f} ms, "
+        f"ratio {row['il_ratio']:.3f}")
 
 
 def outlier_rows(x, y, ref, router, k, cfg=None):
@@ -488,6 +540,7 @@ def run_model(name, args, rows):
         if every:
             row["best_all"], row["best_all_impl"] = min(every)
             row["ratio_all"] = ms / row["best_all"]
+            interleaved(row, moec.call, m, cfg, x, args)
         log(json.dumps({k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in row.items()}))
         rows.append(row)
         write(rows, args.out, args.meta, quiet=True)  # a killed run keeps its rows
@@ -534,6 +587,9 @@ def main():
     p.add_argument("--max-autotune-min-tokens", type=int, default=1024,
                    help="run the max-autotune modes only from this many tokens (45-170 s of "
                         "compile per cell)")
+    p.add_argument("--interleave", type=int, default=8,
+                   help="rounds of moec against the cell's fastest transformers configuration, "
+                        "alternating (0: none)")
     args = p.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",")]
     args.compiled = [tuple(c.split(":")) for c in args.compiled.split(",") if c]

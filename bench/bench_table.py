@@ -52,6 +52,24 @@ def clock_table(rows, ckeys):
     return L
 
 
+def interleaved_table(rows):
+    """moec against the cell's fastest configuration, timed in alternating rounds (bench_moe.py)."""
+    if not any("il_ratio" in r for r in rows):
+        return []
+    L = ["", "moec against each cell's fastest transformers configuration above, timed again in "
+         "alternating rounds of ~0.1 s (which side goes first alternates too), so that neither "
+         "side runs at the clock that the other's sustained load left: medians of the rounds' "
+         "host medians, ms; moec / best: the median of the rounds' ratios; SM clock as below:", "",
+         "| model | T | configuration | its ms | moec ms | moec / best (interleaved) | its SM clock "
+         "| moec's SM clock |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "il_ratio" in r:
+            L.append(f"| {r['model']} | {r['T']} | {r['il_config']} | {fmt(r['il_best'])} | "
+                     f"{fmt(r['il_moec'])} | {r['il_ratio']:.2f}x | {clock(r.get('il_best_sm'))} | "
+                     f"{clock(r.get('il_moec_sm'))} |")
+    return L
+
+
 def write(rows, out, meta, quiet=False):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "bench_moe.json"), "w") as f:
@@ -130,6 +148,7 @@ def write(rows, out, meta, quiet=False):
             L.append(f"| {r['model']} | {r['T']} | " + " | ".join(fmt(r.get(k)) for k in ckeys) +
                      f" | {fmt(r.get('moec'))} | {r.get('ratio_all', float('nan')):.2f}x "
                      f"({r.get('best_all_impl', '')}) |")
+    L += interleaved_table(rows)
     L += clock_table(rows, ckeys)
     text = "\n".join(L) + "\n"
     with open(os.path.join(out, "bench_moe.md"), "w") as f:

@@ -22,6 +22,16 @@ THROTTLE = {0x2: "app-clock", 0x4: "power-cap", 0x8: "hw-slowdown", 0x20: "sw-th
             0x40: "hw-thermal", 0x80: "hw-power-brake"}
 
 
+NVML_FI_DEV_POWER_INSTANT = 186  # nvml.h: the current power draw, mW
+
+
+class FieldValue(ctypes.Structure):
+    """nvmlFieldValue_t, for one unsigned value (the power field)."""
+    _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
+                ("value", ctypes.c_ulonglong)]
+
+
 class ClockSampler:
     def __init__(self, period_s=0.005):
         self.samples = []  # (perf_counter, sm MHz, watts, throttle bits)
@@ -43,20 +53,34 @@ class ClockSampler:
 
     def _run(self):
         nvml, h = self._nvml, self._handle
-        mhz, mw, bits = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        mhz, bits = ctypes.c_uint(), ctypes.c_ulonglong()
+        # The instantaneous power (NVML_FI_DEV_POWER_INSTANT): nvmlDeviceGetPowerUsage
+        # averages over about a second, longer than a half-second timed loop, so it
+        # reported the loop before (v21 call 1: 290 W for a loop held at the power cap).
+        power = FieldValue(fieldId=NVML_FI_DEV_POWER_INSTANT)
+        average = ctypes.c_uint()  # the fallback where a driver lacks the field
         while not self._stop.is_set():
-            ok = (nvml.nvmlDeviceGetClockInfo(h, 1, ctypes.byref(mhz)) == 0  # NVML_CLOCK_SM
-                  and nvml.nvmlDeviceGetPowerUsage(h, ctypes.byref(mw)) == 0)
+            if nvml.nvmlDeviceGetFieldValues(h, 1, ctypes.byref(power)) == 0 and power.nvmlReturn == 0:
+                mw = power.value
+            elif nvml.nvmlDeviceGetPowerUsage(h, ctypes.byref(average)) == 0:
+                mw = average.value
+            else:
+                mw = 0
             if nvml.nvmlDeviceGetCurrentClocksThrottleReasons(h, ctypes.byref(bits)) != 0:
                 bits.value = 0
-            if ok:
-                self.samples.append((time.perf_counter(), mhz.value, mw.value / 1e3, bits.value))
+            if nvml.nvmlDeviceGetClockInfo(h, 1, ctypes.byref(mhz)) == 0:  # NVML_CLOCK_SM
+                self.samples.append((time.perf_counter(), mhz.value, mw / 1e3, bits.value))
             time.sleep(self._period)
 
     def window(self, t0, t1):
         """Median and lowest SM clock, median power and the throttle reasons seen in [t0, t1]."""
+        return self.windows([(t0, t1)])
+
+    def windows(self, spans):
+        """window() over several spans (t0, t1) together: the calls of interleaved rounds."""
         times = [s[0] for s in self.samples]
-        inside = self.samples[bisect.bisect_left(times, t0):bisect.bisect_right(times, t1)]
+        inside = [s for t0, t1 in spans
+                  for s in self.samples[bisect.bisect_left(times, t0):bisect.bisect_right(times, t1)]]
         if not inside:
             return {}
         mhz = sorted(s[1] for s in inside)

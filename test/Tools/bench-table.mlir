@@ -18,6 +18,13 @@
 // CHECK-NEXT: | mixtral-8x7b | 8192 |  | 9.500 | 9.300 | 0.98x (grouped_mm+MA) |
 // CHECK: | model | T | grouped_mm+CG | grouped_mm+MA | moec | moec / best of all |
 // CHECK: | qwen3moe-30b-a3b | 8192 |  | 1.900 | 1.440 | 0.76x (grouped_mm+MA) |
+// moec against each cell's fastest configuration in alternating rounds, where
+// a run measured that; only those rows.
+// CHECK: timed again in alternating rounds
+// CHECK: | model | T | configuration | its ms | moec ms | moec / best (interleaved) | its SM clock | moec's SM clock |
+// CHECK-NEXT: |---|---|---|---|---|---|---|---|
+// CHECK-NEXT: | mixtral-8x7b | 8192 | grouped_mm+MA | 9.800 | 9.100 | 0.93x | 1500 (1485), 700 W, power-cap | 1485 (1470), 700 W, power-cap |
+// CHECK-EMPTY:
 // The SM clocks of the timed loops, where a run recorded them (bench/gpu_clocks.py);
 // a row without them gets empty cells.
 // CHECK: SM clock while each timed loop ran
@@ -58,6 +65,9 @@
    "grouped_mm+MA_events": 9.5, "best_all": 9.9, "best_all_impl": "grouped_mm+MA",
    "ratio_all": 0.939, "check": "ok", "moec_rel_err": 2.3e-3, "moec_max_abs": 3.6e-2,
    "grouped_mm+MA_sm": {"mhz": 1830, "mhz_min": 1755, "watts": 655.4, "samples": 90, "throttle": []},
-   "moec_sm": {"mhz": 1755, "mhz_min": 1650, "watts": 690.2, "samples": 80, "throttle": ["power-cap"]}}]}
+   "moec_sm": {"mhz": 1755, "mhz_min": 1650, "watts": 690.2, "samples": 80, "throttle": ["power-cap"]},
+   "il_config": "grouped_mm+MA", "il_rounds": 8, "il_best": 9.8, "il_moec": 9.1, "il_ratio": 0.93,
+   "il_best_sm": {"mhz": 1500, "mhz_min": 1485, "watts": 700.1, "samples": 40, "throttle": ["power-cap"]},
+   "il_moec_sm": {"mhz": 1485, "mhz_min": 1470, "watts": 699.9, "samples": 40, "throttle": ["power-cap"]}}]}
 //--- bad.json
 {"rows": "not a list of rows"}
