@@ -328,6 +328,7 @@ def interleaved(row, moec_call, m, cfg, x, args):
     Mixtral T = 8192 cell, 1470 in the last, moec's) and the sequential columns time
     moec last. Fills row['il_*']: the medians of the rounds' medians, the median of the
     rounds' ratios, and the SM clock of each side's rounds."""
+    import torch._dynamo  # here, not in the finally below: that would make torch a local name
     best = row.get("best_all_impl")
     if not best or args.interleave <= 0:
         return
@@ -354,7 +355,6 @@ def interleaved(row, moec_call, m, cfg, x, args):
         return
     finally:
         if short:
-            import torch._dynamo
             torch._dynamo.reset()
 
     def median(v):
