@@ -48,7 +48,8 @@ def clock_table(rows, ckeys):
          "held the clock down):", "",
          "| model | T | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
     for r in rows:
-        L.append(f"| {r['model']} | {r['T']} | " + " | ".join(clock(r.get(k + "_sm")) for k in keys) + " |")
+        if any(r.get(k + "_sm") for k in keys):  # runs before v21 recorded none
+            L.append(f"| {r['model']} | {r['T']} | " + " | ".join(clock(r.get(k + "_sm")) for k in keys) + " |")
     return L
 
 

@@ -26,12 +26,10 @@
 // CHECK-NEXT: | mixtral-8x7b | 8192 | grouped_mm+MA | 9.800 | 9.100 | 0.93x | 1500 (1485), 700 W, power-cap | 1485 (1470), 700 W, power-cap |
 // CHECK-EMPTY:
 // The SM clocks of the timed loops, where a run recorded them (bench/gpu_clocks.py);
-// a row without them gets empty cells.
+// rows without them are left out.
 // CHECK: SM clock while each timed loop ran
 // CHECK: | model | T | grouped_mm+MA | moec |
 // CHECK-NEXT: |---|---|---|---|
-// CHECK-NEXT: | qwen3moe-30b-a3b | 1 |  |  |
-// CHECK-NEXT: | qwen3moe-30b-a3b | 8192 |  |  |
 // CHECK-NEXT: | mixtral-8x7b | 8192 | 1830 (1755), 655 W | 1755 (1650), 690 W, power-cap |
 // RUN: %python -c "import json,sys; print(json.load(open(sys.argv[1]))['meta']['merged_from'])" %t/out/bench_moe.json | FileCheck %s --check-prefix=META
 // META: ['run1.json', 'run2.json']
