@@ -24,12 +24,18 @@ the shared expert) x 3·H·I bf16 bytes (gpt-oss: plus its biases) / time, again
 column. Matmul: 2·T·(k + shared)·3·H·I FLOP / time against 685 TFLOP/s (bf16).
 
 transformers under torch.compile (--compiled IMPL:MODE,...; default grouped_mm with
-mode reduce-overhead, i.e. CUDA graphs, for T <= 128, mode default, and
-max-autotune-no-cudagraphs from T = 1024, where autotuning pays: 1.4-1.7x faster than
-mode default for gpt-oss and DeepSeek-V3 at T = 1024 in the reference anchors) is timed
-and checked the same way; max-autotune costs 45-170 s of compile per cell, so a table
-of all four models takes three to four device calls (scripts/h200-bench.sh bench MODELS,
-merged by bench/bench_table.py).
+mode reduce-overhead, i.e. CUDA graphs, for T <= 128, mode default, and max-autotune
+without (MA) and with CUDA graphs (MAG) from T = 1024, where autotuning pays: 1.4-1.7x
+faster than mode default for gpt-oss and DeepSeek-V3 at T = 1024 in the reference
+anchors) is timed and checked the same way. A cold max-autotune compile costs 30-170 s
+per cell and MAG after MA 4-16 s, so a table of all four models takes three to four
+device calls (scripts/h200-bench.sh bench MODELS, which carries inductor's cache from
+call to call; merged by bench/bench_table.py).
+
+Every timed loop records the SM clock, the power and NVML's throttle reasons while it ran
+(bench/gpu_clocks.py), and after the sequential columns moec and the cell's fastest
+configuration are timed again in alternating rounds (--interleave), because the clock
+falls under sustained load and moec's column is timed last (docs/performance.md, v21).
 
     python3 bench/bench_moe.py --artifacts .device/bench/art --lib .device/bench/libmoec.so \
         --models qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3 --tokens 1,16,128,1024
@@ -578,10 +584,10 @@ def main():
     p.add_argument("--fp8-artifacts", default="",
                    help="also run these FP8 artifacts (bench/prepare.sh with FP8=1), same weights")
     p.add_argument("--compiled", default="grouped_mm:reduce-overhead,grouped_mm:default,"
-                                          "grouped_mm:max-autotune-no-cudagraphs",
+                                          "grouped_mm:max-autotune-no-cudagraphs,grouped_mm:max-autotune",
                    help="transformers configurations under torch.compile, IMPL:MODE,... (MODE: "
                         "reduce-overhead, max-autotune-no-cudagraphs, max-autotune (autotuned and "
-                        "CUDA graphs: MAG, not run by default) or default); '' for none")
+                        "CUDA graphs: MAG) or default); '' for none")
     p.add_argument("--cuda-graphs-max-tokens", type=int, default=128,
                    help="run reduce-overhead (CUDA graphs) only up to this many tokens")
     p.add_argument("--max-autotune-min-tokens", type=int, default=1024,

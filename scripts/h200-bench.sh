@@ -24,6 +24,8 @@
 #            models fit one call; TOKENS as for bench) -> ncu.csv, ncu.md
 #            (bench/ncu_summary.py).
 #            Clocks are left alone (--clock-control none).
+#   profile  moec's in-graph timeline per cell of MODELS (TOKENS, default 1024):
+#            kernels, lengths and gaps in a timed run -> timelines.txt.
 #   upload   bench/upload.cpp on a 6.4 GB file in the page cache.
 #   cutlass  moec-bench-cutlass-configs: CUTLASS's grouped GEMM alone, weights
 #            K- or N-major, bf16 or f32 results, with or without clusters (v12).
@@ -116,6 +118,17 @@ ncu)
   echo "ncu rc=$?"
   python3 bench/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu-bench.log" >"$OUT/ncu.md"
   grep -c "^### " "$OUT/ncu.md"
+  ;;
+profile)
+  # moec alone (no transformers configuration timed), its in-graph timeline per cell of
+  # MODELS at TOKENS (default 1024): each kernel's start, length and the gap before it,
+  # on the clock of a timed run (ncu runs each kernel alone, at its own clock).
+  timeout "${BENCH_LIMIT:-300}" python3 bench/bench_moe.py --artifacts $art --lib $lib \
+    --models "${2:-$models}" --tokens "${TOKENS:-1024}" --rtol 1e-2 --compiled "" --interleave 0 \
+    --target-s 0.2 --profile >"$OUT/profile-bench.log" 2>&1
+  echo "profile rc=$?"
+  python3 bench/ab_summary.py --timelines "$OUT/profile.txt" >"$OUT/timelines.txt"
+  grep -E "^(==|span)" "$OUT/timelines.txt"
   ;;
 upload)
   dd if=/dev/zero of=/tmp/moec-upload.bin bs=64M count=96 status=none
