@@ -40,6 +40,7 @@
 #            with TOKENS (e.g. 1024,8192) its kernel bench too.
 #   pack NAME   (here, after prepare) .device/bench's artifacts and libmoec.so
 #            as .device/pack/NAME.tar.gz (about 10 MB): one per build to compare.
+#            Its art-bf16/ holds the table's build (ART, as for bench).
 #   ab LABEL=PACK.tar.gz LABEL=PACK.tar.gz ...   (there) an A/B of packs in one
 #            process (bench/ab_moe.py: calls interleaved round by round, the
 #            first pack's median ratio to each other's with quartiles; bf16, and
@@ -182,7 +183,10 @@ branch-tests)
 pack)
   [[ -n ${2:-} ]] || { echo "pack: a NAME" >&2; exit 2; }
   mkdir -p .device/pack
-  tar -czf ".device/pack/$2.tar.gz" -C .device/bench art-bf16 art-fp8 libmoec.so
+  # The pack's art-bf16/ (what bench/ab_moe.py reads) is the table's build, $art:
+  # --expert-outputs=bf16 since v20 (ART=art-bf16 for f32 outputs).
+  tar -czf ".device/pack/$2.tar.gz" -C .device/bench --transform "s,^${art##*/},art-bf16," \
+    "${art##*/}" art-fp8 libmoec.so
   ls -la ".device/pack/$2.tar.gz"
   ;;
 ab)
