@@ -52,7 +52,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_table import IMPLS, write  # noqa: E402
+from bench_table import IMPLS, is_config_key, write  # noqa: E402
 from gpu_clocks import ClockSampler  # noqa: E402
 from write_weights import fp8_expert_weights, read_layout, write_weights  # noqa: E402
 
@@ -541,8 +541,7 @@ def run_model(name, args, rows):
         if best:
             row["best"], row["best_impl"] = min(best)
             row["ratio"] = ms / row["best"]
-        every = best + [(row[k], k) for k in row if "+" in k and "_" not in k.split("+")[1]
-                        and isinstance(row[k], float)]
+        every = best + [(row[k], k) for k in row if is_config_key(k) and isinstance(row[k], float)]
         if every:
             row["best_all"], row["best_all_impl"] = min(every)
             row["ratio_all"] = ms / row["best_all"]
@@ -591,8 +590,8 @@ def main():
     p.add_argument("--cuda-graphs-max-tokens", type=int, default=128,
                    help="run reduce-overhead (CUDA graphs) only up to this many tokens")
     p.add_argument("--max-autotune-min-tokens", type=int, default=1024,
-                   help="run the max-autotune modes only from this many tokens (45-170 s of "
-                        "compile per cell)")
+                   help="run the max-autotune modes only from this many tokens (30-170 s of "
+                        "compile per cell, cold)")
     p.add_argument("--interleave", type=int, default=8,
                    help="rounds of moec against the cell's fastest transformers configuration, "
                         "alternating (0: none)")

@@ -17,6 +17,12 @@ COPY_BPS = 4.25e12
 IMPLS = ["eager", "batched_mm", "grouped_mm"]
 
 
+def is_config_key(key):
+    """A compiled configuration's column (IMPL+MODE, e.g. grouped_mm+MA), not one of its
+    derived fields (grouped_mm+MA_events, _rel_err, _sm, ...)."""
+    return "+" in key and "_" not in key.split("+")[1]
+
+
 def fmt(v):
     return f"{v:.3f}" if isinstance(v, float) else (v or "")
 
@@ -123,7 +129,7 @@ def write(rows, out, meta, quiet=False):
             L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('best'))} | {fmt(r.get('moec'))} | "
                      f"{fmt(f8)} | {f8 / r['best']:.2f}x | {f8 / r['moec']:.2f}x | {p8:.1f} % | "
                      f"{r['moec_fp8_rel_err']:.2e} | {r['moec_fp8_diff']:.2e} |")
-    ckeys = sorted({k for r in rows for k in r if "+" in k and "_" not in k.split("+")[1]})
+    ckeys = sorted({k for r in rows for k in r if is_config_key(k)})
     if ckeys:
         L += ["", "transformers' CUDA-event medians of the compiled configurations (queued back to back, "
               "so host launch costs hide under the GPU's work), ms; moec's host time against the best "

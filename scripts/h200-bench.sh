@@ -77,8 +77,8 @@ tests)
   exit $rc
   ;;
 bench)
-  # Inductor's cache travels between calls: a max-autotune cell compiles in 115-170 s
-  # cold and in about 14 s warm (v20). A call leaves $OUT/inductor-cache.tar.xz; put it
+  # Inductor's cache travels between calls: a max-autotune cell compiled in 30-170 s
+  # cold and in 1-16 s warm (v20, v21). A call leaves $OUT/inductor-cache.tar.xz; put it
   # in .payload/ (carried) and the next call starts from it.
   cache=/tmp/moec-inductor-cache
   mkdir -p $cache
