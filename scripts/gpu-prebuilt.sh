@@ -4,7 +4,7 @@
 #
 # SETS (default "f32 loops sentinels fp8 exe", which fits the device machine's 64 MiB
 # upload beside the tracked tree): any of f32, bf16, bf16out (--expert-outputs=bf16 too),
-# loops, sentinels, fp8, exe; the
+# loops, sentinels, many (DeepSeek-V3's fixture at 7-640 tokens), fp8, exe; the
 # GPU unit tests and tools always go. `run` reports what was not prepared as skipped.
 #
 # `prepare` compiles every fixture and expert-loop case with --target=cuda into
@@ -34,7 +34,7 @@ prepare)
   build=${BUILD_DIR:-build}
   sets=" ${2:-f32 loops sentinels fp8 exe} "
   want() { [[ $sets == *" $1 "* ]]; }
-  rm -rf .device/art .device/bin .device/sentinels-* .device/fp8-*
+  rm -rf .device/art .device/bin .device/sentinels-* .device/fp8-* .device/many-tokens-*
   mkdir -p .device/bin .device/art
   grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
   for f in $fixtures; do
@@ -59,6 +59,15 @@ prepare)
     # shellcheck disable=SC2046 # the flags are words
     .venv/bin/python test/Codegen/check-sentinels.py --bin "$build/bin" --target cuda \
       --work .device/sentinels-$w --phase prepare -- $(build_flags $w)
+  done
+  # DeepSeek-V3's fixture at 7, 512 and 640 tokens (test/Codegen/check-many-tokens.py):
+  # compiled and the interpreter's outputs written here, run and compared there.
+  for w in f32 bf16; do
+    want many || break
+    # shellcheck disable=SC2046 # the flags are words
+    .venv/bin/python test/Codegen/check-many-tokens.py --bin "$build/bin" --target cuda \
+      --fixture $fx/deepseek_v3 --work .device/many-tokens-$w --phase prepare -- $(build_flags $w)
+    rm -f .device/many-tokens-$w/artifact/model.cu
   done
   # FP8 experts on the GPU (test/Codegen/check-fp8-artifact.py): compiled and the
   # interpreter's FP8 output written here, run and compared there.
@@ -111,6 +120,16 @@ run)
     # shellcheck disable=SC2046 # the flags are words
     timeout 60 python3 test/Codegen/check-sentinels.py --bin $B --target cuda \
       --work .device/sentinels-$w --phase run -- $(build_flags $w)
+    rc=$?
+    echo "rc=$rc"
+    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  done
+  for w in f32 bf16; do
+    if [[ ! -d .device/many-tokens-$w ]]; then skip=$((skip + 1)); continue; fi
+    echo "== many tokens ($(build_flags $w))"
+    # shellcheck disable=SC2046 # the flags are words
+    timeout 60 python3 test/Codegen/check-many-tokens.py --bin $B --target cuda \
+      --fixture $fx/deepseek_v3 --work .device/many-tokens-$w --phase run -- $(build_flags $w)
     rc=$?
     echo "rc=$rc"
     case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac

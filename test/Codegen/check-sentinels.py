@@ -22,7 +22,6 @@ tolerance of the expert weights' dtype.
 checks (needs moec-run and numpy only: the GPU machine); `all` does both. Exit
 77 (skipped) for --target=cuda where nvcc or a device is missing.
 """
-import argparse
 import os
 import sys
 
@@ -30,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from moe_block import layer_mlir, random_experts, random_tokens, reference  # noqa: E402
-from moec_tools import NO_COMPILER, NO_DEVICE, run_tool  # noqa: E402
+from moec_tools import NO_COMPILER, NO_DEVICE, phased_main, run_tool  # noqa: E402
 
 T, H, I, E, K = 7, 32, 16, 4, 2
 
@@ -100,22 +99,5 @@ def run(args):
     return 1 if failures else 0
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--bin", required=True)
-    p.add_argument("--target", choices=["cpu", "cuda"], required=True)
-    p.add_argument("--work", required=True)
-    p.add_argument("--phase", choices=["all", "prepare", "run"], default="all")
-    p.add_argument("compile_flags", nargs="*")
-    args = p.parse_args()
-    if args.phase in ("all", "prepare"):
-        rc = prepare(args)
-        if rc:
-            return rc
-    if args.phase in ("all", "run"):
-        return run(args)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(phased_main(__doc__, prepare, run))

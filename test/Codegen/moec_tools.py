@@ -23,3 +23,28 @@ def run_tool(cmd, target, missing):
                 print(f"skipped: {why}")
                 return SKIP
     return 1
+
+
+def phased_main(doc, prepare, run, add_arguments=None):
+    """The command line of a check split in phases (check-sentinels.py, check-many-tokens.py):
+    --bin, --target, --work, --phase all|prepare|run and moec compile's extra flags after
+    `--`. `prepare(args)` compiles and writes inputs (needs moec); `run(args)` runs and
+    checks (moec-run and numpy only: the GPU machine). Returns the exit code."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--bin", required=True)
+    p.add_argument("--target", choices=["cpu", "cuda"], required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--phase", choices=["all", "prepare", "run"], default="all")
+    if add_arguments:
+        add_arguments(p)
+    p.add_argument("compile_flags", nargs="*")
+    args = p.parse_args()
+    if args.phase in ("all", "prepare"):
+        rc = prepare(args)
+        if rc:
+            return rc
+    if args.phase in ("all", "run"):
+        return run(args)
+    return 0
