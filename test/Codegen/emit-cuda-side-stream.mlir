@@ -1,36 +1,23 @@
 // REQUIRES: cuda-build
 // A shared expert (moe.combine's addend, and its gate, computed from the inputs
-// alone) is one lambda on a stream argument. Below 512 tokens it runs on the
-// artifact's side stream, beside the routed chain: forked before the router,
-// joined right before the combine. From 512 tokens it runs in line on the main
-// stream, after the permute and before the routed GEMMs, so that its persistent
-// GEMM does not take the SMs from the router (docs/design.md, "The shared
-// expert beside the routed experts"). Anything else stays on the main stream.
+// alone) runs on the artifact's side stream, beside the routed chain: forked
+// before the router, joined right before the combine (docs/design.md, "The
+// shared expert beside the routed experts"). Anything else stays on the main
+// stream.
 
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %S/Inputs/shared-expert.mlir --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/gated
 // RUN: FileCheck %s --check-prefix=GATED < %t/gated/model.cu
 // GATED-LABEL: auto compute = [&]() -> Status {
-// GATED-NEXT: // The shared expert
-// GATED-NEXT: // beside the routed chain on the side stream below 512 tokens
-// GATED-NEXT: auto sharedExpert = [&](cudaStream_t side) -> Status {
+// GATED-NEXT: // The shared expert, on the side stream
+// GATED-NEXT: MOEC_RETURN_IF_ERROR(state.model.forkSide());
+// GATED-NEXT: cudaStream_t side = state.model.sideStream();
 // GATED: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 16, w0, 16, nullptr, Epilogue{}, v0, side));
 // GATED: MOEC_RETURN_IF_ERROR(linearBF16(in0, T, 16, w1, 1, nullptr, Epilogue{}, v1, side));
-// GATED-NEXT: return Status::ok();
-// GATED-NEXT: };
-// GATED-NEXT: const bool sharedBeside = T < 512;
-// GATED-NEXT: if (sharedBeside) {
-// GATED-NEXT: MOEC_RETURN_IF_ERROR(state.model.forkSide());
-// GATED-NEXT: MOEC_RETURN_IF_ERROR(sharedExpert(state.model.sideStream()));
-// GATED-NEXT: }
 // GATED-NOT: side
 // GATED: sortByExpert(in1, T, 4, 0, {{.*}}, stream));
 // GATED: permute({{.*}}, stream));
-// GATED-NEXT: if (!sharedBeside)
-// GATED-NEXT: MOEC_RETURN_IF_ERROR(sharedExpert(stream));
-// GATED-NEXT: // moe.grouped_matmul
-// GATED-NEXT: groupedMatmulBF16SettledOffsets({{.*}}, stream));
-// GATED-NEXT: if (sharedBeside)
+// GATED: groupedMatmulBF16SettledOffsets({{.*}}, stream));
 // GATED-NEXT: MOEC_RETURN_IF_ERROR(state.model.joinSide());
 // GATED-NEXT: // moe.combine
 // GATED-NEXT: MOEC_RETURN_IF_ERROR(combineRows({{.*}}, v0, v1, {{.*}}, stream));
@@ -40,17 +27,12 @@
 // RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/deepseek
 // RUN: FileCheck %s --check-prefix=DEEPSEEK < %t/deepseek/model.cu
 // DEEPSEEK-LABEL: auto compute = [&]() -> Status {
-// DEEPSEEK: auto sharedExpert = [&](cudaStream_t side) -> Status {
+// DEEPSEEK: MOEC_RETURN_IF_ERROR(state.model.forkSide());
 // DEEPSEEK: linearBF16(in0, {{.*}}, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated{{.*}}, [[H:v[0-9]+]], side));
 // DEEPSEEK-NEXT: // moe.linear
 // DEEPSEEK-NEXT: linearBF16([[H]], {{.*}}, [[SHARED:v[0-9]+]], side));
-// DEEPSEEK-NEXT: return Status::ok();
-// DEEPSEEK: MOEC_RETURN_IF_ERROR(state.model.forkSide());
-// DEEPSEEK: // moe.linear
+// DEEPSEEK-NEXT: // moe.linear
 // DEEPSEEK-NEXT: MOEC_RETURN_IF_ERROR(linear(in0, {{.*}}, stream));
-// DEEPSEEK: permute({{.*}}, stream));
-// DEEPSEEK-NEXT: if (!sharedBeside)
-// DEEPSEEK-NEXT: MOEC_RETURN_IF_ERROR(sharedExpert(stream));
 // DEEPSEEK: MOEC_RETURN_IF_ERROR(state.model.joinSide());
 // DEEPSEEK-NEXT: // moe.combine
 // DEEPSEEK-NEXT: combineRows({{.*}}, [[SHARED]], nullptr, {{.*}}, stream));

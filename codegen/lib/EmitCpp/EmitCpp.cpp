@@ -79,13 +79,6 @@ namespace {
 /// the same data 128-aligned, with the L2 busy at 93 % in both.
 constexpr uint64_t kAlignment = 256;
 constexpr uint64_t kWeightsHeaderBytes = 64;
-/// From this many tokens a shared expert runs in line, before the routed GEMMs,
-/// instead of beside the routed chain. Its gate/up then runs CUTLASS's
-/// persistent wgmma GEMM over half the SMs or more (512 rows: 64 tiles of
-/// 128x256), which slowed the router it shared the GPU with: DeepSeek-V3 at
-/// T = 1024, the router 69 us alone and 166 us beside it, the routed GEMMs
-/// starting at 336 us where the chain alone ends by ~150 (docs/performance.md v22).
-constexpr int64_t kSharedInLineTokens = 512;
 
 uint64_t alignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -322,9 +315,7 @@ private:
   LogicalResult emitReturn(func::ReturnOp op);
   void assembleCuda(llvm::raw_ostream &os);
 
-  void line(const Twine &text) { body += "  " + indent + text.str() + "\n"; }
-  /// Extra indentation of the lines inside a nested lambda (the shared expert).
-  std::string indent;
+  void line(const Twine &text) { body += "  " + text.str() + "\n"; }
   // CUDA keeps the pointer declarations, the input and the output copies apart
   // from the kernel calls, which run eagerly or as a captured CUDA graph; on
   // the CPU all are lines of the body in order.
@@ -1567,41 +1558,22 @@ LogicalResult Emitter::run() {
   };
   planSideBranch();
   if (!sideBranch.empty()) {
-    for (Operation &op : function.getBody().front())
-      if (inputViews.contains(&op) && failed(emitOp(op)))
-        return failure();
-    line("// The shared expert (docs/design.md, \"The shared expert beside the routed "
-         "experts\"):");
-    line("// beside the routed chain on the side stream below " +
-         Twine(kSharedInLineTokens) + " tokens, in line before the routed GEMMs from there.");
-    line("auto sharedExpert = [&](cudaStream_t side) -> Status {");
-    indent = "  ";
+    line("// The shared expert, on the side stream beside the routed chain (joined at the "
+         "combine).");
+    line("MOEC_RETURN_IF_ERROR(state.model.forkSide());");
+    line("cudaStream_t side = state.model.sideStream();");
     streamExpr = "side";
     for (Operation &op : function.getBody().front())
-      if (sideBranch.contains(&op) && failed(emitOp(op)))
+      if ((sideBranch.contains(&op) || inputViews.contains(&op)) && failed(emitOp(op)))
         return failure();
     streamExpr = "stream";
-    line("return Status::ok();");
-    indent.clear();
-    line("};");
-    line("const bool sharedBeside = T < " + Twine(kSharedInLineTokens) + ";");
-    line("if (sharedBeside) {");
-    line("  MOEC_RETURN_IF_ERROR(state.model.forkSide());");
-    line("  MOEC_RETURN_IF_ERROR(sharedExpert(state.model.sideStream()));");
-    line("}");
   }
-  bool inLine = sideBranch.empty(), joined = sideBranch.empty();
+  bool joined = sideBranch.empty();
   for (Operation &op : function.getBody().front()) {
     if (sideBranch.contains(&op) || inputViews.contains(&op))
       continue;
-    if (!inLine && isa<moe::GroupedMatmulOp, moe::CombineOp, func::ReturnOp>(op)) {
-      line("if (!sharedBeside)");
-      line("  MOEC_RETURN_IF_ERROR(sharedExpert(stream));");
-      inLine = true;
-    }
     if (!joined && isa<moe::CombineOp, func::ReturnOp>(op)) {
-      line("if (sharedBeside)");
-      line("  MOEC_RETURN_IF_ERROR(state.model.joinSide());");
+      line("MOEC_RETURN_IF_ERROR(state.model.joinSide());");
       joined = true;
     }
     if (failed(emitOp(op)))
