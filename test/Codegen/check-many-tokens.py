@@ -2,9 +2,9 @@
 """A compiled artifact at many tokens against the float64 interpreter.
 
 The fixtures hold a few tokens, and some code paths start at a token count:
-from 512 tokens a shared expert runs in line before the routed GEMMs instead of
-beside the routed chain (docs/design.md, "The shared expert beside the routed
-experts"), and the kernels choose other tiles. This runs a fixture's model on
+the kernels choose their tiles by the rows per expert (the wgmma tiles from 32),
+the sort its algorithm by the slots, and a shared expert's GEMM runs CUTLASS's
+persistent kernel beside the routed chain. This runs a fixture's model on
 random tokens (seeded, of the fixture's scale) at each of --tokens with
 `moec-run` and compares every output with `moec-interp`'s float64 result:
 
