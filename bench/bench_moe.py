@@ -478,6 +478,18 @@ def run_model(name, args, rows):
             torch.cuda.synchronize()
             torch.cuda.cudart().cudaProfilerStop()
             log(f"ncu cell: {name} T={T} distinct={distinct} bytes={bytes_} flops={flops}")
+            if moec8:  # the FP8 build's call too, as a cell of its own
+                yh8 = buffer(torch.empty(T, H, dtype=torch.float32))
+                moec8.bind(xh, yh8)
+                moec8.run()
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaProfilerStart()
+                moec8.run()
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaProfilerStop()
+                bytes8 = distinct * pe_bytes / 2 + shared * pe_bytes  # e4m3 routed, bf16 shared
+                log(f"ncu cell: {name}-fp8 T={T} distinct={distinct} bytes={bytes8} flops={flops}")
+                del yh8
             del xh, yh
             continue
         if moec8:

@@ -22,7 +22,7 @@
 #            (MODELS: default all four; one or two per call at T = 8192).
 #   ncu      one profiled moec call per cell of MODELS (default all four; two
 #            models fit one call; TOKENS as for bench) -> ncu.csv, ncu.md
-#            (bench/ncu_summary.py).
+#            (bench/ncu_summary.py). FP8=1: each cell's --fp8 build too (MODEL-fp8).
 #            Clocks are left alone (--clock-control none).
 #   profile  moec's in-graph timeline per cell of MODELS (TOKENS, default 1024):
 #            kernels, lengths and gaps in a timed run -> timelines.txt.
@@ -115,6 +115,7 @@ ncu)
     --csv --page details --log-file "$OUT/ncu.csv" --metrics \
     gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
     python3 bench/bench_moe.py --ncu --artifacts $art --lib $lib --models "${2:-$models}" \
+    ${FP8:+--fp8-artifacts .device/bench/art-fp8} \
     --tokens "${TOKENS:-1,16,128,1024,8192}" >"$OUT/ncu-bench.log" 2>&1
   echo "ncu rc=$?"
   python3 bench/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu-bench.log" >"$OUT/ncu.md"
