@@ -384,6 +384,10 @@ private:
   /// them too (a view is an alias, no kernel), so they are emitted first.
   llvm::DenseSet<Operation *> inputViews;
   void planSideBranch();
+  /// FLOPs of the side branch's linears per token (2·K·N each).
+  int64_t sideBranchFlopsPerToken();
+  /// Bytes of a grouped matmul's expert weights as the kernels read them.
+  int64_t routedWeightBytes(moe::GroupedMatmulOp op);
   /// The stream the next kernel call is queued on.
   std::string streamExpr = "stream";
 };
@@ -714,6 +718,26 @@ void Emitter::planSideBranch() {
       }
     }
   });
+}
+
+int64_t Emitter::sideBranchFlopsPerToken() {
+  int64_t flops = 0;
+  for (Operation *op : sideBranch)
+    if (auto linear = dyn_cast<moe::LinearOp>(op))
+      if (auto weight = dyn_cast<RankedTensorType>(linear.getWeight().getType());
+          weight && weight.hasStaticShape())
+        flops += 2 * weight.getNumElements();
+  return flops;
+}
+
+int64_t Emitter::routedWeightBytes(moe::GroupedMatmulOp op) {
+  auto weight = dyn_cast<RankedTensorType>(op.getWeights().getType());
+  if (!weight || !weight.hasStaticShape())
+    return 0;
+  unsigned bits = weight.getElementTypeBitWidth();
+  if (bits == 32 && bf16ExpertWeights)
+    bits = 16;
+  return weight.getNumElements() * bits / 8;
 }
 
 LogicalResult Emitter::emitView(Operation *op) {
@@ -1591,16 +1615,32 @@ LogicalResult Emitter::run() {
     line("}");
   }
   bool inLine = sideBranch.empty(), joined = sideBranch.empty();
+  int groupedMatmuls = 0;
   for (Operation &op : function.getBody().front()) {
     if (sideBranch.contains(&op) || inputViews.contains(&op))
       continue;
     if (!inLine && isa<moe::GroupedMatmulOp, moe::CombineOp, func::ReturnOp>(op)) {
-      line("if (!sharedBeside)");
+      // From kSharedInLineTokens: beside the routed gate/up GEMM on SMs of its
+      // own where few suffice (its FLOPs against that GEMM's weight bytes),
+      // else in line.
+      auto grouped = dyn_cast<moe::GroupedMatmulOp>(op);
+      line("const int sharedSms = sharedBeside ? 0 : sharedExpertSms(" +
+           Twine(sideBranchFlopsPerToken()) + ".0 * T, " +
+           Twine(grouped ? routedWeightBytes(grouped) : 0) + ".0);");
+      line("if (!sharedBeside && sharedSms == 0)");
       line("  MOEC_RETURN_IF_ERROR(sharedExpert(stream));");
+      line("if (sharedSms > 0) {");
+      line("  MOEC_RETURN_IF_ERROR(state.model.forkSide());");
+      line("  PersistentSmLimit limit(sharedSms);");
+      line("  MOEC_RETURN_IF_ERROR(sharedExpert(state.model.sideStream()));");
+      line("}");
+      line("PersistentSmLimit routedSms(-sharedSms); // the rest, for the routed gate/up");
       inLine = true;
     }
+    if (!sideBranch.empty() && isa<moe::GroupedMatmulOp>(op) && ++groupedMatmuls == 2)
+      line("routedSms.release();");
     if (!joined && isa<moe::CombineOp, func::ReturnOp>(op)) {
-      line("if (sharedBeside)");
+      line("if (sharedBeside || sharedSms > 0)");
       line("  MOEC_RETURN_IF_ERROR(state.model.joinSide());");
       joined = true;
     }

@@ -15,6 +15,7 @@
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/Status.h"
+#include "moec/runtime/cuda/MoEKernels.h"
 
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -25,6 +26,7 @@
 #include "cutlass/kernel_hardware_info.h"
 #include "cutlass/util/packed_stride.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -118,7 +120,7 @@ constexpr bool kSameStrides =
     std::is_same_v<typename KernelA::InternalStrideD, typename KernelB::InternalStrideD>;
 
 /// The SM count and occupancy CUTLASS's persistent scheduler sizes its grid by
-/// (asked once per device and kernel).
+/// (asked once per device and kernel), within this thread's PersistentSmLimit.
 template <typename GemmKernel> cutlass::KernelHardwareInfo hardwareInfo() {
   static thread_local int device = -1;
   static thread_local cutlass::KernelHardwareInfo info;
@@ -128,7 +130,14 @@ template <typename GemmKernel> cutlass::KernelHardwareInfo hardwareInfo() {
     info = cutlass::KernelHardwareInfo::make_kernel_hardware_info<GemmKernel>(current);
     device = current;
   }
-  return info;
+  cutlass::KernelHardwareInfo limited = info;
+  if (int sms = persistentSmLimit(); sms != 0) {
+    sms = std::max(1, sms > 0 ? sms : limited.sm_count + sms);
+    limited.sm_count = std::min(limited.sm_count, sms);
+    if (limited.max_active_clusters > 0)
+      limited.max_active_clusters = std::min(limited.max_active_clusters, sms);
+  }
+  return limited;
 }
 
 /// Arguments of kGrouped mode with the epilogue's fusion arguments `thread`;

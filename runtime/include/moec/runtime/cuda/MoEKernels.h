@@ -47,6 +47,34 @@ struct alignas(2) BF16 {
 Status interleaveGateUp(void *rows, int64_t experts, int64_t n, int64_t rowBytes,
                         cudaStream_t stream);
 
+/// While alive, the persistent GEMMs launched on this thread (CUTLASS's grouped
+/// GEMM behind groupedMatmul*, linearBF16 and the FP8 GEMMs) size their grids to
+/// at most `sms` SMs (0: all of them; negative: all but -sms), so that two of
+/// them queued on two streams run side by side on disjoint SMs: a shared
+/// expert's compute-bound GEMMs beside the routed experts' memory-bound ones.
+/// Limits nest; release() ends one early.
+class PersistentSmLimit {
+public:
+  explicit PersistentSmLimit(int sms);
+  ~PersistentSmLimit();
+  PersistentSmLimit(const PersistentSmLimit &) = delete;
+  PersistentSmLimit &operator=(const PersistentSmLimit &) = delete;
+  void release();
+
+private:
+  int previous_;
+  bool released_ = false;
+};
+/// SMs for a shared expert of `sharedFlops` beside a memory-bound routed GEMM
+/// that streams `routedWeightBytes`: enough to end within half the routed GEMM's
+/// time, or 0 where that would take more than a quarter of the SMs (then the
+/// shared expert runs in line).
+int sharedExpertSms(double sharedFlops, double routedWeightBytes);
+namespace detail {
+/// The innermost PersistentSmLimit of this thread (0: none).
+int persistentSmLimit();
+} // namespace detail
+
 /// Device workspace moe.sort needs for `slots` slots (CUB's radix sort).
 Status sortWorkspaceBytes(int64_t slots, size_t &bytes);
 
