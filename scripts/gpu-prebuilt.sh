@@ -90,6 +90,9 @@ prepare)
 run)
   nvidia-smi -L
   pass=0 fail=0 skip=0
+  tally() { # a check's exit code: 0 passed, 77 skipped (ctest's convention), else failed
+    case $1 in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  }
   check() { # name model inputs expected
     echo "== $1"
     local name=$1
@@ -102,7 +105,7 @@ run)
     MOEC_PREBUILT_ARTIFACT=.device/art/$name timeout 120 test/Codegen/check-cuda-artifact.sh $B "$@"
     local rc=$?
     echo "rc=$rc"
-    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+    tally $rc
   }
   for f in $fixtures; do check $f $fx/$f/model.onnx $fx/$f/inputs.npz $fx/$f/expected.npz; done
   for w in bf16 bf16out; do # the tolerance of e2e.cuda.bf16{,-outputs}.* (test/Codegen/CMakeLists.txt)
@@ -122,7 +125,7 @@ run)
       --work .device/sentinels-$w --phase run -- $(build_flags $w)
     rc=$?
     echo "rc=$rc"
-    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+    tally $rc
   done
   for w in f32 bf16; do
     if [[ ! -d .device/many-tokens-$w ]]; then skip=$((skip + 1)); continue; fi
@@ -132,7 +135,7 @@ run)
       --fixture $fx/deepseek_v3 --work .device/many-tokens-$w --phase run -- $(build_flags $w)
     rc=$?
     echo "rc=$rc"
-    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+    tally $rc
   done
   for f in $fixtures $fp8_fixtures partial-blocks prequantized; do
     if [[ ! -d .device/fp8-$f ]]; then skip=$((skip + 1)); continue; fi
@@ -142,7 +145,7 @@ run)
       --target cuda --work .device/fp8-$f --phase run
     rc=$?
     echo "rc=$rc"
-    case $rc in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+    tally $rc
   done
   echo "== moec compile --emit=exe (CUDA, bf16 expert weights)"
   if [[ -x $B/mixtral-bf16-exe ]]; then
