@@ -82,11 +82,16 @@ def run(args):
             return rc
         got, want = np.load(got_path), np.load(os.path.join(args.work, f"expected-{T}.npz"))
         for name in want.files:
+            if name not in got.files or got[name].shape != want[name].shape:
+                failures += 1
+                shape = got[name].shape if name in got.files else "absent"
+                print(f"FAIL: T = {T}, '{name}': {shape}, want {want[name].shape}")
+                continue
             g, w = got[name].astype(np.float64), want[name]
             bound = tol * max(1.0, np.abs(w).max()) + tol * np.abs(w)
             excess = np.abs(g - w) - bound
             worst = np.unravel_index(np.argmax(excess), excess.shape)
-            if g.shape != w.shape or not np.all(np.isfinite(g)) or excess[worst] > 0:
+            if not np.all(np.isfinite(g)) or excess[worst] > 0:
                 failures += 1
                 print(f"FAIL: T = {T}, '{name}': at {tuple(int(i) for i in worst)} got "
                       f"{g[worst]:.6g}, want {w[worst]:.6g} (tolerance {tol})")

@@ -1,6 +1,7 @@
 """Running moec's tools for the end-to-end scripts beside this file (check-sentinels.py,
 check-fp8-artifact.py), with ctest's skip convention: a CUDA run on a machine without nvcc
 or without a device is skipped (exit 77, SKIP_RETURN_CODE in CMakeLists.txt), not failed."""
+import argparse
 import subprocess
 
 SKIP = 77
@@ -30,8 +31,6 @@ def phased_main(doc, prepare, run, add_arguments=None):
     --bin, --target, --work, --phase all|prepare|run and moec compile's extra flags after
     `--`. `prepare(args)` compiles and writes inputs (needs moec); `run(args)` runs and
     checks (moec-run and numpy only: the GPU machine). Returns the exit code."""
-    import argparse
-
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--bin", required=True)
     p.add_argument("--target", choices=["cpu", "cuda"], required=True)
