@@ -473,22 +473,20 @@ def run_model(name, args, rows):
         moec.run()
         if args.ncu:  # one profiled call, nothing else timed or checked (bench/ncu_summary.py)
             flops = 2.0 * T * (K + shared) * 3 * H * I
-            torch.cuda.cudart().cudaProfilerStart()
-            moec.run()
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
-            log(f"ncu cell: {name} T={T} distinct={distinct} bytes={bytes_} flops={flops}")
+
+            def profiled(model, cell, cell_bytes):
+                torch.cuda.cudart().cudaProfilerStart()
+                model.run()
+                torch.cuda.synchronize()
+                torch.cuda.cudart().cudaProfilerStop()
+                log(f"ncu cell: {cell} T={T} distinct={distinct} bytes={cell_bytes} flops={flops}")
+            profiled(moec, name, bytes_)
             if moec8:  # the FP8 build's call too, as a cell of its own
                 yh8 = buffer(torch.empty(T, H, dtype=torch.float32))
                 moec8.bind(xh, yh8)
                 moec8.run()
-                torch.cuda.synchronize()
-                torch.cuda.cudart().cudaProfilerStart()
-                moec8.run()
-                torch.cuda.synchronize()
-                torch.cuda.cudart().cudaProfilerStop()
-                bytes8 = distinct * pe_bytes / 2 + shared * pe_bytes  # e4m3 routed, bf16 shared
-                log(f"ncu cell: {name}-fp8 T={T} distinct={distinct} bytes={bytes8} flops={flops}")
+                # e4m3 routed experts, the shared expert in bf16
+                profiled(moec8, f"{name}-fp8", distinct * pe_bytes / 2 + shared * pe_bytes)
                 del yh8
             del xh, yh
             continue
