@@ -1,4 +1,4 @@
-// The interpreter's upstream ops (codegen/lib/Interpreter/UpstreamOps.cpp),
+// The interpreter's upstream ops (interpreter/lib/UpstreamOps.cpp),
 // which hand-written MoE blocks are made of. Expected values by hand.
 
 // RUN: moec-interp %s --function loop --print | FileCheck %s --check-prefix=LOOP

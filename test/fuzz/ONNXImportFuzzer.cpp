@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/Dialect/ONNX/Import.h"
+#include "moec/Frontends/ONNX/Import.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"

@@ -4,7 +4,7 @@
 //               [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
 //               [--function NAME] [--print]
 //
-// Evaluates one func.func in f64 (codegen/include/moec/Interpreter) on the
+// Evaluates one func.func in f64 (interpreter/include/moec/Interpreter) on the
 // arrays of IN.npz, keyed by argument name (HostIO.h says how names and dtypes
 // are matched), writes the results to OUT.npz (atomically), compares them with
 // REF.npz and prints them as text with --print. An .onnx file is imported
@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/Dialect/ONNX/Import.h"
+#include "moec/Frontends/ONNX/Import.h"
 #include "moec/Interpreter/HostIO.h"
 #include "moec/Interpreter/Interpreter.h"
 

@@ -202,7 +202,7 @@ double valueAt(const HostTensor &tensor, int64_t i) {
   }
 }
 
-/// The comparison of moec-interp (codegen/lib/Interpreter/HostIO.cpp): equal
+/// The comparison of moec-interp (interpreter/lib/HostIO.cpp): equal
 /// values and NaN against NaN pass; otherwise |got - exp| <= atol + rtol·|exp|.
 bool compareOutput(const std::string &name, const HostTensor &got, const HostTensor &want,
                    const Options &options) {

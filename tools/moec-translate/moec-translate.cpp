@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/Dialect/ONNX/Import.h"
+#include "moec/Frontends/ONNX/Import.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 

@@ -15,7 +15,7 @@
 
 #include "moec/Codegen/EmitCpp.h"
 #include "moec/Dialect/MoE/MoEDialect.h"
-#include "moec/Dialect/ONNX/Import.h"
+#include "moec/Frontends/ONNX/Import.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 #include "moec/Transforms/Pipeline.h"
 

@@ -1,7 +1,7 @@
 //===- Import.h - ONNX models into MLIR ------------------------*- C++ -*-===//
 
-#ifndef MOEC_DIALECT_ONNX_IMPORT_H
-#define MOEC_DIALECT_ONNX_IMPORT_H
+#ifndef MOEC_FRONTENDS_ONNX_IMPORT_H
+#define MOEC_FRONTENDS_ONNX_IMPORT_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -26,4 +26,4 @@ void registerImportONNXTranslation();
 
 } // namespace moec::onnx
 
-#endif // MOEC_DIALECT_ONNX_IMPORT_H
+#endif // MOEC_FRONTENDS_ONNX_IMPORT_H

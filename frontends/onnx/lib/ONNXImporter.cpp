@@ -11,7 +11,7 @@
 #include "ImporterImpl.h"
 
 #include "moec/Dialect/MoE/MoEDialect.h"
-#include "moec/Dialect/ONNX/Import.h"
+#include "moec/Frontends/ONNX/Import.h"
 #include "moec/Dialect/ONNX/DequantizeLayout.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 
