@@ -31,7 +31,8 @@ for m in ${models//,/ }; do
     # shellcheck disable=SC2086
     "$build/bin/moec" compile "$work/$m.mlir" $flags --weights=external --max-tokens=8192 \
       -o "$work/$name-$m"
-    src=$(ls "$work/$name-$m"/model.cu "$work/$name-$m"/model.cpp 2>/dev/null)
+    src=$work/$name-$m/model.cu
+    [[ -f $src ]] || src=$work/$name-$m/model.cpp
     cp "$src" "$out/$name/$m.${src##*.}"
     cp "$work/$name-$m/manifest.txt" "$out/$name/$m.manifest"
     rm -rf "${work:?}/$name-$m"
