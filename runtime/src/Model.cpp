@@ -10,6 +10,7 @@
 
 #include "moec/moec.h"
 #include "moec/runtime/ArtifactABI.h"
+#include "moec/runtime/ArtifactFormat.h"
 #include "moec/runtime/Bundle.h"
 #include "moec/runtime/Status.h"
 
@@ -50,9 +51,7 @@ struct Manifest {
   std::vector<TensorDecl> inputs, outputs;
 };
 
-constexpr char kWeightsMagic[8] = {'M', 'O', 'E', 'C', 'W', 'T', 'S', '\0'};
-constexpr uint32_t kWeightsVersion = 1;
-constexpr size_t kWeightsHeaderBytes = 64;
+namespace artifact = moec::rt::artifact;
 
 bool parseDType(const std::string &text, moec_dtype &dtype) {
   if (text == "f32")
@@ -66,27 +65,6 @@ bool parseDType(const std::string &text, moec_dtype &dtype) {
   return true;
 }
 
-/// "[1,-1,64]" or "[]".
-bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
-  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
-    return false;
-  std::string body = text.substr(1, text.size() - 2);
-  shape.clear();
-  if (body.empty())
-    return true;
-  std::stringstream stream(body);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    char *end = nullptr;
-    errno = 0;
-    long long value = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno != 0 || value < -1)
-      return false;
-    shape.push_back(value);
-  }
-  return true;
-}
-
 std::string formatShape(const std::vector<int64_t> &shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -94,80 +72,43 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-/// Parses manifest text read from `file`; `path` names it in errors.
-Status parseManifest(std::istream &file, const std::string &path, Manifest &manifest) {
-  std::string line;
-  int lineNumber = 0;
-  bool sawHeader = false;
-  auto error = [&](const std::string &why) {
-    return Status::error(path + ":" + std::to_string(lineNumber) + ": " + why);
-  };
-  while (std::getline(file, line)) {
-    ++lineNumber;
-    if (line.empty() || line[0] == '#')
-      continue;
-    std::istringstream fields(line);
-    std::string key;
-    fields >> key;
-    if (!sawHeader) {
-      int version = 0;
-      if (key != "moec-artifact" || !(fields >> version))
-        return error("not a moec artifact manifest (no 'moec-artifact VERSION' line first)");
-      if (version != 1)
-        return error("manifest version " + std::to_string(version) +
-                     " is not supported (this runtime reads version 1)");
-      sawHeader = true;
-      continue;
-    }
-    bool ok = true;
-    if (key == "target") {
-      ok = static_cast<bool>(fields >> manifest.target);
-    } else if (key == "library") {
-      ok = static_cast<bool>(fields >> manifest.library);
-    } else if (key == "weights") {
-      ok = static_cast<bool>(fields >> manifest.weightsFile >> manifest.weightsBytes);
-    } else if (key == "workspace_bytes") {
-      ok = static_cast<bool>(fields >> manifest.workspaceBytes);
-    } else if (key == "max_tokens") {
-      ok = static_cast<bool>(fields >> manifest.maxTokens) && manifest.maxTokens >= 1;
-    } else if (key == "input" || key == "output") {
+/// Parses manifest text (moec/runtime/ArtifactFormat.h); `path` names it in
+/// errors.
+Status parseManifest(std::string_view text, const std::string &path, Manifest &manifest) {
+  artifact::Manifest format;
+  MOEC_RETURN_IF_ERROR(artifact::parseManifest(text, path, format));
+  Manifest parsed;
+  parsed.target = format.target;
+  parsed.library = format.library;
+  parsed.weightsFile = format.weightsFile;
+  parsed.weightsBytes = format.weightsBytes;
+  parsed.workspaceBytes = format.workspaceBytes;
+  parsed.maxTokens = format.maxTokens;
+  for (auto [entries, decls] : {std::pair{&format.inputs, &parsed.inputs},
+                                std::pair{&format.outputs, &parsed.outputs}})
+    for (const artifact::TensorEntry &entry : *entries) {
       TensorDecl decl;
-      std::string dtype, shape;
-      ok = fields >> decl.name >> dtype >> shape && parseDType(dtype, decl.dtype) &&
-           parseShape(shape, decl.shape);
-      (key == "input" ? manifest.inputs : manifest.outputs).push_back(std::move(decl));
-    } else if (key == "weight") {
-      continue; // informational: the generated code holds the offsets
-    } else {
-      return error("unknown entry '" + key + "'");
+      decl.name = entry.name;
+      decl.shape = entry.shape;
+      if (!parseDType(entry.dtype, decl.dtype))
+        return Status::error(path + ": tensor '" + entry.name + "' has dtype '" + entry.dtype +
+                             "', which moec_run cannot take");
+      decls->push_back(std::move(decl));
     }
-    std::string extra;
-    if (!ok || fields >> extra)
-      return error("malformed '" + key + "' entry: " + line);
-  }
-  if (!sawHeader)
-    return Status::error(path + ": empty manifest");
-  // A CUDA artifact's model.so carries its own CUDA runtime (cudart_static),
-  // so this loader needs none; only a driver and a device at run time.
-  if (manifest.target != "cpu" && manifest.target != "cuda")
-    return Status::error(path + ": target '" + manifest.target +
-                         "' cannot run here (this runtime runs 'cpu' and 'cuda' artifacts)");
-  if (manifest.library.empty() || manifest.weightsFile.empty() || manifest.maxTokens < 1 ||
-      manifest.outputs.empty())
-    return Status::error(path + ": incomplete manifest (needs library, weights, max_tokens and "
-                                "at least one output)");
-  for (const std::string &file : {manifest.library, manifest.weightsFile})
-    if (file.find('/') != std::string::npos)
-      return Status::error(path + ": '" + file + "' must name a file inside the artifact");
+  manifest = std::move(parsed);
   return Status::ok();
 }
 
 Status parseManifestFile(const std::string &path, Manifest &manifest) {
-  std::ifstream file(path);
+  std::ifstream file(path, std::ios::binary);
   if (!file)
     return Status::error(path + ": cannot open (" + std::strerror(errno) +
                          "); is this a moec artifact directory?");
-  return parseManifest(file, path, manifest);
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad())
+    return Status::error(path + ": cannot read");
+  return parseManifest(text.str(), path, manifest);
 }
 
 } // namespace
@@ -212,7 +153,7 @@ Status mapWeights(moec_model &model, const std::string &path, uint64_t offset, u
   }
   if (!bundled)
     bytes = static_cast<uint64_t>(info.st_size);
-  if (bytes != manifest.weightsBytes || manifest.weightsBytes < kWeightsHeaderBytes) {
+  if (bytes != manifest.weightsBytes || manifest.weightsBytes < artifact::kWeightsHeaderBytes) {
     close(fd);
     return Status::error(path + (bundled ? ": the bundled weights hold " : ": holds ") +
                          std::to_string(bytes) + " bytes, the manifest says " +
@@ -225,20 +166,7 @@ Status mapWeights(moec_model &model, const std::string &path, uint64_t offset, u
     return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
   model.weights = mapped;
   model.weightsMapped = bytes;
-  const auto *header = static_cast<const unsigned char *>(mapped);
-  uint32_t version = 0;
-  uint64_t fileBytes = 0;
-  std::memcpy(&version, header + 8, sizeof(version));
-  std::memcpy(&fileBytes, header + 24, sizeof(fileBytes));
-  if (std::memcmp(header, kWeightsMagic, sizeof(kWeightsMagic)) != 0)
-    return Status::error(path + ": not a moec weights file (bad magic)");
-  if (version != kWeightsVersion)
-    return Status::error(path + ": weights format version " + std::to_string(version) +
-                         " is not supported (this runtime reads version 1)");
-  if (fileBytes != manifest.weightsBytes)
-    return Status::error(path + ": header says " + std::to_string(fileBytes) +
-                         " bytes, the file holds " + std::to_string(manifest.weightsBytes));
-  return Status::ok();
+  return artifact::checkWeightsHeader(static_cast<const unsigned char *>(mapped), bytes, path);
 }
 
 /// dlopens the model library at `file`; `path` names it in errors.
@@ -313,8 +241,7 @@ Status loadBundle(const std::string &path, const moec::rt::BundleTrailer &traile
                   moec_model &model) {
   std::string manifestText, library;
   MOEC_RETURN_IF_ERROR(readPart(path, trailer.manifestOffset, trailer.manifestBytes, manifestText));
-  std::istringstream manifestStream(manifestText);
-  MOEC_RETURN_IF_ERROR(parseManifest(manifestStream, path + " (bundled manifest)", model.manifest));
+  MOEC_RETURN_IF_ERROR(parseManifest(manifestText, path + " (bundled manifest)", model.manifest));
   MOEC_RETURN_IF_ERROR(
       mapWeights(model, path, trailer.weightsOffset, trailer.weightsBytes, /*bundled=*/true));
   MOEC_RETURN_IF_ERROR(readPart(path, trailer.libraryOffset, trailer.libraryBytes, library));
@@ -346,7 +273,7 @@ Status load(const char *dir, moec_model &model) {
     return Status::error(std::string(dir) + ": not an artifact directory (" +
                          std::strerror(errno) + ")");
   if (S_ISDIR(info.st_mode)) {
-    MOEC_RETURN_IF_ERROR(parseManifestFile(model.dir + "/manifest.txt", model.manifest));
+    MOEC_RETURN_IF_ERROR(parseManifestFile(model.dir + "/" + artifact::kManifestFile, model.manifest));
     MOEC_RETURN_IF_ERROR(mapWeights(model, model.dir + "/" + model.manifest.weightsFile, 0, 0,
                                     /*bundled=*/false));
     std::string library = model.dir + "/" + model.manifest.library;

@@ -23,6 +23,7 @@
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 #include "moec/Dialect/Utils/ConstantData.h"
 #include "moec/runtime/ArtifactABI.h"
+#include "moec/runtime/ArtifactFormat.h"
 #include "moec/runtime/Bundle.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -72,13 +73,9 @@ namespace moe = moec::moe;
 namespace moec::codegen {
 namespace {
 
-/// Weights and workspace slots start at multiples of 256 bytes. At 64 (until
-/// v13) every tensor of the bench artifacts sat at 64 mod 128, so each 128-byte
-/// row chunk a kernel loads straddled two of the L2's 128-byte lines: ncu had
-/// the decode kernel at 72 % of DRAM bandwidth in the artifact against 92 % on
-/// the same data 128-aligned, with the L2 busy at 93 % in both.
-constexpr uint64_t kAlignment = 256;
-constexpr uint64_t kWeightsHeaderBytes = 64;
+/// Weights and workspace slots start at the format's alignment
+/// (rt::artifact::kWeightsAlignment says why).
+constexpr uint64_t kAlignment = rt::artifact::kWeightsAlignment;
 
 uint64_t alignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -201,7 +198,7 @@ public:
   std::vector<WeightEntry> weights;
   std::vector<TensorDecl> inputs, outputs;
   uint64_t workspaceBytes = 0;
-  uint64_t weightsBytes = kWeightsHeaderBytes;
+  uint64_t weightsBytes = rt::artifact::kWeightsHeaderBytes;
   /// CUDA: slot counts (at max tokens) of each moe.sort, whose CUB workspace
   /// is sized when the model is created.
   std::vector<uint64_t> sortSlots;
@@ -1644,16 +1641,6 @@ bool writeFile(const std::string &path, llvm::function_ref<void(llvm::raw_ostrea
   return true;
 }
 
-std::string joinShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [i, size] : llvm::enumerate(shape)) {
-    if (i)
-      text += ',';
-    text += std::to_string(size);
-  }
-  return text + "]";
-}
-
 std::string envOr(const char *name, const std::string &fallback) {
   if (std::optional<std::string> value = llvm::sys::Process::GetEnv(name); value && !value->empty())
     return *value;
@@ -1825,18 +1812,12 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   uint64_t total = emitter.weightsBytes;
   if (!options.externalWeights &&
       !writeFile(
-          staging + "/weights.bin",
+          staging + "/" + rt::artifact::kWeightsFile,
           [&](llvm::raw_ostream &os) {
-            // Header: magic, version, reserved, tensor count, file size; zero
-            // padding to 64 bytes (docs/artifact.md).
-            char header[kWeightsHeaderBytes] = {'M', 'O', 'E', 'C', 'W', 'T', 'S', '\0'};
-            uint32_t version = 1;
-            uint64_t count = emitter.weights.size();
-            std::memcpy(header + 8, &version, 4);
-            std::memcpy(header + 16, &count, 8);
-            std::memcpy(header + 24, &total, 8);
+            char header[rt::artifact::kWeightsHeaderBytes];
+            rt::artifact::writeWeightsHeader(emitter.weights.size(), total, header);
             os.write(header, sizeof(header));
-            uint64_t at = kWeightsHeaderBytes;
+            uint64_t at = rt::artifact::kWeightsHeaderBytes;
             for (const WeightEntry &weight : emitter.weights) {
               os.write_zeros(weight.offset - at);
               os.write(weight.bytes.data(), weight.bytes.size());
@@ -1846,34 +1827,33 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
           error))
     return fail(error);
 
+  rt::artifact::Manifest manifest;
+  manifest.target = targetName.str();
+  manifest.weightsBytes = total;
+  manifest.workspaceBytes = emitter.workspaceBytes;
+  manifest.maxTokens = options.maxTokens;
+  manifest.externalWeights = options.externalWeights;
+  for (auto [decls, entries] : {std::pair{&emitter.inputs, &manifest.inputs},
+                                std::pair{&emitter.outputs, &manifest.outputs}})
+    for (const TensorDecl &decl : *decls) {
+      rt::artifact::TensorEntry entry{decl.name, manifestDType(decl.elementType), {}};
+      for (Dim dim : decl.dims) {
+        // The manifest's one dynamic dimension is the token count itself.
+        if (dim.perToken && dim.size != 1)
+          return fail("cannot generate code: " + Twine(decl.name) + "'s dimension of " +
+                      Twine(dim.size) + " rows per token has no manifest spelling");
+        entry.shape.push_back(dim.perToken ? -1 : dim.size);
+      }
+      entries->push_back(std::move(entry));
+    }
+  for (const WeightEntry &weight : emitter.weights)
+    manifest.weights.push_back({weight.name,
+                                weight.bf16 ? "bf16" : manifestDType(weight.elementType),
+                                std::vector<int64_t>(weight.shape.begin(), weight.shape.end()),
+                                weight.offset, weight.size});
   if (!writeFile(
-          staging + "/manifest.txt",
-          [&](llvm::raw_ostream &os) {
-            os << "moec-artifact 1\n"
-               << "# written by moec compile --target=" << targetName << "; docs/artifact.md\n"
-               << "target " << targetName << "\n"
-               << "library model.so\n"
-               << (options.externalWeights
-                       ? "# --weights=external: weights.bin is not written; fill it in the layout\n"
-                         "# of the weight lines below (bench/write_weights.py)\n"
-                       : "")
-               << "weights weights.bin " << total << "\n"
-               << (cuda ? "# device workspace, without CUB's sort workspace (sized at load)\n" : "")
-               << "workspace_bytes " << emitter.workspaceBytes << "\n"
-               << "max_tokens " << options.maxTokens << "\n";
-            for (const TensorDecl &decl : emitter.inputs)
-              os << "input " << decl.name << " " << manifestDType(decl.elementType) << " "
-                 << shapeText(decl.dims) << "\n";
-            for (const TensorDecl &decl : emitter.outputs)
-              os << "output " << decl.name << " " << manifestDType(decl.elementType) << " "
-                 << shapeText(decl.dims) << "\n";
-            for (const WeightEntry &weight : emitter.weights)
-              os << "weight " << weight.name << " "
-                 << (weight.bf16 ? "bf16" : manifestDType(weight.elementType)) << " "
-                 << joinShape(weight.shape) << " " << weight.offset << " "
-                 << weight.size << "\n";
-          },
-          error))
+          staging + "/" + rt::artifact::kManifestFile,
+          [&](llvm::raw_ostream &os) { os << rt::artifact::printManifest(manifest); }, error))
     return fail(error);
 
   // Compile: the runtime's archive is linked statically and its symbols kept

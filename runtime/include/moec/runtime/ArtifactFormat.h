@@ -1,0 +1,99 @@
+//===- ArtifactFormat.h - the artifact's files, defined once ----*- C++ -*-===//
+//
+// The one definition of a compiled artifact's on-disk format (docs/artifact.md):
+// the file names, manifest.txt's grammar and keys, and weights.bin's header.
+// The compiler writes it with printManifest / writeWeightsHeader; the loader
+// (runtime/src/Model.cpp) reads it with parseManifest / checkWeightsHeader.
+// Neither side spells a key, a magic number or an offset of its own, so the
+// two cannot drift apart. model.so's C entry points are ArtifactABI.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_RUNTIME_ARTIFACTFORMAT_H
+#define MOEC_RUNTIME_ARTIFACTFORMAT_H
+
+#include "moec/runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moec::rt::artifact {
+
+/// The files of an artifact directory (and the parts of an --emit=exe bundle).
+inline constexpr const char *kManifestFile = "manifest.txt";
+inline constexpr const char *kWeightsFile = "weights.bin";
+inline constexpr const char *kLibraryFile = "model.so";
+
+/// manifest.txt's first line is "moec-artifact VERSION".
+inline constexpr const char *kManifestMagic = "moec-artifact";
+inline constexpr int kManifestVersion = 1;
+
+/// weights.bin: a 64-byte header, then every weight tensor at a multiple of
+/// kWeightsAlignment. Header: magic (8 bytes), version (u32 at 8), reserved
+/// (u32 at 12), tensor count (u64 at 16), file size in bytes (u64 at 24), zero
+/// padding to 64. Little-endian, as every target moec compiles for.
+inline constexpr char kWeightsMagic[8] = {'M', 'O', 'E', 'C', 'W', 'T', 'S', '\0'};
+inline constexpr uint32_t kWeightsVersion = 1;
+inline constexpr uint64_t kWeightsHeaderBytes = 64;
+/// Weights and workspace slots start at multiples of 256 bytes: at 64, each
+/// 128-byte row chunk a kernel loads straddled two of the L2's 128-byte lines
+/// (ncu: the decode kernel at 72 % of DRAM bandwidth against 92 % at 128).
+inline constexpr uint64_t kWeightsAlignment = 256;
+
+/// An input or output: a dtype ("f32", "i32", "i64") and a shape whose -1
+/// entry (at most one) is the token dimension.
+struct TensorEntry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+};
+
+/// A weight tensor's place in weights.bin; informational for the loader (the
+/// generated code holds the offsets), read by tools that fill weights.bin
+/// (bench/write_weights.py). dtype adds "bf16", "f8e4m3" to TensorEntry's.
+struct WeightEntry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0, bytes = 0;
+};
+
+struct Manifest {
+  /// "cpu" or "cuda".
+  std::string target;
+  std::string library = kLibraryFile, weightsFile = kWeightsFile;
+  uint64_t weightsBytes = 0;
+  /// CPU: the host workspace a run needs; CUDA: the device workspace, without
+  /// CUB's sort workspace (sized when the model is created).
+  uint64_t workspaceBytes = 0;
+  int64_t maxTokens = 0;
+  /// weights.bin is laid out but not written (moec compile --weights=external).
+  bool externalWeights = false;
+  std::vector<TensorEntry> inputs, outputs;
+  std::vector<WeightEntry> weights;
+};
+
+/// manifest.txt's text for `manifest`.
+std::string printManifest(const Manifest &manifest);
+
+/// Parses manifest text; `path` names it in errors ("PATH:LINE: why"). Checks
+/// the grammar, every number's range, the dtypes and shapes, and that the
+/// named files lie inside the artifact; fills `manifest` only on success.
+Status parseManifest(std::string_view text, const std::string &path, Manifest &manifest);
+
+/// weights.bin's header for `tensorCount` tensors in a file of `fileBytes`.
+void writeWeightsHeader(uint64_t tensorCount, uint64_t fileBytes,
+                        char out[kWeightsHeaderBytes]);
+
+/// Checks the header at the start of a weights file of `fileBytes` bytes
+/// (at least kWeightsHeaderBytes) against the format and the manifest's size.
+Status checkWeightsHeader(const unsigned char *header, uint64_t fileBytes,
+                          const std::string &path);
+
+/// "[1,-1,64]" (the manifest's shape spelling) and its inverse.
+std::string printShape(const std::vector<int64_t> &shape);
+bool parseShape(std::string_view text, std::vector<int64_t> &shape);
+
+} // namespace moec::rt::artifact
+
+#endif // MOEC_RUNTIME_ARTIFACTFORMAT_H

@@ -1,0 +1,236 @@
+//===- ArtifactFormat.cpp - manifest.txt and weights.bin's header ---------===//
+//
+// The writer and the reader of the format in moec/runtime/ArtifactFormat.h.
+// The reader trusts nothing: every line, number and name is checked, and the
+// manifest is returned only when all of it is valid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/runtime/ArtifactFormat.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace moec::rt::artifact {
+namespace {
+
+bool isTensorDType(std::string_view dtype) {
+  return dtype == "f32" || dtype == "i32" || dtype == "i64";
+}
+
+bool isWeightDType(std::string_view dtype) {
+  return isTensorDType(dtype) || dtype == "bf16" || dtype == "f8e4m3";
+}
+
+/// A decimal count in [0, 2^62]: large enough for any file, small enough
+/// that sums of a few never wrap.
+bool parseCount(const std::string &text, uint64_t &value) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  errno = 0;
+  unsigned long long parsed = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno != 0 || parsed > (1ull << 62))
+    return false;
+  value = parsed;
+  return true;
+}
+
+/// A name is one token without '/' (file names: inside the artifact).
+bool isPlainName(const std::string &name) {
+  return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
+}
+
+void printTensor(std::ostringstream &os, const char *key, const TensorEntry &tensor) {
+  os << key << " " << tensor.name << " " << tensor.dtype << " " << printShape(tensor.shape)
+     << "\n";
+}
+
+} // namespace
+
+std::string printShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+bool parseShape(std::string_view text, std::vector<int64_t> &shape) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+    return false;
+  std::string body(text.substr(1, text.size() - 2));
+  std::vector<int64_t> parsed;
+  if (!body.empty()) {
+    std::stringstream stream(body);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+      if (item == "-1") {
+        parsed.push_back(-1);
+        continue;
+      }
+      uint64_t value = 0;
+      if (!parseCount(item, value))
+        return false;
+      parsed.push_back(static_cast<int64_t>(value));
+    }
+    if (body.back() == ',')
+      return false;
+  }
+  shape = std::move(parsed);
+  return true;
+}
+
+std::string printManifest(const Manifest &manifest) {
+  std::ostringstream os;
+  os << kManifestMagic << " " << kManifestVersion << "\n"
+     << "# written by moec compile --target=" << manifest.target << "; docs/artifact.md\n"
+     << "target " << manifest.target << "\n"
+     << "library " << manifest.library << "\n";
+  if (manifest.externalWeights)
+    os << "# --weights=external: weights.bin is not written; fill it in the layout\n"
+          "# of the weight lines below (bench/write_weights.py)\n";
+  os << "weights " << manifest.weightsFile << " " << manifest.weightsBytes << "\n";
+  if (manifest.target == "cuda")
+    os << "# device workspace, without CUB's sort workspace (sized at load)\n";
+  os << "workspace_bytes " << manifest.workspaceBytes << "\n"
+     << "max_tokens " << manifest.maxTokens << "\n";
+  for (const TensorEntry &tensor : manifest.inputs)
+    printTensor(os, "input", tensor);
+  for (const TensorEntry &tensor : manifest.outputs)
+    printTensor(os, "output", tensor);
+  for (const WeightEntry &weight : manifest.weights)
+    os << "weight " << weight.name << " " << weight.dtype << " " << printShape(weight.shape)
+       << " " << weight.offset << " " << weight.bytes << "\n";
+  return os.str();
+}
+
+Status parseManifest(std::string_view text, const std::string &path, Manifest &out) {
+  Manifest manifest;
+  manifest.library.clear();
+  manifest.weightsFile.clear();
+  std::istringstream file{std::string(text)};
+  std::string line;
+  int lineNumber = 0;
+  bool sawHeader = false, sawWorkspace = false;
+  auto error = [&](const std::string &why) {
+    return Status::error(path + ":" + std::to_string(lineNumber) + ": " + why);
+  };
+  while (std::getline(file, line)) {
+    ++lineNumber;
+    if (line.empty() || line[0] == '#')
+      continue;
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    if (!sawHeader) {
+      std::string version;
+      if (key != kManifestMagic || !(fields >> version))
+        return error(std::string("not a moec artifact manifest (no '") + kManifestMagic +
+                     " VERSION' line first)");
+      if (version != std::to_string(kManifestVersion))
+        return error("manifest version " + version + " is not supported (this runtime reads " +
+                     "version " + std::to_string(kManifestVersion) + ")");
+      sawHeader = true;
+      continue;
+    }
+    bool ok = true;
+    std::string a, b, c, d, e;
+    uint64_t count = 0;
+    if (key == "target") {
+      ok = static_cast<bool>(fields >> manifest.target);
+    } else if (key == "library") {
+      ok = static_cast<bool>(fields >> manifest.library);
+      if (ok && !isPlainName(manifest.library))
+        return error("'" + manifest.library + "' must name a file inside the artifact");
+    } else if (key == "weights") {
+      ok = fields >> manifest.weightsFile >> a && parseCount(a, manifest.weightsBytes);
+      if (ok && !isPlainName(manifest.weightsFile))
+        return error("'" + manifest.weightsFile + "' must name a file inside the artifact");
+    } else if (key == "workspace_bytes") {
+      ok = fields >> a && parseCount(a, manifest.workspaceBytes);
+      sawWorkspace = ok;
+    } else if (key == "max_tokens") {
+      ok = fields >> a && parseCount(a, count) && count >= 1 &&
+           count <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max());
+      manifest.maxTokens = static_cast<int64_t>(count);
+    } else if (key == "input" || key == "output") {
+      TensorEntry tensor;
+      ok = fields >> tensor.name >> tensor.dtype >> a && isTensorDType(tensor.dtype) &&
+           parseShape(a, tensor.shape);
+      int dynamic = 0;
+      for (int64_t size : tensor.shape)
+        dynamic += size < 0;
+      ok = ok && dynamic <= 1;
+      (key == "input" ? manifest.inputs : manifest.outputs).push_back(std::move(tensor));
+    } else if (key == "weight") {
+      WeightEntry weight;
+      ok = fields >> weight.name >> weight.dtype >> a >> b >> c &&
+           isWeightDType(weight.dtype) && parseShape(a, weight.shape) &&
+           parseCount(b, weight.offset) && parseCount(c, weight.bytes);
+      for (int64_t size : weight.shape)
+        ok = ok && size >= 0;
+      manifest.weights.push_back(std::move(weight));
+    } else {
+      return error("unknown entry '" + key + "'");
+    }
+    if (!ok || fields >> e)
+      return error("malformed '" + key + "' entry: " + line);
+  }
+  if (!sawHeader)
+    return Status::error(path + ": empty manifest");
+  // A CUDA artifact's model.so carries its own CUDA runtime (cudart_static),
+  // so the loader needs none; only a driver and a device at run time.
+  if (manifest.target != "cpu" && manifest.target != "cuda")
+    return Status::error(path + ": target '" + manifest.target +
+                         "' cannot run here (this runtime runs 'cpu' and 'cuda' artifacts)");
+  if (manifest.library.empty() || manifest.weightsFile.empty() || manifest.maxTokens < 1 ||
+      !sawWorkspace || manifest.outputs.empty())
+    return Status::error(path + ": incomplete manifest (needs library, weights, workspace_bytes, "
+                                "max_tokens and at least one output)");
+  if (manifest.weightsBytes < kWeightsHeaderBytes)
+    return Status::error(path + ": weights of " + std::to_string(manifest.weightsBytes) +
+                         " bytes cannot hold the " + std::to_string(kWeightsHeaderBytes) +
+                         "-byte header");
+  for (const WeightEntry &weight : manifest.weights)
+    if (weight.offset < kWeightsHeaderBytes || weight.offset > manifest.weightsBytes ||
+        weight.bytes > manifest.weightsBytes - weight.offset)
+      return Status::error(path + ": weight '" + weight.name + "' at " +
+                           std::to_string(weight.offset) + " (" + std::to_string(weight.bytes) +
+                           " bytes) lies outside weights of " +
+                           std::to_string(manifest.weightsBytes) + " bytes");
+  out = std::move(manifest);
+  return Status::ok();
+}
+
+void writeWeightsHeader(uint64_t tensorCount, uint64_t fileBytes, char out[kWeightsHeaderBytes]) {
+  std::memset(out, 0, kWeightsHeaderBytes);
+  std::memcpy(out, kWeightsMagic, sizeof(kWeightsMagic));
+  std::memcpy(out + 8, &kWeightsVersion, sizeof(kWeightsVersion));
+  std::memcpy(out + 16, &tensorCount, sizeof(tensorCount));
+  std::memcpy(out + 24, &fileBytes, sizeof(fileBytes));
+}
+
+Status checkWeightsHeader(const unsigned char *header, uint64_t fileBytes,
+                          const std::string &path) {
+  if (fileBytes < kWeightsHeaderBytes)
+    return Status::error(path + ": " + std::to_string(fileBytes) +
+                         " bytes cannot hold the weights header");
+  uint32_t version = 0;
+  uint64_t recorded = 0;
+  std::memcpy(&version, header + 8, sizeof(version));
+  std::memcpy(&recorded, header + 24, sizeof(recorded));
+  if (std::memcmp(header, kWeightsMagic, sizeof(kWeightsMagic)) != 0)
+    return Status::error(path + ": not a moec weights file (bad magic)");
+  if (version != kWeightsVersion)
+    return Status::error(path + ": weights format version " + std::to_string(version) +
+                         " is not supported (this runtime reads version " +
+                         std::to_string(kWeightsVersion) + ")");
+  if (recorded != fileBytes)
+    return Status::error(path + ": header says " + std::to_string(recorded) +
+                         " bytes, the file holds " + std::to_string(fileBytes));
+  return Status::ok();
+}
+
+} // namespace moec::rt::artifact
