@@ -1,7 +1,8 @@
 //===- TileChoiceTest.cpp - the CUDA runtime's tile rules, without a GPU --===//
 //
 // chooseBF16Tile and chooseFP8Tile are measurements written down as rules
-// (docs/performance.md); these tests pin them at the benchmark models' shapes.
+// (the kernel bench, bench/grouped_matmul.cpp; the figures are in their
+// comments); these tests pin them at the benchmark models' shapes.
 // They call no CUDA API, so they run everywhere the CUDA runtime builds, CI's
 // machines without a GPU included.
 //
