@@ -2,8 +2,8 @@
 """An A/B of moec builds in one process: calls interleaved, so the comparison is paired.
 
 bench_moe.py runs one build per process; between two processes the same build's
-decode calls moved by up to 13 % (v18 call 1: gpt-oss at T = 1, 0.105 and 0.092 ms
-for the same build, 0.111 for the other), more than most changes it was to judge.
+decode calls moved by up to 13 % (gpt-oss at T = 1: 0.105 and 0.092 ms for the same
+build, 0.111 for the other), more than most changes it was to judge.
 Here every build (a pack: DIR with art-bf16/, optionally art-fp8/, and libmoec.so, as
 `scripts/h200-bench.sh pack` makes them) is loaded in the same process on the same
 random transformers weights, and each round times one call of every build in a
@@ -15,7 +15,7 @@ Each build's output is checked against the first build's (same precision): relat
 L2 error <= --rtol, since they compute the same thing; with bf16 experts the first is
 also checked against transformers' block run in f32 (<= 1e-2, as bench_moe.py).
 
-    python3 bench/ab_moe.py new=/tmp/ab/new prev=/tmp/ab/prev --models deepseek-v3 --tokens 1,16
+    python3 bench/ab_moe.py new=ab/new prev=ab/prev --models deepseek-v3 --tokens 1,16
 Prints one line per model, T and precision; writes $OUT/ab_moe.json.
 """
 import argparse
@@ -77,7 +77,7 @@ def measure(name, T, precision, builds, x, ref, flush, args, rows):
     """Checks every build's output, then times `args.rounds` interleaved rounds; prints
     and appends the row; returns whether the checks passed."""
     # One clock for every pack: moec_run_async on torch's stream where each pack's library
-    # has it (v19 on) and --clock allows, else moec_run.
+    # has it (older libraries lack it) and --clock allows, else moec_run.
     clock = ("async" if args.clock == "auto" and all(b.has_async for b in builds.values())
              else "blocking")
 
@@ -145,7 +145,7 @@ def main():
         m, cfg = build(SPECS[name])
         tokens = [int(t) for t in args.tokens.split(",")]
         # The reference: transformers' eager block in f32 on the same weights, as in
-        # bench_moe.py (the bf16 block's router flips near ties: 8e-2 at T = 16, v18).
+        # bench_moe.py (the bf16 block's router flips near ties: 8e-2 at T = 16).
         mf = copy.deepcopy(m).float()
         inputs, refs = {}, {}
         for T in tokens:

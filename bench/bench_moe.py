@@ -2,8 +2,8 @@
 """moec against transformers' experts backends on one GPU, side by side, with the same weights.
 
 Runs on the GPU machine (torch, transformers 5.x; no MLIR). For each model shape it
-builds the transformers block with random bf16 weights (as
-shared/reference/bench_transformers_moe.py does: every parameter N(0, 0.02)), fills
+builds the transformers block with random bf16 weights (as the reference benchmark of
+transformers' MoE blocks does: every parameter N(0, 0.02)), fills
 the moec artifact's weights.bin from the block's own parameters
 (bench/write_weights.py; the artifact comes from `moec compile --weights=external`,
 see bench/prepare.sh), loads it through the C API (moec.h, via ctypes on a
@@ -15,9 +15,8 @@ libmoec.so) and, per token count T:
 * times transformers' `eager`, `batched_mm`, `grouped_mm` (bf16) and moec (f32),
   each run preceded by a 256 MiB write that flushes the L2 and timed on the host
   around one synchronised call (moec's input and output live in GPU memory, as
-  transformers' do, and moec reads and writes them in place (moec.h) -- until v11 it
-  copied them through its workspace; --host-io uses pinned host buffers instead); transformers'
-  CUDA-event median (the reference's number) is reported beside it.
+  transformers' do, and moec reads and writes them in place (moec.h); --host-io uses
+  pinned host buffers instead); transformers' CUDA-event median (the reference's number) is reported beside it.
 
 Bandwidth: touched experts (distinct experts routed by transformers' bf16 router, plus
 the shared expert) x 3·H·I bf16 bytes (gpt-oss: plus its biases) / time, against 4.25 TB/s copy: the same yardstick for every
@@ -35,7 +34,8 @@ call to call; merged by bench/bench_table.py).
 Every timed loop records the SM clock, the power and NVML's throttle reasons while it ran
 (bench/gpu_clocks.py), and after the sequential columns moec and the cell's fastest
 configuration are timed again in alternating rounds (--interleave), because the clock
-falls under sustained load and moec's column is timed last (docs/performance.md, v21).
+falls under sustained load and moec's column is timed last (docs/performance.md,
+"Method").
 
     python3 bench/bench_moe.py --artifacts .device/bench/art --lib .device/bench/libmoec.so \
         --models qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3 --tokens 1,16,128,1024
@@ -121,7 +121,7 @@ class Moec:
                                ctypes.POINTER(Tensor), ctypes.c_size_t]
         L.moec_run.restype = ctypes.c_int
         L.moec_free.argtypes = [ctypes.c_void_p]
-        # moec_run_async (from v19 on) queues the run on a stream without waiting.
+        # moec_run_async (absent from older libraries) queues the run on a stream without waiting.
         self.has_async = hasattr(L, "moec_run_async")
         if self.has_async:
             L.moec_run_async.argtypes = L.moec_run.argtypes + [ctypes.c_void_p]
@@ -330,7 +330,7 @@ def compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args):
 def interleaved(row, moec_call, m, cfg, x, args):
     """moec and the fastest transformers configuration of the cell (row['best_all_impl']),
     timed in alternating rounds of ~0.1 s (which goes first alternates too), since the
-    SM clock falls under sustained load (v21: 1965 MHz in the first timed loop of a
+    SM clock falls under sustained load (1965 MHz in the first timed loop of a
     Mixtral T = 8192 cell, 1470 in the last, moec's) and the sequential columns time
     moec last. Fills row['il_*']: the medians of the rounds' medians, the median of the
     rounds' ratios, and the SM clock of each side's rounds."""
@@ -535,7 +535,7 @@ def run_model(name, args, rows):
             row[key] = compiled(m, cfg, impl, mode, x, ref, T, H, row, key, args)
         # moec: queued on torch's stream and waited for by the clock's one synchronise, as
         # transformers' calls are; moec_blocking: moec_run, which waits inside, so that the
-        # clock's synchronise after it is an idle one (v18's clock; bench/host_floor.py).
+        # clock's synchronise after it is an idle one (bench/host_floor.py).
         ms, mn, n = time_wall(moec.call, args.target_s, row=row, key="moec")
         row.update(moec=ms, moec_min=mn, moec_n=n, moec_clock="async" if moec.has_async else "blocking")
         if moec.has_async:

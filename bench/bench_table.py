@@ -54,7 +54,7 @@ def clock_table(rows, ckeys):
          "held the clock down):", "",
          "| model | T | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
     for r in rows:
-        if any(r.get(k + "_sm") for k in keys):  # runs before v21 recorded none
+        if any(r.get(k + "_sm") for k in keys):  # older runs recorded none
             L.append(f"| {r['model']} | {r['T']} | " + " | ".join(clock(r.get(k + "_sm")) for k in keys) + " |")
     return L
 

@@ -1,8 +1,8 @@
 """The GPU's SM clock, board power and throttle reasons, sampled while a benchmark runs.
 
-v14 and v20 read the gap between a GEMM's rate in a profiled burst (743 TFLOP/s) and
-back to back in the timed loop (~637) as the clock dropping under sustained load; the
-clocks were never recorded. This samples them through NVML (libnvidia-ml, which every
+The gap between a GEMM's rate in a profiled burst (743 TFLOP/s) and back to back in the
+timed loop (~637) reads as the clock dropping under sustained load, which only a
+recorded clock can confirm. This samples the clocks through NVML (libnvidia-ml, which every
 driver ships; ctypes, no extra package) every few milliseconds on a thread, so that
 each timed loop can report what the SM clock and the power were while it ran.
 
@@ -56,7 +56,7 @@ class ClockSampler:
         mhz, bits = ctypes.c_uint(), ctypes.c_ulonglong()
         # The instantaneous power (NVML_FI_DEV_POWER_INSTANT): nvmlDeviceGetPowerUsage
         # averages over about a second, longer than a half-second timed loop, so it
-        # reported the loop before (v21 call 1: 290 W for a loop held at the power cap).
+        # reported the loop before (290 W for a loop held at the power cap).
         power = FieldValue(fieldId=NVML_FI_DEV_POWER_INSTANT)
         average = ctypes.c_uint()  # the fallback where a driver lacks the field
         while not self._stop.is_set():

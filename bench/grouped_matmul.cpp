@@ -12,13 +12,13 @@
 //   MOEC_BENCH_MODEL=PREFIX: one model's shapes)
 //
 // gpt-oss's shapes carry its bias rows and clamped SiLU (alpha 1.702, up + 1,
-// limit 7) from v12 on; before, every shape ran without bias, so gpt-oss's
-// kernel figures up to v12 leave out the bias loads of its epilogues.
+// limit 7): without them gpt-oss's kernel figures leave out the bias loads of
+// its epilogues.
 //
 // SKEW > 0 routes unevenly: expert e is picked with weight 1 / (rank + 1)^SKEW
 // (a fixed random ranking), as real routers do more than uniform routing --
 // DeepSeek-V3's 64-row tiles took 5.23 ms per call in the artifact against
-// 3.78 ms here with uniform routing (docs/performance.md v10). The largest
+// 3.78 ms here with uniform routing. The largest
 // expert's row count is printed with the touched count.
 //
 //===----------------------------------------------------------------------===//
@@ -55,7 +55,7 @@ constexpr double kFP8Ceiling = 1280e12;    // FLOP/s, measured on the H200
 
 /// Fills `buffer` with random values that are valid both as bf16 (magnitudes
 /// 2^-7 to 2, either sign) and as e4m3 codes (no NaN byte): a 32 MiB random
-/// pattern, repeated. Until v11 the buffers held the constant byte 0x3C, and
+/// pattern, repeated. With the constant byte 0x3C in the buffers instead,
 /// Mixtral's bf16 GEMMs timed at 105-115 % of the bf16 ceiling here, 1.2 ms per
 /// call faster than in the artifact: likely because constant operands toggle
 /// few bits, so the tensor cores draw less power and hold higher clocks.
@@ -124,7 +124,7 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
   fillRandom(lhs);
   fillRandom(weights);
   // Bias rows in [-1, 1) where the model has them: gpt-oss's gate/up epilogue
-  // loads a bias pair per output, and v12's ncu profile put 17 % of that
+  // loads a bias pair per output, and ncu put 17 % of that
   // kernel's stalls on those loads, which a bench without bias never saw.
   DeviceBuffer biasRows;
   const float *bias = nullptr;
@@ -208,9 +208,9 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
     std::string name = std::string(cuda::bf16TileName(tile)) + (tile == chosen ? "*" : "");
     // bf16 rows, and a bf16 result for gate/up: what the artifacts pass
     // (--expert-weights=bf16 keeps permute's rows and h in bf16; docs/design.md).
-    // Until v9 this timed f32 rows, which favoured 32-row over 64-row tiles more
-    // than the artifacts see (DeepSeek-V3's down at T = 1024, 64-row tiles:
-    // 3.52 ms with f32 rows here, 2.78 ms with bf16 rows under ncu).
+    // f32 rows would favour 32-row over 64-row tiles more than the artifacts
+    // see (DeepSeek-V3's down at T = 1024, 64-row tiles: 3.52 ms with f32 rows
+    // here, 2.78 ms with bf16 rows under ncu).
     const cuda::BF16 *rows = lhs.dataAs<cuda::BF16>();
     report(name.c_str(), time([&] {
              if (shape.gated)

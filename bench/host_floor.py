@@ -2,7 +2,7 @@
 """What a synchronised call costs before its kernels: the floor under bench_moe.py's T = 1 cells.
 
 bench_moe.py times one call on the host (L2 flushed, synchronise, call, synchronise).
-At T = 1 moec's kernels span 39 µs of Qwen3's 62-68 µs (v17-v18 timelines); this
+At T = 1 moec's kernels span 39 µs of Qwen3's 62-68 µs (its timelines); this
 measures the rest with the same clock: torch.cuda.synchronize() alone, a CUDA graph of
 one empty kernel and of eight chained ones replayed and synchronised, a ctypes call
 into libmoec.so, and (with --artifact) moec_run at T = 1 beside its own graph.
@@ -76,7 +76,7 @@ def main():
     cudart = first_library(("libcudart.so.13", "libcudart.so.12", "libcudart.so"))
     if cudart:
         # cudaPointerAttributes is 88 bytes in CUDA 13 (eight reserved longs): a 64-byte buffer
-        # here corrupted the heap and crashed the script at exit (v18 call 4).
+        # here corrupted the heap and crashed the script at exit.
         attrs, device = ctypes.create_string_buffer(256), ctypes.c_int()
         for name, fn in (("cudaGetDevice", lambda: cudart.cudaGetDevice(ctypes.byref(device))),
                          ("cudaPointerGetAttributes", lambda: cudart.cudaPointerGetAttributes(

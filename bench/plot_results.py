@@ -4,7 +4,7 @@ moec's time over transformers' best eager backend and over the best of every
 configuration (eager and torch.compile), against T, on a log scale. Below 1:
 moec is faster.
 
-    python3 bench/plot_results.py RESULTS.json [...] -o docs/performance-v5.svg
+    python3 bench/plot_results.py RESULTS.json [...] -o performance.svg
 """
 import argparse
 import json

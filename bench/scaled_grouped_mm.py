@@ -3,7 +3,8 @@
 FP8 grouped GEMM PyTorch has on sm90, timed for the experts' two GEMMs only.
 
 transformers 5.17 has no FP8 experts backend that runs offline (its finegrained-FP8
-experts need a hub kernel: shared/reference/h200-transformers-moe.md), so this is the
+experts need a hub kernel, as the reference measurements of transformers' MoE backends
+on the H200 found), so this is the
 "where it applies" FP8 comparison of issue 6: gate_up [S, H] x [E, H, 2I] and down
 [S, I] x [E, I, H] with random top-k routing (the rows sorted by expert, offsets
 cumulative), unit scales (timing only: PyTorch's sm90 path has row-wise scales, not

@@ -117,7 +117,7 @@ def quantize_e4m3_blocks(w, chunk_bytes=1 << 30):
     nb, kb = -(-n // 128), -(-k // 128)
     # A few experts at a time: the f32 temporaries of all of DeepSeek-V3's gate/up
     # at once (3 x 30 GB) stayed in torch's cache and starved the FP8 artifact's
-    # own allocation on the H200 (v9).
+    # own allocation on the H200.
     chunk = max(1, chunk_bytes // (nb * kb * 128 * 128 * 4))
     qs, ss = [], []
     for e0 in range(0, e, chunk):

@@ -28,7 +28,7 @@
 #            kernels, lengths and gaps in a timed run -> timelines.txt.
 #   upload   bench/upload.cpp on a 6.4 GB file in the page cache.
 #   cutlass  moec-bench-cutlass-configs: CUTLASS's grouped GEMM alone, weights
-#            K- or N-major, bf16 or f32 results, with or without clusters (v12).
+#            K- or N-major, bf16 or f32 results, with or without clusters.
 #   kernels  moec-bench-grouped-matmul: every tile (mma.sync, the CUTLASS
 #            configurations, FP8) at the four shapes, T = 1..8192 (or MODELS as
 #            a token list, e.g. 1024,8192).
@@ -52,7 +52,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 models=qwen3moe-30b-a3b,mixtral-8x7b,gpt-oss-120b,deepseek-v3
-# The table's build (v20): bf16 expert weights and outputs; ART=art-bf16 for f32 outputs.
+# The table's build: bf16 expert weights and outputs; ART=art-bf16 for f32 outputs.
 art=.device/bench/${ART:-art-bf16out} lib=.device/bench/libmoec.so
 case ${1:-} in
 prepare)
@@ -78,7 +78,7 @@ tests)
   ;;
 bench)
   # Inductor's cache travels between calls: a max-autotune cell compiled in 30-170 s
-  # cold and in 1-16 s warm (v20, v21). A call leaves $OUT/inductor-cache.tar.xz; put it
+  # cold and in 1-16 s warm. A call leaves $OUT/inductor-cache.tar.xz; put it
   # in .payload/ (carried) and the next call starts from it.
   cache=/tmp/moec-inductor-cache
   mkdir -p $cache
@@ -185,7 +185,7 @@ pack)
   [[ -n ${2:-} ]] || { echo "pack: a NAME" >&2; exit 2; }
   mkdir -p .device/pack
   # The pack's art-bf16/ (what bench/ab_moe.py reads) is the table's build, $art:
-  # --expert-outputs=bf16 since v20 (ART=art-bf16 for f32 outputs).
+  # --expert-outputs=bf16 (ART=art-bf16 for f32 outputs).
   tar -czf ".device/pack/$2.tar.gz" -C .device/bench --transform "s,^${art##*/},art-bf16," \
     "${art##*/}" art-fp8 libmoec.so
   ls -la ".device/pack/$2.tar.gz"

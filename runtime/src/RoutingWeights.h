@@ -3,8 +3,7 @@
 // moe.route's last step (docs/dialect.md): from the scores of a token's top-k
 // choices to its weights -- TopKSoftmax's softmax over the chosen logits, the
 // optional normalisation, the scaling factor. One definition for the CPU kernel
-// and the CUDA route kernels, so that the two cannot drift apart (they did
-// carry two copies of this loop until v11).
+// and the CUDA route kernels, so that the two cannot drift apart.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_ROUTINGWEIGHTS_H

@@ -1097,7 +1097,7 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // tile; K = 1104 and 140 columns: 4 K splits, a partial column tile), the
   // tiled kernel with an activation. Ungated: at 2048 rows of K = 2048 one
   // gated output near a zero gate was off by 2.24e-4 against 2.22e-4 in
-  // linearBF16 (v19), the conditioning the DeepSeek-V3 case below explains.
+  // linearBF16, the conditioning the DeepSeek-V3 case below explains.
   for (auto [rows, depth, n] :
        {std::tuple<int64_t, int64_t, int64_t>{1100, 1104, 140}, {2048, 2048, 128}})
     ASSERT_NO_FATAL_FAILURE(checkLinear(rows, depth, n, /*gated=*/false));
@@ -1105,7 +1105,7 @@ TEST(CudaKernels, LinearMatchesCpu) {
   // K = 7168 the gate and up sums reach ~40, and a gated output near a zero
   // gate multiplies the two sides' f32 summation-order difference in the gate
   // by the up value (1.4e-3 against a tolerance of 7e-4 for linearBF16 on the
-  // H200, v18), a conditioning no fixed tolerance follows.
+  // H200), a conditioning no fixed tolerance follows.
   ASSERT_NO_FATAL_FAILURE(checkLinear(16, 7168, 256, /*gated=*/false));
 }
 
@@ -1245,8 +1245,8 @@ void expectQuantizeMatchesCpu(const std::vector<float> &x, int64_t slots, int64_
 /// Values whose quotients by their group's scale sit on e4m3 midpoints or a
 /// few f32 ulps beside them (every midpoint below 448, both signs): where an
 /// encoding that rounds the quotient twice without rounding to odd first would
-/// disagree with the CPU's single rounding. (v11 ran two f32 encodings, one
-/// from __fdiv_rz and one from the reciprocal, against it too: both exact, and
+/// disagree with the CPU's single rounding. (Two f32 encodings, one from
+/// __fdiv_rz and one from the reciprocal, were also run against it: both exact, and
 /// neither made the FP8 gate/up pass faster.)
 TEST(CudaKernels, QuantizeE4M3NearMidpointsMatchesCpuExactly) {
   std::vector<float> midpoints; // halfway between adjacent positive e4m3 values

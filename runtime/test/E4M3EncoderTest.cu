@@ -123,7 +123,7 @@ TEST(E4M3Encoder, FourAtOnceAreFourCodes) {
 }
 
 /// e4m3Scale's f32 division is the CPU's double one rounded to f32 (sampled
-/// here; v15 checked every non-negative f32 once).
+/// here; every non-negative f32 was checked once, exhaustively).
 TEST(E4M3Encoder, ScaleMatchesTheDivisionInDouble) {
   for (uint32_t bits = 0; bits < 0x7f800000u; bits += 97) {
     float amax;

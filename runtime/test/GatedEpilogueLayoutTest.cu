@@ -1,7 +1,7 @@
 //===- GatedEpilogueLayoutTest.cu - the gated epilogue's fragment layout --===//
 //
 // GatedEpilogueArray (GatedEpilogueCutlass.cuh) writes wgmma's accumulator
-// layout out by hand instead of asking CuTe per element (v12: ~40 instructions
+// layout out by hand instead of asking CuTe per element (~40 instructions
 // per output less). This checks, on the host, that the layout it assumes is
 // the one CuTe gives GatedTiledMma (which the kernels' builder must produce:
 // a static_assert in GroupedMatmulCutlass.cu), so that a CUTLASS upgrade that

@@ -1,7 +1,8 @@
 //===- TileChoiceTest.cpp - the CUDA runtime's tile rules, without a GPU --===//
 //
 // chooseBF16Tile and chooseFP8Tile are measurements written down as rules
-// (docs/performance.md); these tests pin them at the benchmark models' shapes.
+// (the kernel bench, bench/grouped_matmul.cpp; the figures are in their
+// comments); these tests pin them at the benchmark models' shapes.
 // They call no CUDA API, so they run everywhere the CUDA runtime builds, CI's
 // machines without a GPU included.
 //
@@ -15,16 +16,16 @@ namespace {
 
 using namespace moec::rt;
 
-/// chooseBF16Tile's rule at the benchmark models' shapes. v11 tried 32-row
-/// tiles for gate/up projections of up to 32 rows over many experts (gpt-oss
-/// and DeepSeek-V3 at T = 1024: 7 % and 3 % faster in the kernel bench, whose
-/// routing is uniform); in the artifact DeepSeek-V3 at T = 1024 went from 8.2
-/// to 9.1 ms (its router is uneven, and each expert's weights are streamed
-/// once per row tile), so they kept 64-row tiles. v12: CUTLASS's 128x256 tiles
+/// chooseBF16Tile's rule at the benchmark models' shapes. 32-row tiles for
+/// gate/up projections of up to 32 rows over many experts (gpt-oss and
+/// DeepSeek-V3 at T = 1024: 7 % and 3 % faster in the kernel bench, whose
+/// routing is uniform) were tried; in the artifact DeepSeek-V3 at T = 1024 went
+/// from 8.2 to 9.1 ms (its router is uneven, and each expert's weights are
+/// streamed once per row tile), so 64-row tiles stayed. CUTLASS's 128x256 tiles
 /// without clusters beat both from 32 rows (gpt-oss and DeepSeek-V3 at
 /// T = 1024, skewed routing: 16-18 % faster than 64-row tiles for gate/up).
-/// v14: 64x256 pingpong tiles for gate/up below 64 rows and for unbiased
-/// projections up to 1024 rows.
+/// 64x256 pingpong tiles for gate/up below 64 rows and for unbiased projections
+/// up to 1024 rows.
 TEST(TileChoice, ChooseBF16TileFollowsTheMeasurements) {
   using cuda::BF16Tile;
   const bool cutlass = cuda::bf16TileAvailable(BF16Tile::Wgmma128x256);
@@ -62,10 +63,10 @@ TEST(TileChoice, ChooseBF16TileFollowsTheMeasurements) {
             BF16Tile::Tok8);
 }
 
-/// chooseFP8Tile's rule at the benchmark models' shapes (v12's kernel bench):
+/// chooseFP8Tile's rule at the benchmark models' shapes (the kernel bench):
 /// 64x128 pingpong tiles at T = 1024 for gpt-oss, DeepSeek-V3 (32 rows per
 /// expert) and Qwen3 (64), 128x128 cooperative ones for Mixtral (256) and at
-/// T = 8192; since v14 the pingpong tiles from 16 slots (Qwen3 at T = 128: 8
+/// T = 8192; the pingpong tiles from 16 slots (Qwen3 at T = 128: 8
 /// rows; gpt-oss at T = 16: one row per touched expert), below only where the
 /// mma.sync grid is shallow; the mma.sync tiles without offsets.
 TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {

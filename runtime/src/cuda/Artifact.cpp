@@ -156,7 +156,7 @@ Status GraphCache::run(int64_t tokens, cudaStream_t stream, const std::function<
       // Nothing ran: run eagerly from now on (a kernel's own error, say a bad
       // argument, is reported by the eager run). Said once on stderr: every
       // later call pays a launch per kernel, a cliff no result would show
-      // (v16: a capture invalidated by a stream query ran a whole A/B eagerly).
+      // (a capture invalidated by a stream query once ran a whole A/B eagerly).
       std::fprintf(stderr,
                    "moec: capturing the CUDA graph for %lld tokens failed (%s); running without "
                    "CUDA graphs from now on\n",

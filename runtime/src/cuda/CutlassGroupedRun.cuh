@@ -50,7 +50,7 @@ using NoSource = cutlass::epilogue::fusion::LinearCombination<ElementD, float, v
 /// Results of `Out` per expert (16-byte aligned rows), D = accumulator unless
 /// another fusion is given. C is void: with an f32 C the epilogue's staging
 /// took 66 KB of shared memory and left the 128x256x64 mainloop 3 stages;
-/// without it 34 KB, and 4 stages (v13, down projections at T = 8192: gpt-oss
+/// without it 34 KB, and 4 stages (down projections at T = 8192: gpt-oss
 /// 7.6 %, Qwen3 4 % and DeepSeek-V3 3 % faster, Mixtral level).
 template <typename Out, typename TileShape, typename ClusterShape, typename EpilogueSchedule,
           typename Fusion>

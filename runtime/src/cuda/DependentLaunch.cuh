@@ -3,7 +3,7 @@
 // A decode step is a chain of short kernels (router, route, sort, permute, two
 // grouped matmuls, combine), each reading what the one before wrote. Launched
 // plainly, each waits for its predecessor to finish before the GPU even starts
-// launching it: a few µs per link at T = 1 (docs/performance.md, v16).
+// launching it: a few µs per link at T = 1.
 // Launched with programmatic stream serialisation (Hopper's programmatic
 // dependent launch, kept as programmatic edges in a captured CUDA graph), a
 // kernel's blocks are launched while its predecessor still runs and park at
@@ -53,8 +53,8 @@ namespace detail {
 /// Whether a launch on `stream` may be programmatic. Not while a blocking
 /// stream (one that synchronises with the legacy default stream) is being
 /// captured: the capture refuses such a launch as an implicit dependency on
-/// the legacy stream (v16, call 2). Asking a capturing stream for its flags
-/// would itself invalidate the capture (call 3), so the flags are asked while
+/// the legacy stream. Asking a capturing stream for its flags
+/// would itself invalidate the capture, so the flags are asked while
 /// the stream is not capturing (noteStream, and every launch outside a
 /// capture) and remembered; a captured stream not seen before launches
 /// plainly. A handle reused by a new stream is looked up again at its first

@@ -21,7 +21,7 @@ namespace moec::rt::cuda::device {
 /// The scale of a 128-column group from its largest magnitude: amax / 448 (at
 /// least 1e-12), NaN if any element is NaN. The CPU divides in double and
 /// rounds to f32 (MoEKernels.cpp); the f32 division gives the same bits for
-/// every non-negative f32 amax (checked exhaustively on the host, v15: a / 448
+/// every non-negative f32 amax (checked exhaustively on the host: a / 448
 /// is a / 7 / 64, whose binary expansion repeats with period 3, so it never
 /// lies close enough to an f32 midpoint for the double's rounding to matter).
 __host__ __device__ inline float e4m3Scale(float amax, bool nan) {
@@ -50,8 +50,7 @@ __device__ inline float warpE4M3Scale(float laneAmax, bool laneNan) {
 /// which leaves q within an ulp of |v| / s, so that |v| - q·s is exact and its
 /// sign says which side of q the quotient lies; v's sign is then the code's top
 /// bit. (The division in double was ~45 % of the instructions of the FP8 gate/up
-/// pass in v11's source counters, and v14's ncu had that pass issue-bound; the
-/// ncu of this version: docs/performance.md v15.)
+/// pass in ncu's source counters, and ncu had that pass issue-bound.)
 /// Quotients up to 512 only: larger ones, NaN and infinite values and scales
 /// take the division in double. Host and device compute the same bits
 /// (E4M3EncoderTest checks the host's against Float8.h on every e4m3 midpoint).

@@ -20,7 +20,7 @@ __device__ inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 /// 1 / (1 + e^-x) with the hardware's exp2 and reciprocal (each within 2 ulp),
 /// for activations: expf's range reduction and an IEEE division's slow-path
 /// branch made SiLU about 25 instructions per output, and inside CUTLASS's
-/// gate/up epilogue that code runs while the tensor cores wait (v12). The
+/// gate/up epilogue that code runs while the tensor cores wait. The
 /// difference is far below the bf16 rounding of the result, and within the
 /// CPU reference's tolerance.
 __device__ inline float sigmoidApprox(float x) {

@@ -8,7 +8,7 @@
 //
 // It is a pure stream (read the product once, write the result once), so it is
 // written for bandwidth: four output columns per thread with 16-byte loads
-// wherever the row width allows (ncu v8: the one-column version ran at 32-57 %
+// wherever the row width allows (ncu: a one-column version ran at 32-57 %
 // of copy, instruction-bound at 62-68 % SM, 0.18-0.78 ms at T = 8192).
 //
 //===----------------------------------------------------------------------===//
@@ -151,10 +151,10 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
 /// 16-byte loads and 4-byte code stores (n % 8 == 0, aligned buffers), else
 /// column by column.
 ///
-/// It is issue-bound, not memory-bound (v14's ncu: 74 % SM busy at 52 % of
+/// It is issue-bound, not memory-bound (ncu: 74 % SM busy at 52 % of
 /// DRAM bandwidth for Mixtral's FP8 gate/up at T = 8192): so the row and group
 /// come from the loops, not from a 64-bit division of a flat item index, and
-/// the bias row is found once per row. (v14 also tried two groups per warp step
+/// the bias row is found once per row. (Two groups per warp step were tried
 /// for more bytes in flight, with the loads before and after the first group's
 /// arithmetic: no faster either time.)
 template <int VEC>

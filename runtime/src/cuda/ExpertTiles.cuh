@@ -31,7 +31,7 @@ using cpu::GateUpLayout;
 constexpr int kRowsPerWarp = 32;
 /// The usual block: 4 warps, 128 weight rows. The bf16 8-row tile also comes
 /// with 2 warps (64 weight rows), where 4-warp blocks would end on a thin tail
-/// wave (docs/performance.md v17; 1-warp blocks measured slower everywhere).
+/// wave (1-warp blocks measured slower everywhere).
 constexpr int kWarps = 4;
 template <int WARPS> constexpr int threadsOf = 32 * WARPS;
 template <int WARPS> constexpr int weightRowsOf = kRowsPerWarp *WARPS;

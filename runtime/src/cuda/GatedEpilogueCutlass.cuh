@@ -5,8 +5,8 @@
 // wgmma's accumulator layout each thread holds its columns in adjacent pairs
 // (2c, 2c+1), that is one output's gate and up, so it writes
 // out[r, c] = gatedEpilogue(gate + bias, up + bias) in bf16 straight from the
-// registers: no f32 product of 2N columns and no second pass over it (v10's
-// epilogue pass took 7-8 % of the prefill call at T = 8192).
+// registers: no f32 product of 2N columns and no second pass over it (a
+// separate epilogue pass took 7-8 % of the prefill call at T = 8192).
 //
 // A collective of its own for the warp-specialized ptr-array kernels (the
 // interface of CUTLASS's Sm90TmaWarpSpecializedAdapter, plus a load): D's
@@ -15,7 +15,7 @@
 // memory while the tile's mainloop runs (a 2-stage pipeline, as CUTLASS loads
 // C): loaded by the consumers after the mainloop, they waited out an L2
 // latency per tile, 17 % of the gpt-oss gate/up kernel's stall samples in
-// v12's ncu profile and still 8 % in v13's after batching them. Each warp holds 16
+// ncu, and still 8 % after batching them. Each warp holds 16
 // rows of the tile: it stages its outputs in its own slice of shared memory and
 // writes them back as whole 16-byte chunks of rows (a first version stored each
 // bf16 from its register, 8-byte pieces of 8 rows per instruction, and was no
@@ -81,9 +81,9 @@ public:
   static constexpr int kWarps = 8;
   static constexpr int kWarpRows = 16;    // wgmma: 16 rows of the tile per warp
   static constexpr int kTileOutputs = 128; // 256 accumulator columns, in pairs
-  /// Staged per pass: half the tile's outputs, 16 KB. (Until v13 the adapter
-  /// held this storage twice, as its TensorMapStorage too, and the whole tile's
-  /// 32 KB, held twice, would not fit beside 4 mainloop stages.)
+  /// Staged per pass: half the tile's outputs, 16 KB. (An earlier adapter also
+  /// held this storage as its TensorMapStorage, and the whole tile's 32 KB,
+  /// held twice, would not fit beside 4 mainloop stages.)
   static constexpr int kPassOutputs = kTileOutputs / 2;
   static constexpr int kChunks = kPassOutputs / 8; // 16-byte chunks per staged row
   /// Tiles whose bias is staged ahead of their epilogue.
@@ -216,7 +216,7 @@ public:
     // elements carried all four activations (GELU's erff included), and
     // instruction cache misses made the GEMM 2x slower (ncu: 52 % of stalls).
     // Bias and clamp as template arguments: tested per output they cost a
-    // predicate, a select and a reloaded constant each (v13's SASS: ~34
+    // predicate, a select and a reloaded constant each (SASS: ~34
     // instructions per output). Only one of the four runs in a launch.
     const bool clamp = isfinite(params_.epilogue.limit);
     if (tileBias && clamp)
@@ -293,7 +293,7 @@ private:
     // l/4 + 8 of the warp's 16, and in each 8-column group j the columns
     // 2 (l % 4) and 2 (l % 4) + 1: a gate and its up. Element 4j + 2h + v is
     // column group j, row half h, gate (v = 0) or up (v = 1). Written out
-    // rather than taken from `coords` per element (v11: ~40 instructions of
+    // rather than taken from `coords` per element (that cost ~40 instructions of
     // index arithmetic, range checks and loads per output); the GPU tests
     // compare every output with the epilogue pass bit for bit.
     static_assert(kElements == 4 * (2 * kTileOutputs / 8), "one (2, 2, N/8) fragment per thread");

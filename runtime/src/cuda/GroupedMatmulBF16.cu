@@ -261,15 +261,15 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
     // so three blocks share an SM and one block's pipeline fill and drain run
     // under the others' streams. Eight stages (150 KB, one block per SM) keep
     // more bytes in flight where a wave or less of long-K blocks must stream
-    // alone (decode at T = 1, Mixtral's K = 14336). v13's kernel bench had
+    // alone (decode at T = 1, Mixtral's K = 14336). The kernel bench had
     // Qwen3's down at 69 % of copy on 8-row tiles (88.9 µs at T = 16), 75 % on
     // the 6-stage 16-row ones; with 4 stages, 71.7 against 84.6 µs (81 % of
-    // copy; docs/performance.md v16).
+    // copy).
     //
     //
     // Two-warp blocks (64 weight rows, three per SM) where 4-warp ones would
     // take one full wave and a second at most half full, which the 2-warp
-    // blocks fit into one (v17's kernel bench: gpt-oss's gate/up at T = 1, 180
+    // blocks fit into one (kernel bench: gpt-oss's gate/up at T = 1, 180
     // blocks, 52.4 -> 47.2 µs; Mixtral's down at T = 4, 160 blocks, 183 ->
     // 159). Elsewhere they were level, or up to 7 % slower (DeepSeek-V3's
     // gate/up at T = 1, 256 blocks; Mixtral's at T = 1, 448, was 1-2 % slower
@@ -320,30 +320,28 @@ const char *bf16TileName(BF16Tile tile) {
 
 BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated, bool biased) {
   // By the mean rows per touched expert, slots / min(experts, slots), as
-  // measured on the H200 (bench/grouped_matmul.cpp; docs/performance.md v5,
-  // v9-v12): 8-row tiles up to ~4 rows (decode), 32-row tiles up to 16 (Qwen3
-  // at T = 128: 7-12 % faster than 16), and CUTLASS's cooperative 128x256 tiles
-  // from 32 rows. Until v12 those had 2x1 clusters and started at 64 rows;
-  // without clusters (CUTLASS rounds each expert's row tiles up to the cluster)
-  // they are 7-18 % ahead of the 32- and 64-row tiles at T = 1024 for gpt-oss
-  // and DeepSeek-V3 on skewed routing (30 % for Qwen3), level with them for
-  // Mixtral at T = 128. Below 32 rows, and without CUTLASS: 32-row tiles for
-  // down projections of up to 32 rows with K <= 4096 (24-32 % faster than 64
-  // in v5; Mixtral's K = 14336 is 14 % slower), 64-row tiles for the rest.
-  // 32-row gate/up tiles at <= 32 rows, faster in the bench, were slower in
-  // the artifact (v11; ChooseBF16TileFollowsTheMeasurements). v14: 64x256
-  // pingpong tiles (half the padding of an expert's last row tile, one warp
-  // group's epilogue under the other's mainloop) for projections without a
-  // bias up to 1024 rows (down at T = 8192: DeepSeek-V3 11 % and Qwen3 5 %
-  // faster, Mixtral's 2048 rows 7 % slower; 2-5 % faster at T = 1024; gpt-oss's
-  // biased down 19 % slower) and for gate/up below 64 rows (gpt-oss and
-  // DeepSeek-V3 at T = 1024: 4 % faster; level to 2 % either way from 64 rows).
-  // v15 tried, from 128 to 1024 rows, each expert's whole 128-row tiles on the
-  // 128x256 tiles and its last rows on 64x256 ones in a second launch (half
-  // the padding): 10-19 % slower at T = 8192 (gpt-oss 4.65 against 3.92 ms),
-  // because the second kernel streams every expert's weights again (4.2 GB
-  // for gpt-oss's gate/up), where the last row tile of one kernel finds them
-  // in L2.
+  // measured on the H200 (bench/grouped_matmul.cpp): 8-row tiles up to ~4 rows
+  // (decode), 32-row tiles up to 16 (Qwen3 at T = 128: 7-12 % faster than 16),
+  // and CUTLASS's cooperative 128x256 tiles from 32 rows. Without clusters
+  // (CUTLASS rounds each expert's row tiles up to the cluster) they are 7-18 %
+  // ahead of the 32- and 64-row tiles at T = 1024 for gpt-oss and DeepSeek-V3
+  // on skewed routing (30 % for Qwen3), level with them for Mixtral at T = 128.
+  // Below 32 rows, and without CUTLASS: 32-row tiles for down projections of up
+  // to 32 rows with K <= 4096 (24-32 % faster than 64; Mixtral's K = 14336 is
+  // 14 % slower), 64-row tiles for the rest. 32-row gate/up tiles at <= 32
+  // rows, faster in the bench, were slower in the artifact
+  // (ChooseBF16TileFollowsTheMeasurements). 64x256 pingpong tiles (half the
+  // padding of an expert's last row tile, one warp group's epilogue under the
+  // other's mainloop) for projections without a bias up to 1024 rows (down at
+  // T = 8192: DeepSeek-V3 11 % and Qwen3 5 % faster, Mixtral's 2048 rows 7 %
+  // slower; 2-5 % faster at T = 1024; gpt-oss's biased down 19 % slower) and
+  // for gate/up below 64 rows (gpt-oss and DeepSeek-V3 at T = 1024: 4 % faster;
+  // level to 2 % either way from 64 rows). Tried and dropped: from 128 to 1024
+  // rows, each expert's whole 128-row tiles on the 128x256 tiles and its last
+  // rows on 64x256 ones in a second launch (half the padding): 10-19 % slower
+  // at T = 8192 (gpt-oss 4.65 against 3.92 ms), because the second kernel
+  // streams every expert's weights again (4.2 GB for gpt-oss's gate/up), where
+  // the last row tile of one kernel finds them in L2.
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if (rows <= 4)

@@ -83,23 +83,22 @@ using Config = ConfigWith<TileShape, ClusterShape, KernelSchedule,
                           Epilogue<TileShape, ClusterShape, EpilogueSchedule, Fusion>>;
 
 /// 128x128x64 pingpong, 2x1 clusters: one warp group's epilogue overlaps the
-/// other's mainloop (v7's only configuration).
+/// other's mainloop (the first CUTLASS configuration).
 using Pingpong = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>,
                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
                         cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 /// 128x256x64 cooperative tiles: both warp groups on one 128-row tile against
-/// 256 weight rows, half the row reads per weight row of Pingpong. They
-/// replaced v9's 256x128 cooperative tiles, which they beat at every prefill
-/// shape of the kernel bench (v10: 3-12 %; a 256-row tile pads ragged experts
-/// of a few hundred rows up to half of a second tile). Three cluster shapes:
-/// - 1x1 (ClusterNone, the default since v12): no sharing, no rounding.
+/// 256 weight rows, half the row reads per weight row of Pingpong. They beat
+/// 256x128 cooperative tiles at every prefill shape of the kernel bench
+/// (3-12 %; a 256-row tile pads ragged experts of a few hundred rows up to half
+/// of a second tile). Three cluster shapes:
+/// - 1x1 (ClusterNone, the default): no sharing, no rounding.
 /// - 2x1 (ClusterRows): two row tiles share each weight tile (multicast), as
-///   torch's _grouped_mm does, and moec did until v12. CUTLASS's grouped
-///   scheduler rounds every expert's row tiles up to the cluster, so an expert
-///   of 257-384 rows computes 512, and one of 1-128 rows computes 256: v12
-///   measured 1x1 8-13 % faster at T = 8192 for the models of 128 and 256
-///   experts, 30-40 % at T = 1024, and level for Mixtral (8 experts of ~2000
-///   rows).
+///   torch's _grouped_mm does. CUTLASS's grouped scheduler rounds every
+///   expert's row tiles up to the cluster, so an expert of 257-384 rows
+///   computes 512, and one of 1-128 rows computes 256: 1x1 measured 8-13 %
+///   faster at T = 8192 for the models of 128 and 256 experts, 30-40 % at
+///   T = 1024, and level for Mixtral (8 experts of ~2000 rows).
 /// - 1x2 (ClusterWeights): two weight tiles share each row tile; the rounding
 ///   falls on the weight tiles, which every expert has the same number of.
 ///   Within a few % of 1x1 either way.
@@ -122,7 +121,7 @@ using CooperativeWideGatedOn =
 /// tile of its own, so one group's epilogue (the gate/up activation above all,
 /// which the cooperative tile's two groups both wait out) runs while the other
 /// group's mainloop keeps the tensor cores busy. Twice the row reads per weight
-/// row of the 128x256 tile. Measured (v14), the overlap did not pay where the
+/// row of the 128x256 tile. Measured, the overlap did not pay where the
 /// cooperative tile pads little (Mixtral at T = 8192: gate/up 2 % slower, one
 /// 64-row warp group's mainloop being slower); the 64-row tiles' smaller
 /// padding of each expert's last row tile did (chooseBF16Tile).
@@ -176,8 +175,9 @@ static_assert(
                    GatedTiledMma> &&
     std::is_same_v<PingpongWideGated::CollectiveMainloop::TiledMma, GatedTiledMmaPingpong>);
 
-// Both epilogues leave the 128x256x64 mainloop 4 stages (3 cost v12's f32
-// results 7-22 % against bf16 ones in the probe), and everything must fit.
+// Both epilogues leave the 128x256x64 mainloop 4 stages (3 cost the f32 results
+// of an f32-C epilogue 7-22 % against bf16 ones in the probe), and everything
+// must fit.
 static_assert(CooperativeWide::CollectiveMainloop::DispatchPolicy::Stages == 4 &&
               CooperativeWideBias::CollectiveMainloop::DispatchPolicy::Stages == 4 &&
               CooperativeWideGated::CollectiveMainloop::DispatchPolicy::Stages == 4 &&

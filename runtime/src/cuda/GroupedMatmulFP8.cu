@@ -222,9 +222,9 @@ __device__ inline float groupScale(const float *row, int64_t first, int64_t last
 /// loads (K % 4 == 0, so 16-byte aligned rows): lane l holds columns first + 4l
 /// to first + 4l + 3, reads them once, and returns their four codes in one word
 /// (`active`: the columns are inside the group). groupScale's and E4M3Encoder's
-/// arithmetic, so the same codes and scale. v10: the element-wise kernels read
+/// arithmetic, so the same codes and scale. Element-wise kernels, which read
 /// each value twice and stored bytes, at about a quarter of the copy bandwidth
-/// (Mixtral's gate/up result at T = 8192: 1.0 ms).
+/// (Mixtral's gate/up result at T = 8192: 1.0 ms), were replaced by it.
 struct GroupCodes4 {
   float scale;
   uint32_t codes;
@@ -332,25 +332,24 @@ const char *fp8TileName(FP8Tile tile) {
 }
 
 FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool offsets) {
-  // As for bf16 (chooseBF16Tile), capped at 32 rows: the promoted partial
-  // sums double the accumulators, and a 64-row tile spills (224 bytes) and
-  // measured no faster than 32 anywhere on the H200 (docs/performance.md v6).
-  // CUTLASS's QGMMA tiles from 16 rows: 1.7-3.5x faster than 32-row tiles
-  // at 32-64 rows (Mixtral at T = 128, every shape at T = 1024), even with
-  // Qwen3 at 8 rows, 10-25 % slower than 8-row tiles at 4 (v9). Below 128
-  // rows, 64x128 pingpong tiles (v12, T = 1024: 18-26 % faster for gpt-oss and
-  // DeepSeek-V3 at 32 rows, 9-12 % for Qwen3 at 64; 6 % slower for Mixtral at
-  // 256, and at T = 8192 mostly slower: Mixtral by 20-35 %). v14: from 16
-  // slots whatever the rows (v13's kernel bench at T = 16 and 128, 1 to 18
-  // rows per expert: the pingpong tiles 0-35 % faster than the best mma.sync
-  // tile in all 16 cases, gpt-oss gate/up at T = 128 543 against 679 µs). The
-  // slots, not the rows per expert, tell decode from T = 16: both have one
-  // row per touched expert by that estimate when the experts outnumber the
-  // slots. Below 16 slots (T = 1) the 8-row tile is 4-18 % faster, but where
-  // its grid, a block per 128 weight rows of each touched expert, is under one
-  // wave and K is long: Mixtral's down at T = 1, 64 blocks 14336 deep, 89.6 µs
-  // against 51.4 (v14). The mma.sync tiles stay for moe.linear (no offsets)
-  // and runtimes without CUTLASS.
+  // As for bf16 (chooseBF16Tile), capped at 32 rows: the promoted partial sums
+  // double the accumulators, and a 64-row tile spills (224 bytes) and measured
+  // no faster than 32 anywhere on the H200. CUTLASS's QGMMA tiles from 16 rows:
+  // 1.7-3.5x faster than 32-row tiles at 32-64 rows (Mixtral at T = 128, every
+  // shape at T = 1024), even with Qwen3 at 8 rows, 10-25 % slower than 8-row
+  // tiles at 4. Below 128 rows, 64x128 pingpong tiles (T = 1024: 18-26 % faster
+  // for gpt-oss and DeepSeek-V3 at 32 rows, 9-12 % for Qwen3 at 64; 6 % slower
+  // for Mixtral at 256, and at T = 8192 mostly slower: Mixtral by 20-35 %), and
+  // they run from 16 slots whatever the rows (kernel bench at T = 16 and 128, 1
+  // to 18 rows per expert: the pingpong tiles 0-35 % faster than the best
+  // mma.sync tile in all 16 cases, gpt-oss gate/up at T = 128 543 against
+  // 679 µs). The slots, not the rows per expert, tell decode from T = 16: both
+  // have one row per touched expert by that estimate when the experts outnumber
+  // the slots. Below 16 slots (T = 1) the 8-row tile is 4-18 % faster, but
+  // where its grid, a block per 128 weight rows of each touched expert, is
+  // under one wave and K is long: Mixtral's down at T = 1, 64 blocks 14336
+  // deep, 89.6 µs against 51.4. The mma.sync tiles stay for moe.linear (no
+  // offsets) and runtimes without CUTLASS.
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;

@@ -73,7 +73,7 @@ using Cooperative128x128 =
     Config<Shape<_128, _128, _128>, Shape<_1, _2, _1>, Cooperative, CooperativeEpilogue>;
 /// 64x128x128 pingpong tiles, 1x2 clusters: one warp group's epilogue overlaps
 /// the other's mainloop; 64-row tiles pad experts of a few dozen rows less.
-/// (v12 also measured 128x128 without clusters: no faster anywhere. 128x256
+/// (128x128 without clusters measured no faster anywhere. 128x256
 /// tiles do not compile: CUTLASS 4.2's blockwise mainloop wants one weight
 /// scale block per tile column.)
 using Pingpong64x128 = Config<Shape<_64, _128, _128>, Shape<_1, _2, _1>,

@@ -123,7 +123,7 @@ linearKernel(const float *x, int64_t m, int64_t k, const float *w, int64_t n, co
 
 /// Decode routers: up to kFewRows rows, ungated, K % 4 == 0 and 16-byte
 /// aligned rows. One pass, no split over blocks, so no scratch and no second
-/// kernel: v17's timeline had the split router (linearKernel, then
+/// kernel: a timeline had the split router (linearKernel, then
 /// reduceSplits, then the scratch's free, which a dependent launch cannot
 /// overlap) at 6.6 µs of Qwen3's call at T = 1, before route could start. A
 /// block computes kFewColumns columns; its warps split each column's K in
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kThreads)
 /// cores in 3xTF32. Each operand v splits into big = tf32(v) and small =
 /// tf32(v - big), and a·b is summed as small·big + big·small + big·big (the
 /// small·small term is below f32's last bit), in f32 accumulators: f32-level
-/// accuracy at the tensor cores' rate (ncu v8: the SIMT tile ran DeepSeek-V3's
+/// accuracy at the tensor cores' rate (ncu: a SIMT tile ran DeepSeek-V3's
 /// 8192 x 7168 x 256 router at 29 TFLOP/s, 1.03 ms). Each block owns 128 rows x
 /// 128 columns, each of its 8 warps 64 x 32 (4 x 4 mma.m16n8k8 tiles). Not
 /// gated: the bias and an activation only.
@@ -198,13 +198,13 @@ __global__ void __launch_bounds__(kThreads)
 /// K streams through a cp.async pipeline of kTiledStages stages 32 deep, both
 /// operands K-contiguous in shared memory as in global (rows padded to 36
 /// floats: a fragment's lanes, rows g and k t, hit banks 4g + t, all distinct).
-/// v13's kernel staged 16-deep steps through registers, transposed, one step
-/// ahead: one load latency waited out per 16 k, 0.93 ms for DeepSeek-V3's
-/// router at T = 8192 (32 TFLOP/s; v14's profile); this one took 612 µs in
-/// v15's ncu, at 0.54 issues per scheduler cycle with 4 warps per scheduler
-/// (registers and shared memory allow 2 blocks per SM). Issuing each of the
-/// three terms over the four column tiles before the next measured the same
-/// (617 µs): the compiler already interleaves them.
+/// A kernel that staged 16-deep steps through registers, transposed, one step
+/// ahead waited out one load latency per 16 k: 0.93 ms for DeepSeek-V3's router
+/// at T = 8192 (32 TFLOP/s); this one took 612 µs in ncu, at 0.54 issues per
+/// scheduler cycle with 4 warps per scheduler (registers and shared memory
+/// allow 2 blocks per SM). Issuing each of the three terms over the four column
+/// tiles before the next measured the same (617 µs): the compiler already
+/// interleaves them.
 constexpr int kTileRows = 128, kTileColumns = 128, kTileK = 32, kMmaK = 8;
 constexpr int kTiledStages = 3;
 constexpr int kTileStride = kTileK + 4; // floats per staged row
@@ -216,7 +216,7 @@ constexpr int kTiledSharedBytes = kTiledStages * kTiledStageFloats * 4; // 108 K
 constexpr int64_t kTiledMinColumns = 64;
 /// The deepest K split of the tiled kernel: its logits' error against float64
 /// grew with the depth, 5e-7 of the largest logit at 64 deep, 3.3e-6 at 448,
-/// 3.8e-6 at 512, 2.7e-5 at 3584 (v19, bench/router_probe.cu). A multiple of kTileK.
+/// 3.8e-6 at 512, 2.7e-5 at 3584 (bench/router_probe.cu). A multiple of kTileK.
 constexpr int64_t kTiledMaxDepth = 256;
 /// From this many rows, CUTLASS's 3xTF32 GEMM where the runtime has it.
 constexpr int64_t kCutlassMinRows = 1024;
@@ -374,17 +374,17 @@ KSplit planSplits(int64_t k, int64_t blocks, int64_t minDepth, int64_t step, int
 /// loads of the rows) for every column, then a shuffle reduction. The weights,
 /// 8 x 4096 f32 = 128 KB, are staged into shared memory a 512-deep chunk at a
 /// time for the block's 8 warps.
-/// v10's profile had the warp-per-column kernel at 272 µs per call for Mixtral
-/// at T = 8192 (134 MB of rows: ~35 µs of copy). v11's skinny kernel, each warp
-/// reading the weights from L1 and L2 for its two rows, took 123-126 µs (v14's
-/// profile: 0.12-0.18 ms); four slices of the rows loaded ahead, 179 µs (v14).
-/// This one loads a chunk of its rows (4 rows x 512 columns per warp: 8 KB in
-/// flight) before staging the weights, and reads the weights from shared memory
-/// (v15). The sums run in the same order as v11's, so the same bits.
+/// The warp-per-column kernel took 272 µs per call for Mixtral at T = 8192
+/// (134 MB of rows: ~35 µs of copy). A first skinny kernel, each warp reading
+/// the weights from L1 and L2 for its two rows, took 123-126 µs (0.12-0.18 ms
+/// in a later profile); with four slices of the rows loaded ahead, 179 µs. This
+/// one loads a chunk of its rows (4 rows x 512 columns per warp: 8 KB in
+/// flight) before staging the weights, and reads the weights from shared
+/// memory. The sums run in the same order as the first one's, so the same bits.
 /// It starts at kSkinnyMinRows: at T = 1024 the warp-per-column kernel took
-/// 29 µs against v11's 92, but against this one (v19, decode-front, Mixtral's
-/// router) 27.9 against 22.7 at T = 1024 and 52.2 against 24.4 at T = 2048
-/// (level at 4096: 38.4).
+/// 29 µs against the first skinny kernel's 92, but against this one
+/// (decode-front, Mixtral's router) 27.9 against 22.7 at T = 1024 and 52.2
+/// against 24.4 at T = 2048 (level at 4096: 38.4).
 template <int COLUMNS> constexpr int kSkinnyRows = 32 / COLUMNS; // 32 accumulators per lane
 constexpr int kSkinnyChunk = 512;                                // K staged per step
 constexpr int64_t kSkinnyMaxColumns = 16;
@@ -501,7 +501,7 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
 #ifdef MOEC_HAVE_CUTLASS
   // From 1024 rows, CUTLASS's 3xTF32 GEMM: as accurate as f32 at any depth and
   // 27-35 % faster than the tiled kernel below (LinearCutlass.cu); below, the
-  // tiled kernel was faster (Qwen3 at T = 128: 14.4 µs against 18.6, v19).
+  // tiled kernel was faster (Qwen3 at T = 128: 14.4 µs against 18.6).
   if (!gated && !epilogue.enabled && m >= kCutlassMinRows && n >= kTiledMinColumns &&
       detail::linearCutlassSupports(x, k, w, n, bias, y))
     return detail::linearCutlass(x, m, k, w, n, bias, y, stream);
@@ -512,7 +512,7 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
       return Status::error("linear: " + std::to_string(m) + " rows exceed the grid's limit");
     int64_t columnTiles = (n + kTileColumns - 1) / kTileColumns;
     // Splits as shallow as 64 (two pipeline stages, both loaded at once): a
-    // tile's 3xTF32 step is ~48 serial mma.sync per warp, and v13's profile had
+    // tile's 3xTF32 step is ~48 serial mma.sync per warp, and a profile had
     // the 128-row routers (one tile, 11 splits of 33 steps) at 35-37 us for
     // gpt-oss, Qwen3 and DeepSeek-V3.
     // Each split at most kTiledMaxDepth deep: the tensor cores' adds into the
@@ -536,9 +536,9 @@ Status linear(const float *x, int64_t m, int64_t k, const float *w, int64_t n, c
   // Decode routers are a few blocks deep: split K (ungated; the gated epilogue
   // needs both halves' full sums), each split at least one staged chunk deep.
   // Four waves: each block's 8 warps wait out a staged chunk's loads between
-  // short bursts of FMAs (v13: DeepSeek-V3's router at T = 16, 32 column
+  // short bursts of FMAs (DeepSeek-V3's router at T = 16, 32 column
   // blocks in 9 splits, took 31 us to read 7.3 MB). Measured with four, it
-  // still took 31 us (v13's notebook, step 5): that router is not limited by
+  // still took 31 us: that router is not limited by
   // the blocks in flight, and two waves would do as well.
   KSplit split = gated ? KSplit{1, k} : planSplits(k, columnBlocks * rowBlocks, kChunk, kChunk, 4);
   return launchSplit(m, n, split.splits, bias, epilogue, y, stream, [&](float *partial) {

@@ -9,7 +9,7 @@
 // sum loses about an ulp of it per mma (the tensor cores' adds truncate):
 // linearTiledKernel's logits were off by 2.7e-5 of the largest one for
 // DeepSeek-V3's router at T = 8192 (3584-deep K splits), CUTLASS's by 8.7e-7
-// over all 7168 (v19, bench/router_probe.cu against float64). It is also 27-35 %
+// over all 7168 (bench/router_probe.cu against float64). It is also 27-35 %
 // faster from 1024 rows (Qwen3 at T = 1024 20.0 µs against 29.3, DeepSeek-V3 at
 // T = 8192 430 against 624).
 //
@@ -46,7 +46,7 @@ using Gemm3xTF32 = cutlass::gemm::device::Gemm<
     cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>, Stages, 4, 4,
     /*SplitKSerial=*/true, cutlass::arch::OpMultiplyAddFastF32>;
 
-/// The two tiles the probe picked (v19, bench/router_probe.cu, T = 128-8192 at
+/// The two tiles the probe picked (bench/router_probe.cu, T = 128-8192 at
 /// the routers of Qwen3, gpt-oss and DeepSeek-V3): 64 x 64 (4 warps of 32 x 32,
 /// four 32-deep stages) for 128-expert routers to 2048 rows, 64 x 128 (4 warps
 /// of 32 x 64, three stages) for 256 experts and for 4096 rows on.

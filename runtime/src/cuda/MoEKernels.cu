@@ -241,7 +241,7 @@ __global__ void routeKernel(const float *logits, int experts, const float *bias,
 /// One warp per token, for up to 32·kItems experts and no expert groups: lane
 /// j holds experts j, j + 32, ... in registers, and every reduction is a warp
 /// shuffle, where routeKernel's block takes a barrier per reduction and per
-/// top-k round (78 µs of Qwen3's call at T = 8192, v10). The same arithmetic
+/// top-k round (78 µs of Qwen3's call at T = 8192). The same arithmetic
 /// (softmax sum in double, `better`'s order, finishRoutingWeights), so the same ids.
 template <int kItems>
 __global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts,
@@ -343,7 +343,7 @@ __global__ void sortKeysKernel(const int32_t *ids, int64_t slots, int64_t numExp
 /// binary search in the sorted keys), the valid count and the inverse. One
 /// launch where the device-wide sort takes five (a memset, the keys, CUB's
 /// sort, the offsets' scan, and the inverse later): at T = 1 each is a few µs
-/// of a call whose weights stream in tens (docs/performance.md, v16).
+/// of a call whose weights stream in tens.
 /// Slots past `slots` are padded with the sentinel key and, being last in
 /// slot order, sort after every real slot.
 template <int kThreads, int kItems>
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kThreads)
 /// to kSortCountingMaxExperts local experts, in one launch of one block, where
 /// CUB's device-wide sort is eleven graph nodes (memsets, keys, histogram,
 /// scan, onesweep, offsets, inverse): 25.8 µs alone for Qwen3 at T = 1024 and
-/// 36 for DeepSeek-V3, 10.5 and 10.8 this way (v18's decode-front, call 5). A
+/// 36 for DeepSeek-V3, 10.5 and 10.8 this way (bench/decode_front.cu). A
 /// stable counting sort. Warp w owns the contiguous slots
 /// [w * share, (w + 1) * share), share a multiple of 32, and takes them 32 at a
 /// time (round r: lane l holds slot w * share + 32 r + l), every key held in a
@@ -421,7 +421,7 @@ constexpr int kCountingKeyBits = 9; // keys 0..256, and -1 (past the slots) as 5
 
 /// The lanes of the warp whose key equals this lane's, from one ballot per key
 /// bit: with __match_any_sync instead the sort took 22.5 µs at 8192 slots, this
-/// way 20.7 (v18 calls 2 and 3).
+/// way 20.7.
 __device__ __forceinline__ unsigned lanesWithKey(int key) {
   unsigned peers = 0xffffffffu;
 #pragma unroll
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(32 * kCountingWarps, 1)
   // Counts, then first rows, of (key, warp) at [warp][key]: a warp's leaders
   // touch their distinct keys in distinct banks. At [key][warp] every access of
   // a warp fell in one bank (~28-way conflicts): 20.7 µs at 8192 slots against
-  // 16.6 (v18 calls 3 and 4).
+  // 16.6.
   __shared__ int32_t first[kCountingWarps * kCountingKeys];
   __shared__ typename Scan::TempStorage scan;
   auto cell = [](int key, int warp) { return warp * kCountingKeys + key; };
@@ -512,10 +512,10 @@ __global__ void __launch_bounds__(32 * kCountingWarps, 1)
   if (threadIdx.x == 0)
     *numValid = valid;
   // The permutation goes through shared memory (`slots` ints, dynamic): its
-  // rows are scattered across the warp, and one SM's scattered 4-byte stores,
-  // a sector each, were most of the ~1.6 µs a round of 1024 slots took (v18
-  // call 4: 16.6 µs at 8192 slots; 10.5 staged, call 5). The inverse's stores
-  // are the slots in order, coalesced as they are.
+  // rows are scattered across the warp, and one SM's scattered 4-byte stores, a
+  // sector each, were most of the ~1.6 µs a round of 1024 slots took (16.6 µs
+  // at 8192 slots; 10.5 staged). The inverse's stores are the slots in order,
+  // coalesced as they are.
   extern __shared__ int32_t slotOfRow[];
 #pragma unroll
   for (int r = 0; r < kCountingRounds; ++r) {
@@ -596,7 +596,7 @@ __global__ void permuteKernel(const float *hidden, int64_t hiddenSize, const int
 /// the token's hidden row once and writes it to each of its valid slots
 /// (slotOf[token * topK + k]: the slot, or -1 past the valid count). The
 /// slot-major kernel above reads each row top-k times, from DRAM once the
-/// hidden state outgrows L2 (ncu v8, DeepSeek-V3 at T = 8192: 1.67 GB read for
+/// hidden state outgrows L2 (ncu, DeepSeek-V3 at T = 8192: 1.67 GB read for
 /// 0.24 GB of hidden state, 656 us).
 template <typename Row>
 __global__ void permuteByTokenKernel(const float *hidden, int64_t hiddenSize,
