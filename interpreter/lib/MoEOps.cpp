@@ -509,11 +509,27 @@ LogicalResult checkOffsets(Operation *op, const Tensor &offsets, int64_t rows) {
   return success();
 }
 
+/// A matmul with bf16 weights rounds f32 (or f64) rows to bf16 before it
+/// multiplies, as the bf16-weight kernels do; moe-cast-experts-bf16 relies on
+/// it (storing such rows as bf16 changes no bit). Returns `rows` or, rounded,
+/// `storage`.
+const Tensor &rowsForWeights(const Tensor &rows, const Tensor &weights, Tensor &storage) {
+  if (weights.elementType != ElementType::BF16 ||
+      (rows.elementType != ElementType::F32 && rows.elementType != ElementType::F64))
+    return rows;
+  storage = rows;
+  storage.elementType = ElementType::BF16;
+  storage.round();
+  return storage;
+}
+
 /// Rows of lhs times their expert's weights, per the offsets; FP8 operands are
 /// their decoded e4m3 values times the block scales of each 128-wide K block.
 LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
   auto get = [&](Value value) { return operandTensor(op, in, value); };
-  const Tensor &lhs = *get(op.getLhs()), &weights = *get(op.getWeights());
+  const Tensor &weights = *get(op.getWeights());
+  Tensor roundedLhs;
+  const Tensor &lhs = rowsForWeights(*get(op.getLhs()), weights, roundedLhs);
   const Tensor &offsets = *get(op.getOffsets());
   const Tensor *bias = get(op.getBias()), *lhsScales = get(op.getLhsScales());
   const Tensor *weightScales = get(op.getWeightScales());
@@ -627,7 +643,9 @@ LogicalResult evalCombine(CombineOp op, Operands in, Results &out) {
 
 /// input · weightᵀ + bias with an optional activation epilogue (moe.linear).
 LogicalResult evalLinear(LinearOp op, Operands in, Results &out) {
-  const Tensor &input = *in[0], &weight = *in[1];
+  const Tensor &weight = *in[1];
+  Tensor roundedInput;
+  const Tensor &input = rowsForWeights(*in[0], weight, roundedInput);
   const Tensor *bias = operandTensor(op, in, op.getBias());
   int64_t m = input.dim(0), k = input.dim(1), n = weight.dim(0);
   if (failed(expectShape(op, &weight, "weight", {n, k})) ||

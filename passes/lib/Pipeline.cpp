@@ -43,11 +43,27 @@ void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createMoEPartitionExperts({options.epSize, options.epRank}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  if (options.stopAfter == Phase::Grouped || !options.fp8)
-    return;
-  // fp8: e4m3 experts with 128x128 block scales, rows quantized at run time.
-  pm.addPass(createMoEQuantizeExpertsFP8());
-  pm.addPass(createCanonicalizerPass());
+  if (options.stopAfter == Phase::FP8 && options.fp8) {
+    // fp8: e4m3 experts with 128x128 block scales, rows quantized at run time.
+    pm.addPass(createMoEQuantizeExpertsFP8());
+    pm.addPass(createCanonicalizerPass());
+  }
+  addCodegenPolicy(pm, options);
+}
+
+void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
+  // The decisions codegen makes today, stated in the IR (docs/pipeline.md,
+  // "Codegen policy"); each only when asked for. No canonicalizer after them:
+  // it could fold what codegen is meant to read as written.
+  if (options.bf16ExpertWeights) {
+    MoECastExpertsBF16Options cast;
+    cast.outputs = options.bf16ExpertOutputs ? "bf16" : "f32";
+    pm.addPass(createMoECastExpertsBF16(cast));
+  }
+  if (options.legalizeForCodegen)
+    pm.addPass(createMoELegalizeForCodegen());
+  if (options.planStreams)
+    pm.addPass(createMoEPlanStreams());
 }
 
 namespace {
@@ -60,6 +76,22 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<int64_t> epRank{*this, "ep-rank", llvm::cl::desc("this rank"), llvm::cl::init(0)};
   Option<bool> fp8{*this, "fp8", llvm::cl::desc("cast the experts to FP8 (the fp8 phase)"),
                    llvm::cl::init(false)};
+  Option<std::string> expertWeights{
+      *this, "expert-weights",
+      llvm::cl::desc("f32 (default) or bf16: moe-cast-experts-bf16 after the last phase"),
+      llvm::cl::init("f32")};
+  Option<std::string> expertOutputs{
+      *this, "expert-outputs",
+      llvm::cl::desc("f32 (default) or bf16 (with expert-weights=bf16): the experts' results "
+                     "for the combine rounded to bf16"),
+      llvm::cl::init("f32")};
+  Option<std::string> target{*this, "target",
+                             llvm::cl::desc("none (default), cpu or cuda; cuda plans the side "
+                                            "stream (moe-plan-streams)"),
+                             llvm::cl::init("none")};
+  Option<bool> legalize{*this, "legalize",
+                        llvm::cl::desc("moe-legalize-for-codegen after the last phase"),
+                        llvm::cl::init(false)};
 };
 } // namespace
 
@@ -74,6 +106,14 @@ void moec::registerPipeline() {
         Phase stop = phase.value_or(Phase::Grouped);
         if (cl.fp8 && stop == Phase::Grouped)
           stop = Phase::FP8;
-        buildPipeline(pm, {stop, cl.epSize, cl.epRank, cl.fp8});
+        // Unknown spellings of the policy options add nothing either; the
+        // policy steps apply only from the grouped phase on.
+        bool grouped = stop == Phase::Grouped || stop == Phase::FP8;
+        PipelineOptions options{stop, cl.epSize, cl.epRank, cl.fp8};
+        options.bf16ExpertWeights = grouped && cl.expertWeights == "bf16";
+        options.bf16ExpertOutputs = options.bf16ExpertWeights && cl.expertOutputs == "bf16";
+        options.planStreams = grouped && cl.target == "cuda";
+        options.legalizeForCodegen = grouped && cl.legalize;
+        buildPipeline(pm, options);
       });
 }

@@ -362,8 +362,12 @@ LogicalResult PermuteOp::verify() {
       slots != tokens * topK)
     return emitOpError() << "permutation has " << slots << " rows, but hidden's " << tokens
                          << " tokens times top_k = " << topK << " make " << tokens * topK;
-  if (elementType(getResult()) != elementType(getHidden()))
-    return emitOpError("result element type must match that of 'hidden'");
+  // The rows may be stored rounded to bf16 (moe-cast-experts-bf16: their
+  // readers, bf16-weight kernels, round them so anyway).
+  if (elementType(getResult()) != elementType(getHidden()) &&
+      !(elementType(getResult()).isBF16() && elementType(getHidden()).isF32()))
+    return emitOpError("result element type must match that of 'hidden' (or be bf16 for f32 "
+                       "'hidden')");
   return success();
 }
 
@@ -386,8 +390,11 @@ LogicalResult GroupedMatmulOp::verify() {
                : emitOpError("'weight_scales' is given but operand 'weights' is not FP8");
   if (isFP8(getLhs()) && !isFP8(getWeights()))
     return emitOpError("an FP8 'lhs' needs FP8 'weights'");
+  // bf16 weights may meet f32 rows, which are rounded to bf16 first (the
+  // bf16-weight kernels' operand rounding; moe-cast-experts-bf16).
   if (!isFP8(getLhs()) && !isFP8(getWeights()) &&
-      elementType(getLhs()) != elementType(getWeights()))
+      elementType(getLhs()) != elementType(getWeights()) &&
+      !(elementType(getWeights()).isBF16() && elementType(getLhs()).isF32()))
     return emitOpError() << "'lhs' (" << elementType(getLhs()) << ") and 'weights' ("
                          << elementType(getWeights()) << ") must have one element type";
   auto blocks = [&](StringRef symbol) {

@@ -636,10 +636,19 @@ func.func @permute_width(%x: tensor<4x16xf32>, %p: tensor<8xi32>, %n: tensor<i32
 
 // -----
 
-func.func @permute_dtype(%x: tensor<4x16xf32>, %p: tensor<8xi32>, %n: tensor<i32>) -> tensor<8x16xbf16> {
+// Only f32 rows may be stored as bf16 (moe-cast-experts-bf16); no other change.
+func.func @permute_dtype(%x: tensor<4x16xf32>, %p: tensor<8xi32>, %n: tensor<i32>) -> tensor<8x16xf16> {
+  // expected-error @+1 {{result element type must match that of 'hidden' (or be bf16 for f32 'hidden')}}
+  %r = moe.permute %x, %p, %n {top_k = 2 : i64} : tensor<4x16xf32>, tensor<8xi32>, tensor<i32> -> tensor<8x16xf16>
+  return %r : tensor<8x16xf16>
+}
+
+// -----
+
+func.func @permute_bf16_to_f32(%x: tensor<4x16xbf16>, %p: tensor<8xi32>, %n: tensor<i32>) -> tensor<8x16xf32> {
   // expected-error @+1 {{result element type must match that of 'hidden'}}
-  %r = moe.permute %x, %p, %n {top_k = 2 : i64} : tensor<4x16xf32>, tensor<8xi32>, tensor<i32> -> tensor<8x16xbf16>
-  return %r : tensor<8x16xbf16>
+  %r = moe.permute %x, %p, %n {top_k = 2 : i64} : tensor<4x16xbf16>, tensor<8xi32>, tensor<i32> -> tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
 }
 
 // -----
@@ -719,9 +728,18 @@ func.func @gmm_fp8_lhs_bf16_weights(%x: tensor<?x64xf8E4M3FN>, %xs: tensor<?x1xf
 
 // -----
 
-func.func @gmm_mixed_types(%x: tensor<?x64xf32>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
-  // expected-error @+1 {{'lhs' ('f32') and 'weights' ('bf16') must have one element type}}
-  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xf32>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xf32>
+// f32 rows may meet bf16 weights (moe-cast-experts-bf16), not the other way.
+func.func @gmm_mixed_types(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xf32>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'lhs' ('bf16') and 'weights' ('f32') must have one element type}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xbf16>, tensor<8x32x64xf32>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_f16_rows_bf16_weights(%x: tensor<?x64xf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'lhs' ('f16') and 'weights' ('bf16') must have one element type}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xf16>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xf32>
   return %y : tensor<?x32xf32>
 }
 

@@ -250,3 +250,21 @@ func.func @layer_fp8_weights(%x: tensor<?x200xf32>, %ids: tensor<?x2xi32>, %w: t
           gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x200xf32>
   return %y : tensor<?x200xf32>
 }
+
+// The mixed types of moe-cast-experts-bf16: f32 tokens permuted into bf16
+// rows, f32 rows meeting bf16 weights (rounded to bf16 first), a bf16 gate/up
+// result and bf16 down-projection rows combined into an f32 result.
+// CHECK-LABEL: func.func @bf16_policy_types
+// CHECK: moe.permute {{.*}} : tensor<?x64xf32>, tensor<?xi32>, tensor<i32> -> tensor<?x64xbf16>
+// CHECK: moe.grouped_matmul {{.*}} : tensor<?x64xf32>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+// CHECK: moe.grouped_matmul {{.*}} : tensor<?x32xbf16>, tensor<8x64x32xbf16>, tensor<8xi32> -> tensor<?x64xbf16>
+// CHECK: moe.linear {{.*}} : tensor<?x64xf32>, tensor<16x64xbf16> -> tensor<?x16xbf16>
+func.func @bf16_policy_types(%x: tensor<?x64xf32>, %p: tensor<?xi32>, %n: tensor<i32>, %o: tensor<8xi32>,
+    %rows32: tensor<?x64xf32>, %wgu: tensor<8x32x64xbf16>, %wd: tensor<8x64x32xbf16>,
+    %ws: tensor<16x64xbf16>) -> (tensor<?x64xbf16>, tensor<?x64xbf16>, tensor<?x16xbf16>) {
+  %rows = moe.permute %x, %p, %n {top_k = 2 : i64} : tensor<?x64xf32>, tensor<?xi32>, tensor<i32> -> tensor<?x64xbf16>
+  %h = moe.grouped_matmul %rows32, %wgu, %o : tensor<?x64xf32>, tensor<8x32x64xbf16>, tensor<8xi32> -> tensor<?x32xbf16>
+  %y = moe.grouped_matmul %h, %wd, %o : tensor<?x32xbf16>, tensor<8x64x32xbf16>, tensor<8xi32> -> tensor<?x64xbf16>
+  %s = moe.linear %x, %ws : tensor<?x64xf32>, tensor<16x64xbf16> -> tensor<?x16xbf16>
+  return %rows, %y, %s : tensor<?x64xbf16>, tensor<?x64xbf16>, tensor<?x16xbf16>
+}

@@ -86,4 +86,56 @@ def MoEQuantizeExpertsFP8 : Pass<"moe-quantize-experts-fp8", "::mlir::ModuleOp">
   let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
 }
 
+def MoECastExpertsBF16 : Pass<"moe-cast-experts-bf16", "::mlir::ModuleOp"> {
+  let summary = "State in types what the CUDA target stores as bf16 (expert weights, rows)";
+  let description = [{
+    On the grouped form (the policy of `moec compile --target=cuda
+    --expert-weights=bf16 [--expert-outputs=bf16]`, written into the IR): the
+    f32 constant weights of every `moe.grouped_matmul` without FP8 scales, and
+    of every `moe.linear` that is not the router's, whose K is a multiple of 8
+    and whose weight is a constant, become bf16 constants (rounded to nearest
+    even; splats stay splats, dense_resource blobs stay blobs). Values whose
+    every reader is such a bf16-weight matmul's rows (permute's rows, the
+    gate/up result, the shared expert's intermediate) get bf16 element types:
+    those kernels round their rows to bf16 anyway, so no bit of any result
+    changes. With `outputs=bf16`, a down projection whose result only
+    moe.combine reads (as rows) is rounded to bf16 too (a precision choice).
+    A non-FP8 grouped matmul whose weights cannot be stored as bf16 (not an f32
+    constant of static shape, or K % 8 != 0) is an error, as in codegen.
+  }];
+  let options = [
+    Option<"outputs", "outputs", "std::string", "\"f32\"",
+           "the experts' down-projection results read only by moe.combine: f32 or bf16">
+  ];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
+}
+
+def MoEPlanStreams : Pass<"moe-plan-streams", "::mlir::ModuleOp"> {
+  let summary = "Mark the shared expert's side branch for the CUDA side stream (moe.stream)";
+  let description = [{
+    For each `moe.combine` addend and addend gate: the backward slice through
+    `moe.linear` ops and views down to the function's inputs (or views of
+    them) and constants. When nothing outside the slice but the combine reads
+    its values, none of them is a function result, and it holds a
+    `moe.linear`, its ops get `moe.stream = 1 : i64` (they run on the side
+    stream, beside the routed chain, joined at the combine) and the views of
+    inputs it reads get `moe.stream_input_view` (emitted first, aliases only).
+    Semantics are unchanged.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect"];
+}
+
+def MoELegalizeForCodegen : Pass<"moe-legalize-for-codegen", "::mlir::ModuleOp"> {
+  let summary = "Leave only func, arith, tensor and moe ops in the grouped phase";
+  let description = [{
+    onnx.Constant becomes arith.constant (dense_resource blobs are kept, not
+    copied); the views codegen accepts (onnx.Reshape, onnx.Squeeze,
+    onnx.Unsqueeze, onnx.Identity, onnx.Flatten) become tensor.collapse_shape,
+    tensor.expand_shape or tensor.reshape (with a constant shape). Views that
+    change the innermost dimension, and every other op outside func, arith,
+    tensor and moe, are errors naming the op.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"];
+}
+
 #endif // MOEC_TRANSFORMS_PASSES_TD

@@ -7,6 +7,10 @@
 //            combine (and partitioned across expert-parallel ranks)
 //   fp8      the experts' grouped matmuls cast to e4m3 with block scales
 //            (only with --fp8)
+// After the last phase, off by default (codegen still decides these itself
+// until it reads them from the IR): the bf16 storage policy
+// (moe-cast-experts-bf16), the CUDA stream plan (moe-plan-streams) and the
+// legalisation to func/arith/tensor/moe ops (moe-legalize-for-codegen).
 // docs/pipeline.md describes each pass.
 //
 //===----------------------------------------------------------------------===//
@@ -33,13 +37,28 @@ struct PipelineOptions {
   int64_t epRank = 0;
   /// Cast the experts to FP8 (the fp8 phase); stopAfter must then be FP8.
   bool fp8 = false;
+  /// The codegen policy steps below run after the grouped (or fp8) phase
+  /// only, and only when asked for; none of them is on by default.
+  /// moe-cast-experts-bf16: the CUDA target's --expert-weights=bf16 ...
+  bool bf16ExpertWeights = false;
+  /// ... with --expert-outputs=bf16 (needs bf16ExpertWeights).
+  bool bf16ExpertOutputs = false;
+  /// moe-plan-streams: the shared expert's side stream (--target=cuda).
+  bool planStreams = false;
+  /// moe-legalize-for-codegen: only func, arith, tensor and moe ops remain.
+  bool legalizeForCodegen = false;
 };
 
 /// Adds the passes that take a module from the input phase to `options.stopAfter`.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
-/// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B"` for
-/// moec-opt.
+/// Adds the codegen policy steps that `options` asks for (bf16 storage,
+/// legalisation, stream plan); buildPipeline ends with them.
+void addCodegenPolicy(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B
+/// expert-weights=f32|bf16 expert-outputs=f32|bf16 target=none|cpu|cuda
+/// legalize=B"` for moec-opt (target=cuda plans the streams).
 void registerPipeline();
 
 } // namespace moec

@@ -1,0 +1,56 @@
+// The codegen policy steps of --moec-pipeline: off by default (the grouped
+// phase is unchanged), each when asked for, after the last phase.
+
+// RUN: moec-opt %s --moec-pipeline="compile-to=grouped" | FileCheck %s --check-prefix=DEFAULT
+// RUN: moec-opt %s --moec-pipeline="compile-to=grouped expert-weights=bf16 target=cuda legalize=true" | FileCheck %s --check-prefix=POLICY
+// RUN: moec-opt %s --moec-pipeline="compile-to=grouped expert-weights=bf16 expert-outputs=bf16" | FileCheck %s --check-prefix=OUTPUTS
+// RUN: moec-opt %s --moec-pipeline="compile-to=moe expert-weights=bf16 target=cuda" | FileCheck %s --check-prefix=MOE
+
+// DEFAULT-LABEL: func.func @block
+// DEFAULT-NOT: bf16
+// DEFAULT-NOT: moe.stream
+// DEFAULT: "onnx.Reshape"
+// DEFAULT-NOT: bf16
+// DEFAULT-NOT: moe.stream
+
+// POLICY-LABEL: func.func @block
+// POLICY-NOT: onnx.
+// POLICY: tensor.collapse_shape {{.*}} {moe.stream_input_view}
+// POLICY: moe.linear {{.*}} : tensor<?x32xf32>, tensor<16x32xf32> -> tensor<?x16xf32>
+// POLICY: moe.permute {{.*}} -> tensor<?x32xbf16>
+// POLICY: moe.grouped_matmul {{.*}} : tensor<?x32xbf16>, tensor<16x32x32xbf16>, tensor<16xi32> -> tensor<?x16xbf16>
+// POLICY: moe.grouped_matmul {{.*}} : tensor<?x16xbf16>, tensor<16x32x16xbf16>, tensor<16xi32> -> tensor<?x32xf32>
+// POLICY: moe.linear {{.*}}moe.stream = 1 : i64{{.*}} : tensor<?x32xf32>, tensor<64x32xbf16> -> tensor<?x32xbf16>
+// POLICY: moe.linear {{.*}}moe.stream = 1 : i64{{.*}} : tensor<?x32xbf16>, tensor<32x32xbf16> -> tensor<?x32xf32>
+// POLICY: moe.combine
+// POLICY-NOT: onnx.
+
+// OUTPUTS-LABEL: func.func @block
+// OUTPUTS-NOT: moe.stream
+// OUTPUTS: moe.grouped_matmul {{.*}} -> tensor<?x32xbf16>
+// OUTPUTS-NOT: moe.stream
+
+// MOE-LABEL: func.func @block
+// MOE-NOT: bf16
+// MOE-NOT: moe.stream
+// MOE: moe.layer
+func.func @block(%x3: tensor<1x?x32xf32>) -> tensor<?x32xf32> {
+  %shape = "onnx.Constant"() {value = dense<[-1, 32]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %x = "onnx.Reshape"(%x3, %shape) : (tensor<1x?x32xf32>, tensor<2xi64>) -> tensor<?x32xf32>
+  %wr = arith.constant dense<0.01> : tensor<16x32xf32>
+  %cb = arith.constant dense<0.0> : tensor<16xf32>
+  %wgu = arith.constant dense<0.02> : tensor<16x32x32xf32>
+  %wd = arith.constant dense<0.04> : tensor<16x32x16xf32>
+  %sgu = arith.constant dense<0.05> : tensor<64x32xf32>
+  %sd = arith.constant dense<0.06> : tensor<32x32xf32>
+  %y = moe.layer %x : tensor<?x32xf32> router_weight(%wr : tensor<16x32xf32>)
+         correction_bias(%cb : tensor<16xf32>)
+         gate_up(%wgu : tensor<16x32x32xf32>)
+         down(%wd : tensor<16x32x16xf32>)
+         shared_gate_up(%sgu : tensor<64x32xf32>) shared_down(%sd : tensor<32x32xf32>)
+         {routing = #moe.routing<sigmoid_group_topk>, top_k = 4 : i64, normalize = true,
+          num_groups = 4 : i64, topk_groups = 2 : i64, routed_scaling_factor = 2.5 : f64,
+          activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<concatenated>} -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
