@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/runtime/cuda/MoEKernels.h"
+#include "Tuning.h"
 
 #include <gtest/gtest.h>
 
