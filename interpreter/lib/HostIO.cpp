@@ -1,6 +1,7 @@
 //===- HostIO.cpp - npz arrays in and out of the interpreter --------------===//
 
 #include "moec/Interpreter/HostIO.h"
+#include "moec/runtime/Compare.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -38,53 +39,6 @@ bool isFloatDType(rt::DType dtype) {
   }
 }
 
-double halfToDouble(const llvm::fltSemantics &semantics, uint16_t bits) {
-  llvm::APFloat value(semantics, llvm::APInt(16, bits));
-  bool losesInfo = false;
-  value.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
-  return value.convertToDouble();
-}
-
-/// The elements of a host tensor as doubles.
-std::vector<double> valuesOf(const rt::HostTensor &host) {
-  std::vector<double> values(static_cast<size_t>(host.numElements()));
-  for (size_t i = 0; i < values.size(); ++i) {
-    switch (host.dtype()) {
-    case rt::DType::F16:
-      values[i] = halfToDouble(llvm::APFloat::IEEEhalf(), host.dataAs<uint16_t>()[i]);
-      break;
-    case rt::DType::BF16:
-      values[i] = halfToDouble(llvm::APFloat::BFloat(), host.dataAs<uint16_t>()[i]);
-      break;
-    case rt::DType::F32:
-      values[i] = host.dataAs<float>()[i];
-      break;
-    case rt::DType::F64:
-      values[i] = host.dataAs<double>()[i];
-      break;
-    case rt::DType::F8E4M3FN:
-      values[i] = decodeE4M3FN(host.dataAs<uint8_t>()[i]);
-      break;
-    case rt::DType::I8:
-      values[i] = host.dataAs<int8_t>()[i];
-      break;
-    case rt::DType::I32:
-      values[i] = host.dataAs<int32_t>()[i];
-      break;
-    case rt::DType::I64:
-      values[i] = static_cast<double>(host.dataAs<int64_t>()[i]);
-      break;
-    case rt::DType::U8:
-      values[i] = host.dataAs<uint8_t>()[i];
-      break;
-    case rt::DType::Bool:
-      values[i] = host.dataAs<uint8_t>()[i] != 0 ? 1.0 : 0.0;
-      break;
-    }
-  }
-  return values;
-}
-
 llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -113,7 +67,7 @@ llvm::Expected<Tensor> bindArgument(const std::string &name, RankedTensorType ty
                              : "it takes an integer array") +
                  ")");
   Tensor tensor(*elementType, host.shape());
-  tensor.values = valuesOf(host);
+  tensor.values = rt::valuesAsDoubles(host);
   if (!floatArg)
     for (auto [index, value] : llvm::enumerate(tensor.values))
       if (roundTo(*elementType, value) != value)
@@ -213,38 +167,6 @@ rt::HostTensor toHostTensor(const Tensor &tensor) {
     return fill(rt::DType::I64, int64_t{});
   }
   llvm_unreachable("unknown element type");
-}
-
-Comparison compare(const std::string &name, const Tensor &got, const rt::HostTensor &expected,
-                   double rtol, double atol, bool scaleAtol) {
-  Comparison result;
-  result.name = name;
-  if (std::vector<int64_t>(got.shape.begin(), got.shape.end()) != expected.shape()) {
-    result.problem =
-        "shape " + formatShape(got.shape) + " != expected " + formatShape(expected.shape());
-    return result;
-  }
-  std::vector<double> want = valuesOf(expected);
-  double maxExpected = 0.0;
-  for (double e : want)
-    if (std::isfinite(e))
-      maxExpected = std::max(maxExpected, std::fabs(e));
-  if (scaleAtol)
-    atol *= std::max(1.0, maxExpected);
-  for (auto [g, e] : llvm::zip(got.values, want)) {
-    bool bothNaN = std::isnan(g) && std::isnan(e);
-    if (g == e || bothNaN)
-      continue;
-    double diff = std::fabs(g - e);
-    if (std::isnan(diff))
-      diff = std::numeric_limits<double>::infinity(); // NaN against a number
-    result.maxAbsError = std::max(result.maxAbsError, diff);
-    if (!(diff <= atol + rtol * std::fabs(e)))
-      ++result.mismatches;
-  }
-  result.maxRelError = result.maxAbsError / std::max(maxExpected, 1e-30);
-  result.passed = result.mismatches == 0;
-  return result;
 }
 
 } // namespace moec::interp

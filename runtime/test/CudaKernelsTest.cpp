@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/runtime/Cuda.h"
+#include "moec/runtime/cpu/MoEKernels.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
 #include "DependentLaunch.cuh"
+#include "Tuning.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -938,18 +940,23 @@ TEST(CudaKernels, SettledOffsetsChainMatchesPlainInAGraph) {
           status = cuda::permute(dX.dataAs<float>(), H, dPerm.dataAs<int32_t>(),
                                  dValid.dataAs<int32_t>(), dInverse.dataAs<int32_t>(), S, K,
                                  dRows.dataAs<cuda::BF16>(), stream);
-        auto matmul = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, cuda::BF16>
-                              : cuda::groupedMatmulBF16<cuda::BF16, cuda::BF16>;
-        auto matmulDown = settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, float>
-                                  : cuda::groupedMatmulBF16<cuda::BF16, float>;
+        // (The tile overloads of Tuning.h, so lambdas rather than pointers.)
+        auto matmul = [&](auto &&...args) {
+          return settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, cuda::BF16>(args...)
+                         : cuda::groupedMatmulBF16<cuda::BF16, cuda::BF16>(args...);
+        };
+        auto matmulDown = [&](auto &&...args) {
+          return settled ? cuda::groupedMatmulBF16SettledOffsets<cuda::BF16, float>(args...)
+                         : cuda::groupedMatmulBF16<cuda::BF16, float>(args...);
+        };
         if (status)
           status = matmul(dRows.dataAs<cuda::BF16>(), S, H, dGateUp.dataAs<uint16_t>(), E, 2 * I,
                           dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<cuda::BF16>(), stream,
                           cuda::BF16Tile::Auto);
         if (status)
           status = matmulDown(dH.dataAs<cuda::BF16>(), S, I, dDown.dataAs<uint16_t>(), E, H,
-                              dOffsets.dataAs<int32_t>(), nullptr, {}, dY.dataAs<float>(), stream,
-                              cuda::BF16Tile::Auto);
+                              dOffsets.dataAs<int32_t>(), nullptr, cuda::Epilogue{},
+                              dY.dataAs<float>(), stream, cuda::BF16Tile::Auto);
         return status;
       });
       ASSERT_NO_FATAL_FAILURE(downloadValidRows(dValid, dY, H, results[settled]));
@@ -1004,9 +1011,14 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
                                              dValid.dataAs<int32_t>(), dInverse.dataAs<int32_t>(),
                                              S, K, dRows.dataAs<uint8_t>(),
                                              dRowScales.dataAs<float>(), stream);
-        auto gateUpMatmul = settled ? cuda::groupedMatmulFP8QuantizedSettledOffsets
-                                    : cuda::groupedMatmulFP8Quantized;
-        auto downMatmul = settled ? cuda::groupedMatmulFP8SettledOffsets : cuda::groupedMatmulFP8;
+        auto gateUpMatmul = [&](auto &&...args) {
+          return settled ? cuda::groupedMatmulFP8QuantizedSettledOffsets(args...)
+                         : cuda::groupedMatmulFP8Quantized(args...);
+        };
+        auto downMatmul = [&](auto &&...args) {
+          return settled ? cuda::groupedMatmulFP8SettledOffsets(args...)
+                         : cuda::groupedMatmulFP8(args...);
+        };
         if (status)
           status = gateUpMatmul(dRows.dataAs<uint8_t>(), S, dRowScales.dataAs<float>(), H,
                                 dGateUp.dataAs<uint8_t>(), dGateUpScales.dataAs<float>(), E, 2 * I,
@@ -1016,8 +1028,8 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
         if (status)
           status = downMatmul(dH.dataAs<uint8_t>(), S, dHScales.dataAs<float>(), I,
                               dDown.dataAs<uint8_t>(), dDownScales.dataAs<float>(), E, H,
-                              dOffsets.dataAs<int32_t>(), nullptr, {}, dY.dataAs<float>(), stream,
-                              cuda::FP8Tile::Auto);
+                              dOffsets.dataAs<int32_t>(), nullptr, cuda::Epilogue{},
+                              dY.dataAs<float>(), stream, cuda::FP8Tile::Auto);
         return status;
       });
       ASSERT_NO_FATAL_FAILURE(downloadValidRows(dValid, dY, H, results[settled]));

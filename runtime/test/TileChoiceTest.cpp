@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/runtime/cuda/MoEKernels.h"
+#include "Tuning.h"
 
 #include <gtest/gtest.h>
 

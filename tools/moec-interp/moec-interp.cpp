@@ -19,6 +19,7 @@
 #include "moec/Frontends/ONNX/Import.h"
 #include "moec/Interpreter/HostIO.h"
 #include "moec/Interpreter/Interpreter.h"
+#include "moec/runtime/Compare.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -66,7 +67,6 @@ cl::opt<std::string> functionName("function",
                                   cl::value_desc("NAME"), cl::cat(category));
 cl::opt<bool> printResults("print", cl::desc("print the results as text"), cl::cat(category));
 
-constexpr int kMismatch = 1;
 constexpr int kError = 2;
 
 int fail(const llvm::Twine &message) {
@@ -233,10 +233,16 @@ int main(int argc, char **argv) {
     for (auto [name, tensor] : llvm::zip(names, *results))
       printTensor(llvm::outs(), name, tensor);
 
+  // Results as host tensors (exact: values are rounded to their element type),
+  // for OUT.npz and for the comparison of moec-run (moec/runtime/Compare.h).
+  std::vector<moec::rt::HostTensor> hostResults;
+  for (const interp::Tensor &tensor : *results)
+    hostResults.push_back(interp::toHostTensor(tensor));
+
   if (!outputsPath.empty()) {
     moec::rt::TensorMap outputs;
-    for (auto [name, tensor] : llvm::zip(names, *results))
-      outputs[name] = interp::toHostTensor(tensor);
+    for (auto [name, tensor] : llvm::zip(names, hostResults))
+      outputs[name] = tensor.clone();
     moec::rt::Status status = moec::rt::writeNpz(outputsPath, outputs);
     if (!status)
       return fail(status.message());
@@ -244,39 +250,16 @@ int main(int argc, char **argv) {
 
   if (expectedPath.empty())
     return 0;
-  moec::rt::TensorMap expected;
-  moec::rt::Status status = moec::rt::readNpz(expectedPath, expected);
-  if (!status)
+  std::vector<moec::rt::NamedOutput> named;
+  for (auto [name, tensor] : llvm::zip(names, hostResults))
+    named.emplace_back(name, &tensor);
+  moec::rt::Tolerance tolerance{relTolerance, absTolerance, scaleAtol};
+  std::string report;
+  bool passed = false;
+  if (moec::rt::Status status =
+          moec::rt::compareOutputsWithFile(named, expectedPath, tolerance, report, passed);
+      !status)
     return fail(status.message());
-  bool allPassed = true;
-  for (auto [name, tensor] : llvm::zip(names, *results)) {
-    auto it = expected.find(name);
-    if (it == expected.end()) {
-      llvm::outs() << name << ": MISSING from " << expectedPath << "\n";
-      allPassed = false;
-      continue;
-    }
-    interp::Comparison comparison =
-        interp::compare(name, tensor, it->second, relTolerance, absTolerance, scaleAtol);
-    allPassed &= comparison.passed;
-    llvm::outs() << name << " " << interp::formatShape(tensor.shape) << ": ";
-    if (!comparison.problem.empty()) {
-      llvm::outs() << "MISMATCH: " << comparison.problem << "\n";
-      continue;
-    }
-    llvm::outs() << llvm::formatv("max abs err {0:e2}, max rel err {1:e2}", comparison.maxAbsError,
-                                  comparison.maxRelError);
-    if (comparison.passed)
-      llvm::outs() << ": ok\n";
-    else
-      llvm::outs() << llvm::formatv(
-          ": MISMATCH in {0} of {1} elements (rtol {2:e1}, atol {3:e1}{4})\n",
-          comparison.mismatches, tensor.numElements(), relTolerance.getValue(),
-          absTolerance.getValue(), scaleAtol ? " x max(1, max|expected|)" : "");
-  }
-  for (const auto &[name, array] : expected)
-    if (!llvm::is_contained(names, name))
-      llvm::outs() << "note: " << expectedPath << " array '" << name
-                   << "' names no output; not compared\n";
-  return allPassed ? 0 : kMismatch;
+  llvm::outs() << report;
+  return passed ? 0 : moec::rt::kCompareMismatch;
 }

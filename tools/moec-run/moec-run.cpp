@@ -23,6 +23,7 @@
 
 #include "moec/moec.h"
 #include "moec/runtime/Bundle.h"
+#include "moec/runtime/Compare.h"
 #include "moec/runtime/Npz.h"
 
 #include "StreamRun.h"
@@ -33,26 +34,25 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
 using moec::rt::DType;
+using moec::rt::formatShape;
 using moec::rt::HostTensor;
 using moec::rt::Status;
 using moec::rt::TensorMap;
 
 namespace {
 
-constexpr int kMismatch = 1;
 constexpr int kError = 2;
 
 struct Options {
   std::string artifact, inputs, outputs, expected;
-  double rtol = 1e-5, atol = 1e-6;
-  bool scaleAtol = false, onStream = false;
+  moec::rt::Tolerance tolerance;
+  bool onStream = false;
   long bench = 0;
 };
 
@@ -124,13 +124,13 @@ int parseArgs(int argc, char **argv, Options &options) {
     } else if (is("--expected-outputs") && (text = value("--expected-outputs"))) {
       options.expected = text;
     } else if (is("--rtol") && (text = value("--rtol"))) {
-      if (!parseDouble(text, options.rtol))
+      if (!parseDouble(text, options.tolerance.rtol))
         return fail(std::string("--rtol: not a non-negative number: '") + text + "'");
     } else if (is("--atol") && (text = value("--atol"))) {
-      if (!parseDouble(text, options.atol))
+      if (!parseDouble(text, options.tolerance.atol))
         return fail(std::string("--atol: not a non-negative number: '") + text + "'");
     } else if (arg == "--scale-atol") {
-      options.scaleAtol = true;
+      options.tolerance.scaleAtol = true;
     } else if (arg == "--on-stream") {
       options.onStream = true;
     } else if (is("--bench") && (text = value("--bench"))) {
@@ -180,73 +180,6 @@ DType fromApiDType(moec_dtype dtype) {
   return dtype == MOEC_I32 ? DType::I32 : dtype == MOEC_I64 ? DType::I64 : DType::F32;
 }
 
-std::string formatShape(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-double valueAt(const HostTensor &tensor, int64_t i) {
-  switch (tensor.dtype()) {
-  case DType::F32:
-    return tensor.dataAs<float>()[i];
-  case DType::F64:
-    return tensor.dataAs<double>()[i];
-  case DType::I32:
-    return tensor.dataAs<int32_t>()[i];
-  case DType::I64:
-    return static_cast<double>(tensor.dataAs<int64_t>()[i]);
-  default:
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-}
-
-/// The comparison of moec-interp (interpreter/lib/HostIO.cpp): equal
-/// values and NaN against NaN pass; otherwise |got - exp| <= atol + rtol·|exp|.
-bool compareOutput(const std::string &name, const HostTensor &got, const HostTensor &want,
-                   const Options &options) {
-  std::printf("%s %s: ", name.c_str(), formatShape(got.shape()).c_str());
-  if (got.shape() != want.shape()) {
-    std::printf("MISMATCH: shape %s != expected %s\n", formatShape(got.shape()).c_str(),
-                formatShape(want.shape()).c_str());
-    return false;
-  }
-  if (want.dtype() != DType::F32 && want.dtype() != DType::F64 && want.dtype() != DType::I32 &&
-      want.dtype() != DType::I64) {
-    std::printf("MISMATCH: expected array is %s, which moec-run does not compare\n",
-                std::string(moec::rt::dtypeName(want.dtype())).c_str());
-    return false;
-  }
-  double maxExpected = 0, maxAbs = 0, atol = options.atol;
-  int64_t count = got.numElements(), mismatches = 0;
-  for (int64_t i = 0; i < count; ++i)
-    if (double e = valueAt(want, i); std::isfinite(e))
-      maxExpected = std::max(maxExpected, std::fabs(e));
-  if (options.scaleAtol)
-    atol *= std::max(1.0, maxExpected);
-  for (int64_t i = 0; i < count; ++i) {
-    double g = valueAt(got, i), e = valueAt(want, i);
-    if (g == e || (std::isnan(g) && std::isnan(e)))
-      continue;
-    double diff = std::fabs(g - e);
-    if (std::isnan(diff))
-      diff = std::numeric_limits<double>::infinity();
-    maxAbs = std::max(maxAbs, diff);
-    if (!(diff <= atol + options.rtol * std::fabs(e)))
-      ++mismatches;
-  }
-  std::printf("max abs err %.2e, max rel err %.2e", maxAbs, maxAbs / std::max(maxExpected, 1e-30));
-  if (mismatches == 0) {
-    std::printf(": ok\n");
-    return true;
-  }
-  std::printf(": MISMATCH in %lld of %lld elements (rtol %.1e, atol %.1e%s)\n",
-              static_cast<long long>(mismatches), static_cast<long long>(count), options.rtol,
-              options.atol, options.scaleAtol ? " x max(1, max|expected|)" : "");
-  return false;
-}
-
 double percentile(std::vector<double> sorted, double p) {
   double position = p * (sorted.size() - 1);
   size_t below = static_cast<size_t>(position);
@@ -254,9 +187,126 @@ double percentile(std::vector<double> sorted, double p) {
   return sorted[below] + (sorted[above] - sorted[below]) * (position - below);
 }
 
+/// One model and the tensors of its runs: the arrays of --inputs bound to the
+/// model's inputs, host outputs of the declared shapes, and with --on-stream
+/// their device copies.
 struct ModelHandle {
   moec_model *model = nullptr;
   ~ModelHandle() { moec_free(model); }
+};
+
+struct Run {
+  ModelHandle handle; // freed last, after the stream and its buffers
+  moec_model *model = nullptr;
+  TensorMap inputs, outputs;
+  std::vector<moec_tensor> apiInputs, apiOutputs;
+  int64_t tokens = -1; // from the inputs' dynamic dimension; -1: none
+  bool onStream = false;
+  moec::tools::StreamRun stream;
+
+  /// Reads `path` and binds the arrays that name an input; the C API checks
+  /// names, dtypes and shapes. The token count for the outputs' shapes comes
+  /// from the inputs.
+  Status bindInputs(const std::string &path) {
+    MOEC_RETURN_IF_ERROR(moec::rt::readNpz(path, inputs));
+    for (auto &[name, tensor] : inputs) {
+      size_t index = 0;
+      while (index < moec_num_inputs(model) && name != moec_input_name(model, index))
+        ++index;
+      if (index == moec_num_inputs(model)) {
+        std::fprintf(stderr, "moec-run: note: %s array '%s' names no input of the model; ignored\n",
+                     path.c_str(), name.c_str());
+        continue;
+      }
+      moec_tensor api{name.c_str(), MOEC_F32, static_cast<int32_t>(tensor.shape().size()),
+                      tensor.shape().data(), tensor.data()};
+      if (!toApiDType(tensor.dtype(), api.dtype))
+        return Status::error(path + ": input '" + name + "' is " +
+                             std::string(moec::rt::dtypeName(tensor.dtype())) + ", expected " +
+                             moec_dtype_name(moec_input_dtype(model, index)));
+      const int64_t *declared = moec_input_shape(model, index);
+      for (int32_t d = 0; d < moec_input_rank(model, index) && d < api.rank; ++d)
+        if (declared[d] < 0 && tokens < 0)
+          tokens = tensor.shape()[d];
+      apiInputs.push_back(api);
+    }
+    return Status::ok();
+  }
+
+  /// Host outputs of the declared shapes, the token dimension `tokens` long.
+  Status allocateOutputs() {
+    for (size_t i = 0; i < moec_num_outputs(model); ++i) {
+      const int64_t *declared = moec_output_shape(model, i);
+      std::vector<int64_t> shape(declared, declared + moec_output_rank(model, i));
+      for (int64_t &size : shape)
+        if (size < 0)
+          size = std::max<int64_t>(tokens, 0);
+      if (!moec::rt::checkedNumElements(shape, 8))
+        return Status::error("output '" + std::string(moec_output_name(model, i)) +
+                             "' of shape " + formatShape(shape) + " is too large");
+      outputs[moec_output_name(model, i)] =
+          HostTensor(fromApiDType(moec_output_dtype(model, i)), shape);
+    }
+    for (size_t i = 0; i < moec_num_outputs(model); ++i) {
+      HostTensor &tensor = outputs[moec_output_name(model, i)];
+      apiOutputs.push_back({moec_output_name(model, i), moec_output_dtype(model, i),
+                            static_cast<int32_t>(tensor.shape().size()), tensor.shape().data(),
+                            tensor.data()});
+    }
+    return Status::ok();
+  }
+
+  /// --on-stream: device copies of the inputs and outputs (StreamRun.h).
+  Status bindStream() {
+    onStream = true;
+    if (std::strcmp(moec_target(model), "cuda") != 0) {
+      // moec_run_async refuses it before it queues anything: its message says why.
+      if (moec_run_async(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(),
+                         apiOutputs.size(), nullptr))
+        return Status::error(std::string("--on-stream: ") + moec_last_error());
+      return Status::error("--on-stream: moec_run_async ran a '" +
+                           std::string(moec_target(model)) + "' artifact");
+    }
+    std::vector<size_t> inputBytes, outputBytes;
+    for (const moec_tensor &api : apiInputs)
+      inputBytes.push_back(inputs.at(api.name).sizeInBytes());
+    for (const moec_tensor &api : apiOutputs)
+      outputBytes.push_back(outputs.at(api.name).sizeInBytes());
+    return stream.bind(apiInputs, inputBytes, apiOutputs, outputBytes);
+  }
+
+  /// One run: moec_run on the host buffers, or with --on-stream moec_run_async
+  /// on the device copies, waited for on the stream.
+  Status once(bool checked) {
+    if (onStream)
+      return stream.run(model, apiInputs, apiOutputs, /*checkOrder=*/checked);
+    if (moec_run(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(), apiOutputs.size()))
+      return Status::error(moec_last_error());
+    return Status::ok();
+  }
+
+  /// --bench N: times N more runs and prints their summary.
+  Status bench(long runs) {
+    std::vector<double> ms;
+    for (long i = 0; i < runs; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      MOEC_RETURN_IF_ERROR(once(false));
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             start)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("bench: %ld runs, %lld tokens: median %.4f ms, p10 %.4f ms, p90 %.4f ms, "
+                "min %.4f ms, max %.4f ms\n",
+                runs, static_cast<long long>(std::max<int64_t>(tokens, 0)), percentile(ms, 0.5),
+                percentile(ms, 0.1), percentile(ms, 0.9), ms.front(), ms.back());
+    if (!onStream)
+      return Status::ok();
+    double total = 0;
+    MOEC_RETURN_IF_ERROR(stream.runQueued(model, apiInputs, apiOutputs, runs, &total));
+    std::printf("bench: %ld runs queued back to back: %.4f ms a run\n", runs, total / runs);
+    return Status::ok();
+  }
 };
 
 } // namespace
@@ -274,145 +324,42 @@ int main(int argc, char **argv) {
   if (int rc = parseArgs(argc, argv, options); rc >= 0)
     return rc;
 
-  ModelHandle handle;
-  handle.model = moec_load(options.artifact.c_str());
-  if (!handle.model)
+  Run run;
+  run.model = run.handle.model = moec_load(options.artifact.c_str());
+  if (!run.model)
     return fail(moec_last_error());
-  moec_model *model = handle.model;
-
-  TensorMap inputs;
-  if (Status status = moec::rt::readNpz(options.inputs, inputs); !status)
+  if (Status status = run.bindInputs(options.inputs); !status)
     return fail(status.message());
-
-  // Bind the arrays that name an input; the C API checks names, dtypes and
-  // shapes. The token count for the outputs' shapes comes from the inputs.
-  std::vector<moec_tensor> apiInputs;
-  int64_t tokens = -1;
-  for (auto &[name, tensor] : inputs) {
-    size_t index = 0;
-    while (index < moec_num_inputs(model) && name != moec_input_name(model, index))
-      ++index;
-    if (index == moec_num_inputs(model)) {
-      std::fprintf(stderr, "moec-run: note: %s array '%s' names no input of the model; ignored\n",
-                   options.inputs.c_str(), name.c_str());
-      continue;
-    }
-    moec_tensor api{name.c_str(), MOEC_F32, static_cast<int32_t>(tensor.shape().size()),
-                    tensor.shape().data(), tensor.data()};
-    if (!toApiDType(tensor.dtype(), api.dtype))
-      return fail(options.inputs + ": input '" + name + "' is " +
-                  std::string(moec::rt::dtypeName(tensor.dtype())) + ", expected " +
-                  moec_dtype_name(moec_input_dtype(model, index)));
-    const int64_t *declared = moec_input_shape(model, index);
-    for (int32_t d = 0; d < moec_input_rank(model, index) && d < api.rank; ++d)
-      if (declared[d] < 0 && tokens < 0)
-        tokens = tensor.shape()[d];
-    apiInputs.push_back(api);
-  }
-
-  TensorMap outputs;
-  std::vector<moec_tensor> apiOutputs;
-  for (size_t i = 0; i < moec_num_outputs(model); ++i) {
-    const int64_t *declared = moec_output_shape(model, i);
-    std::vector<int64_t> shape(declared, declared + moec_output_rank(model, i));
-    for (int64_t &size : shape)
-      if (size < 0)
-        size = std::max<int64_t>(tokens, 0);
-    if (!moec::rt::checkedNumElements(shape, 8))
-      return fail("output '" + std::string(moec_output_name(model, i)) + "' of shape " +
-                  formatShape(shape) + " is too large");
-    outputs[moec_output_name(model, i)] =
-        HostTensor(fromApiDType(moec_output_dtype(model, i)), shape);
-  }
-  for (size_t i = 0; i < moec_num_outputs(model); ++i) {
-    HostTensor &tensor = outputs[moec_output_name(model, i)];
-    apiOutputs.push_back({moec_output_name(model, i), moec_output_dtype(model, i),
-                          static_cast<int32_t>(tensor.shape().size()), tensor.shape().data(),
-                          tensor.data()});
-  }
-
-  // One run: moec_run on the host buffers, or with --on-stream moec_run_async
-  // on device copies of them, waited for on the stream.
-  moec::tools::StreamRun stream;
-  if (options.onStream) {
-    if (std::strcmp(moec_target(model), "cuda") != 0) {
-      // moec_run_async refuses it before it queues anything: its message says why.
-      if (moec_run_async(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(),
-                         apiOutputs.size(), nullptr))
-        return fail(std::string("--on-stream: ") + moec_last_error());
-      return fail("--on-stream: moec_run_async ran a '" + std::string(moec_target(model)) +
-                  "' artifact");
-    }
-    std::vector<size_t> inputBytes, outputBytes;
-    for (const moec_tensor &api : apiInputs)
-      inputBytes.push_back(inputs.at(api.name).sizeInBytes());
-    for (const moec_tensor &api : apiOutputs)
-      outputBytes.push_back(outputs.at(api.name).sizeInBytes());
-    if (Status status = stream.bind(apiInputs, inputBytes, apiOutputs, outputBytes); !status)
+  if (Status status = run.allocateOutputs(); !status)
+    return fail(status.message());
+  if (options.onStream)
+    if (Status status = run.bindStream(); !status)
       return fail(status.message());
-  }
-  auto runOnce = [&](bool checked) -> Status {
-    if (options.onStream)
-      return stream.run(model, apiInputs, apiOutputs, /*checkOrder=*/checked);
-    if (moec_run(model, apiInputs.data(), apiInputs.size(), apiOutputs.data(), apiOutputs.size()))
-      return Status::error(moec_last_error());
-    return Status::ok();
-  };
-  if (Status status = runOnce(true); !status)
+  if (Status status = run.once(true); !status)
     return fail(options.inputs + ": " + status.message());
   // The outputs of this first run are the ones written and compared.
   if (options.onStream)
-    if (Status status = stream.fetch(); !status)
+    if (Status status = run.stream.fetch(); !status)
       return fail(status.message());
-
-  if (options.bench > 0) {
-    std::vector<double> ms;
-    for (long i = 0; i < options.bench; ++i) {
-      auto start = std::chrono::steady_clock::now();
-      if (Status status = runOnce(false); !status)
-        return fail(status.message());
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             start)
-                       .count());
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf("bench: %ld runs, %lld tokens: median %.4f ms, p10 %.4f ms, p90 %.4f ms, "
-                "min %.4f ms, max %.4f ms\n",
-                options.bench, static_cast<long long>(std::max<int64_t>(tokens, 0)),
-                percentile(ms, 0.5), percentile(ms, 0.1), percentile(ms, 0.9), ms.front(),
-                ms.back());
-    if (options.onStream) {
-      double total = 0;
-      if (Status status = stream.runQueued(model, apiInputs, apiOutputs, options.bench, &total);
-          !status)
-        return fail(status.message());
-      std::printf("bench: %ld runs queued back to back: %.4f ms a run\n", options.bench,
-                  total / options.bench);
-    }
-  }
-
+  if (options.bench > 0)
+    if (Status status = run.bench(options.bench); !status)
+      return fail(status.message());
   if (!options.outputs.empty())
-    if (Status status = moec::rt::writeNpz(options.outputs, outputs); !status)
+    if (Status status = moec::rt::writeNpz(options.outputs, run.outputs); !status)
       return fail(status.message());
 
   if (options.expected.empty())
     return 0;
-  TensorMap expected;
-  if (Status status = moec::rt::readNpz(options.expected, expected); !status)
+  // The comparison of moec-interp (moec/runtime/Compare.h), in the outputs' order.
+  std::vector<moec::rt::NamedOutput> named;
+  for (const auto &[name, tensor] : run.outputs)
+    named.emplace_back(name, &tensor);
+  std::string report;
+  bool passed = false;
+  if (Status status = moec::rt::compareOutputsWithFile(named, options.expected, options.tolerance,
+                                                       report, passed);
+      !status)
     return fail(status.message());
-  bool allPassed = true;
-  for (const auto &[name, tensor] : outputs) {
-    auto it = expected.find(name);
-    if (it == expected.end()) {
-      std::printf("%s: MISSING from %s\n", name.c_str(), options.expected.c_str());
-      allPassed = false;
-      continue;
-    }
-    allPassed &= compareOutput(name, tensor, it->second, options);
-  }
-  for (const auto &[name, array] : expected)
-    if (!outputs.count(name))
-      std::printf("note: %s array '%s' names no output; not compared\n", options.expected.c_str(),
-                  name.c_str());
-  return allPassed ? 0 : kMismatch;
+  std::fputs(report.c_str(), stdout);
+  return passed ? 0 : moec::rt::kCompareMismatch;
 }

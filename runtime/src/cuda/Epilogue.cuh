@@ -9,7 +9,7 @@
 #ifndef MOEC_RUNTIME_SRC_CUDA_EPILOGUE_CUH
 #define MOEC_RUNTIME_SRC_CUDA_EPILOGUE_CUH
 
-#include "moec/runtime/cpu/MoEKernels.h"
+#include "moec/runtime/KernelParams.h"
 
 namespace moec::rt::cuda::device {
 

@@ -25,6 +25,7 @@
 #include "ExpertTiles.cuh"
 #include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
+#include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -386,6 +387,23 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
 }
 
 template <typename Lhs, typename Out>
+Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
+                         int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                         const Epilogue &epilogue, Out *out, cudaStream_t stream) {
+  return groupedMatmulBF16Impl(lhs, slots, k, weightsBF16, experts, n, offsets, bias, epilogue, out,
+                               stream, BF16Tile::Auto, false);
+}
+
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
+                                       const uint16_t *weightsBF16, int64_t experts, int64_t n,
+                                       const int32_t *offsets, const float *bias,
+                                       const Epilogue &epilogue, Out *out, cudaStream_t stream) {
+  return groupedMatmulBF16Impl(lhs, slots, k, weightsBF16, experts, n, offsets, bias, epilogue, out,
+                               stream, BF16Tile::Auto, true);
+}
+
+template <typename Lhs, typename Out>
 Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
                   const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream) {
   // One expert whose rows are all m: no offsets to read.
@@ -401,6 +419,12 @@ Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16
   template Status groupedMatmulBF16SettledOffsets(                                                 \
       const LHS *, int64_t, int64_t, const uint16_t *, int64_t, int64_t, const int32_t *,          \
       const float *, const Epilogue &, OUT *, cudaStream_t, BF16Tile);                             \
+  template Status groupedMatmulBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,      \
+                                    int64_t, const int32_t *, const float *, const Epilogue &,     \
+                                    OUT *, cudaStream_t);                                          \
+  template Status groupedMatmulBF16SettledOffsets(                                                 \
+      const LHS *, int64_t, int64_t, const uint16_t *, int64_t, int64_t, const int32_t *,          \
+      const float *, const Epilogue &, OUT *, cudaStream_t);                                       \
   template Status linearBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,             \
                              const float *, const Epilogue &, OUT *, cudaStream_t);
 MOEC_INSTANTIATE(float, float)

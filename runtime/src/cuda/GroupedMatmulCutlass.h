@@ -9,7 +9,7 @@
 #define MOEC_RUNTIME_SRC_CUDA_GROUPEDMATMULCUTLASS_H
 
 #include "moec/runtime/Status.h"
-#include "moec/runtime/cpu/MoEKernels.h"
+#include "moec/runtime/KernelParams.h"
 
 #include <cuda_runtime_api.h>
 

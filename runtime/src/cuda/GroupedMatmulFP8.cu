@@ -19,6 +19,7 @@
 #include "GroupedMatmulCutlass.h"
 #include "InvertPermutation.h"
 #include "StreamScratch.h"
+#include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
@@ -522,6 +523,47 @@ Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots
   return groupedMatmulFP8QuantizedImpl(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
                                        offsets, bias, epilogue, q, scales, scratch, scratchFloats,
                                        stream, tile, true);
+}
+
+// What generated code calls: the tile Auto picks.
+Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
+                        const uint8_t *weights, const float *weightScales, int64_t experts,
+                        int64_t n, const int32_t *offsets, const float *bias,
+                        const Epilogue &epilogue, float *out, cudaStream_t stream) {
+  return groupedMatmulFP8(lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
+                          bias, epilogue, out, stream, FP8Tile::Auto);
+}
+
+Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                      int64_t k, const uint8_t *weights, const float *weightScales,
+                                      int64_t experts, int64_t n, const int32_t *offsets,
+                                      const float *bias, const Epilogue &epilogue, float *out,
+                                      cudaStream_t stream) {
+  return groupedMatmulFP8SettledOffsets(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
+                                        offsets, bias, epilogue, out, stream, FP8Tile::Auto);
+}
+
+Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                 int64_t k, const uint8_t *weights, const float *weightScales,
+                                 int64_t experts, int64_t n, const int32_t *offsets,
+                                 const float *bias, const Epilogue &epilogue, uint8_t *q,
+                                 float *scales, float *scratch, int64_t scratchFloats,
+                                 cudaStream_t stream) {
+  return groupedMatmulFP8Quantized(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
+                                   offsets, bias, epilogue, q, scales, scratch, scratchFloats,
+                                   stream, FP8Tile::Auto);
+}
+
+Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
+                                               const float *lhsScales, int64_t k,
+                                               const uint8_t *weights, const float *weightScales,
+                                               int64_t experts, int64_t n, const int32_t *offsets,
+                                               const float *bias, const Epilogue &epilogue,
+                                               uint8_t *q, float *scales, float *scratch,
+                                               int64_t scratchFloats, cudaStream_t stream) {
+  return groupedMatmulFP8QuantizedSettledOffsets(lhs, slots, lhsScales, k, weights, weightScales,
+                                                 experts, n, offsets, bias, epilogue, q, scales,
+                                                 scratch, scratchFloats, stream, FP8Tile::Auto);
 }
 
 } // namespace moec::rt::cuda

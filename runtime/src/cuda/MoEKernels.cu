@@ -13,6 +13,7 @@
 #include "GridSize.h"
 #include "InvertPermutation.h"
 #include "StreamScratch.h"
+#include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 

@@ -47,25 +47,8 @@ llvm::Expected<llvm::SmallVector<Tensor>> bindArguments(mlir::func::FuncOp funct
 /// `tensor` as a host tensor for an .npz file.
 rt::HostTensor toHostTensor(const Tensor &tensor);
 
-/// How one output compares with its expected array.
-struct Comparison {
-  std::string name;
-  bool passed = false;
-  double maxAbsError = 0.0;
-  /// max |got - expected| / max |expected| (as test/fixtures/check_onnxruntime.py).
-  double maxRelError = 0.0;
-  int64_t mismatches = 0;
-  /// Why it failed beyond values (shape, missing array); empty otherwise.
-  std::string problem;
-};
-
-/// Compares `got` with `expected` elementwise: |got - exp| <= atol + rtol·|exp|;
-/// equal values (also infinities) and NaN against NaN pass. With
-/// `scaleAtol`, atol is multiplied by max(1, max |expected|): the criterion of
-/// test/fixtures/check_onnxruntime.py, for references that are themselves f32
-/// results with f32 rounding error near cancellations.
-Comparison compare(const std::string &name, const Tensor &got, const rt::HostTensor &expected,
-                   double rtol, double atol, bool scaleAtol = false);
+// Outputs are compared with expected arrays by moec/runtime/Compare.h (as
+// moec-run's), on toHostTensor of each result.
 
 } // namespace moec::interp
 

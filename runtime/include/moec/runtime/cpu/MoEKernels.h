@@ -12,6 +12,7 @@
 #ifndef MOEC_RUNTIME_CPU_MOEKERNELS_H
 #define MOEC_RUNTIME_CPU_MOEKERNELS_H
 
+#include "moec/runtime/KernelParams.h"
 #include "moec/runtime/cpu/ThreadPool.h"
 
 #include <cmath>
@@ -19,27 +20,6 @@
 #include <limits>
 
 namespace moec::rt::cpu {
-
-enum class ActivationKind : uint8_t { SiLU, GELU, ReLU, Identity };
-enum class GateUpLayout : uint8_t { None, Concatenated, Interleaved };
-
-/// `#moe.activation` with its layout: gated layouts halve the width.
-struct Epilogue {
-  bool enabled = false;
-  ActivationKind kind = ActivationKind::Identity;
-  GateUpLayout layout = GateUpLayout::None;
-  float alpha = 1.0f, beta = 0.0f, limit = std::numeric_limits<float>::infinity();
-};
-
-enum class RoutingKind : uint8_t { SoftmaxTopK, TopKSoftmax, SigmoidGroupTopK };
-
-struct Routing {
-  RoutingKind kind = RoutingKind::SoftmaxTopK;
-  int topK = 1;
-  bool normalize = false;
-  int numGroups = 1, topkGroups = 1;
-  float scalingFactor = 1.0f;
-};
 
 /// moe.linear: y[M, N'] = epilogue(x[M, K] · w[N, K]ᵀ + bias[N]).
 void linear(ThreadPool &pool, const float *x, int64_t m, int64_t k, const float *w, int64_t n,

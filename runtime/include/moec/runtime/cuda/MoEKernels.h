@@ -17,7 +17,7 @@
 #define MOEC_RUNTIME_CUDA_MOEKERNELS_H
 
 #include "moec/runtime/Status.h"
-#include "moec/runtime/cpu/MoEKernels.h"
+#include "moec/runtime/KernelParams.h"
 
 #include <cuda_runtime_api.h>
 
@@ -25,9 +25,6 @@
 #include <cstdint>
 
 namespace moec::rt::cuda {
-
-using cpu::Epilogue;
-using cpu::Routing;
 
 /// One bf16 activation (its bits): rows between the bf16-weight kernels. Every
 /// such kernel rounds its f32 rows to bf16 (nearest even) before multiplying,
@@ -63,14 +60,6 @@ Status narrowIds(const int64_t *ids, int64_t count, int32_t *out, cudaStream_t s
 Status route(const float *logits, int64_t tokens, int64_t experts, const float *correctionBias,
              const Routing &routing, int32_t *ids, float *weights, cudaStream_t stream);
 
-/// Up to this many slots sortByExpert is one launch of one block (decode);
-/// from here on, up to kSortCountingMaxSlots slots over up to
-/// kSortCountingMaxExperts local experts, a counting sort in one launch of one
-/// block; past either, CUB's device-wide radix sort and an offsets scan.
-inline constexpr int64_t kSortOneBlockMaxSlots = 1024;
-inline constexpr int64_t kSortCountingMaxSlots = 16384;
-inline constexpr int64_t kSortCountingMaxExperts = 256;
-
 /// Stable: equal ids keep ascending slot order; invalid and non-local ids sort
 /// last as the sentinel (docs/design.md). `workspace` holds
 /// sortWorkspaceBytes(slots) bytes. `rowOfSlot` (nullable) receives the
@@ -96,44 +85,6 @@ Status groupedMatmul(const float *lhs, int64_t slots, int64_t k, const float *we
                      int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
                      const Epilogue &epilogue, float *out, cudaStream_t stream);
 
-/// Tiles of groupedMatmulBF16: TOK rows (tokens) of one expert per block against
-/// 128 weight rows, and the depth of the load pipeline; or CUTLASS's sm90
-/// grouped GEMM (TMA + wgmma) for prefill, in runtimes built with CUTLASS:
-/// Wgmma with 128x128 pingpong tiles (rows x weight rows), Wgmma128x256 with
-/// 128x256 cooperative tiles (no clusters), Wgmma128x256C21 the same with 2x1
-/// clusters (two row tiles share a weight tile: torch's _grouped_mm, and moec
-/// until v12), Wgmma128x256C12 with 1x2 clusters (two weight tiles share a row
-/// tile), Wgmma64x256 with 64x256 pingpong tiles (each warp group its own
-/// tile, so one's epilogue runs under the other's mainloop). Auto picks by
-/// shape (chooseBF16Tile); the others exist for benchmarks and tests.
-enum class BF16Tile {
-  Auto,
-  Tok8,       // 8-row tiles; 4-warp blocks, or 2-warp ones for some grids (groupedMatmulBF16Impl)
-  Tok8Warps2, // 8-row tiles on 2-warp blocks (64 weight rows) whatever the grid
-  Tok16,
-  Tok32,
-  Tok64,
-  Wgmma,
-  Wgmma128x256,
-  Wgmma128x256C21,
-  Wgmma128x256C12,
-  Wgmma64x256
-};
-/// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
-inline bool isWgmmaTile(BF16Tile tile) {
-  return tile == BF16Tile::Wgmma || tile == BF16Tile::Wgmma128x256 ||
-         tile == BF16Tile::Wgmma128x256C21 || tile == BF16Tile::Wgmma128x256C12 ||
-         tile == BF16Tile::Wgmma64x256;
-}
-/// From this many rows per touched expert on, Auto takes the wgmma tiles.
-inline constexpr int64_t kWgmmaMinRows = 32;
-const char *bf16TileName(BF16Tile tile);
-/// The tile Auto runs for `slots` rows over `experts` experts, K deep; `gated`:
-/// a gate/up projection (its epilogue halves the output); `biased`: with a bias.
-BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated, bool biased);
-/// Whether this runtime has `tile` (Wgmma only with CUTLASS).
-bool bf16TileAvailable(BF16Tile tile);
-
 /// moe.grouped_matmul with bf16 weights [E, N, K] on the tensor cores (bf16
 /// products, f32 accumulation; the f32 rows are rounded to bf16 as they are
 /// multiplied), any number of rows per expert. Each block streams one 128-row
@@ -147,8 +98,7 @@ bool bf16TileAvailable(BF16Tile tile);
 template <typename Lhs, typename Out>
 Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
                          int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
-                         const Epilogue &epilogue, Out *out, cudaStream_t stream,
-                         BF16Tile tile = BF16Tile::Auto);
+                         const Epilogue &epilogue, Out *out, cudaStream_t stream);
 /// groupedMatmulBF16 whose offsets were written at least two launches before it
 /// on `stream` (by the sort, with a permute or a grouped matmul between): its
 /// mma.sync tiles request their first stages' weights while the launch before
@@ -160,8 +110,7 @@ template <typename Lhs, typename Out>
 Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
                                        const uint16_t *weightsBF16, int64_t experts, int64_t n,
                                        const int32_t *offsets, const float *bias,
-                                       const Epilogue &epilogue, Out *out, cudaStream_t stream,
-                                       BF16Tile tile = BF16Tile::Auto);
+                                       const Epilogue &epilogue, Out *out, cudaStream_t stream);
 
 /// moe.linear with a bf16 weight [N, K] (shared experts under
 /// --expert-weights=bf16): the tensor-core kernel above with one expert and all
@@ -185,26 +134,6 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
                            const int32_t *numValid, const int32_t *rowOfSlot, int64_t slots,
                            int64_t topK, uint8_t *q, float *scales, cudaStream_t stream);
 
-/// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16;
-/// CUTLASS's sm90 grouped GEMM with blockwise scaling in runtimes built with
-/// CUTLASS: Wgmma with 128x128 cooperative tiles and 1x2 clusters,
-/// WgmmaPingpong with 64x128 pingpong tiles (one warp group's epilogue overlaps
-/// the other's mainloop). Auto takes WgmmaPingpong from kFP8WgmmaMinSlots
-/// slots (below, where the mma.sync grid would be shallow) and Wgmma from
-/// kFP8CooperativeMinRows rows per touched expert.
-enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong };
-/// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
-inline bool isWgmmaTile(FP8Tile tile) {
-  return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
-}
-inline constexpr int64_t kFP8WgmmaMinSlots = 16;
-inline constexpr int64_t kFP8CooperativeMinRows = 128;
-/// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide;
-/// `offsets`: whether there are per-expert offsets (the wgmma tiles need them).
-FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool offsets);
-bool fp8TileAvailable(FP8Tile tile);
-const char *fp8TileName(FP8Tile tile);
-
 /// moe.grouped_matmul with FP8 operands on the tensor cores (mma e4m3, f32
 /// accumulation): rows e4m3 [S, K] with scales [S, ceil(K/128)], weights e4m3
 /// [E, N, K] with 128x128 block scales [E, ceil(N/128), ceil(K/128)], each K
@@ -213,8 +142,7 @@ const char *fp8TileName(FP8Tile tile);
 Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
                         const uint8_t *weights, const float *weightScales, int64_t experts,
                         int64_t n, const int32_t *offsets, const float *bias,
-                        const Epilogue &epilogue, float *out, cudaStream_t stream,
-                        FP8Tile tile = FP8Tile::Auto);
+                        const Epilogue &epilogue, float *out, cudaStream_t stream);
 
 /// groupedMatmulFP8 with settled offsets, as groupedMatmulBF16SettledOffsets:
 /// its mma.sync tiles request their first stages' weights before the wait.
@@ -222,7 +150,7 @@ Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const f
                                       int64_t k, const uint8_t *weights, const float *weightScales,
                                       int64_t experts, int64_t n, const int32_t *offsets,
                                       const float *bias, const Epilogue &epilogue, float *out,
-                                      cudaStream_t stream, FP8Tile tile = FP8Tile::Auto);
+                                      cudaStream_t stream);
 
 /// groupedMatmulFP8 followed by quantizeE4M3 of its result, with the same codes
 /// and scales bit for bit: q [slots, N'] e4m3 codes, scales [slots,
@@ -238,7 +166,7 @@ Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float 
                                  int64_t experts, int64_t n, const int32_t *offsets,
                                  const float *bias, const Epilogue &epilogue, uint8_t *q,
                                  float *scales, float *scratch, int64_t scratchFloats,
-                                 cudaStream_t stream, FP8Tile tile = FP8Tile::Auto);
+                                 cudaStream_t stream);
 /// groupedMatmulFP8Quantized with settled offsets (groupedMatmulFP8SettledOffsets).
 Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
                                                const float *lhsScales, int64_t k,
@@ -246,8 +174,7 @@ Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots
                                                int64_t experts, int64_t n, const int32_t *offsets,
                                                const float *bias, const Epilogue &epilogue,
                                                uint8_t *q, float *scales, float *scratch,
-                                               int64_t scratchFloats, cudaStream_t stream,
-                                               FP8Tile tile = FP8Tile::Auto);
+                                               int64_t scratchFloats, cudaStream_t stream);
 
 /// `rowOfSlot` is a workspace of `slots` int32 (the inverse permutation).
 /// The expert rows (Row) are f32 (`float`), or bf16 (BF16; --expert-outputs=bf16:

@@ -1,0 +1,126 @@
+//===- Tuning.h - tile choices and thresholds of the CUDA kernels -*- C++ -*-===//
+//
+// Internal to the CUDA kernels (not installed): which tile a grouped matmul
+// runs and where the sort changes algorithm. These are measurements
+// (docs/performance.md), not part of what generated code calls
+// (moec/runtime/cuda/MoEKernels.h declares that); the runtime's tests and the
+// kernel benchmarks put this folder on their include path to pick tiles
+// themselves.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_RUNTIME_SRC_CUDA_TUNING_H
+#define MOEC_RUNTIME_SRC_CUDA_TUNING_H
+
+#include "moec/runtime/cuda/MoEKernels.h"
+
+namespace moec::rt::cuda {
+
+/// Up to this many slots sortByExpert is one launch of one block (decode);
+/// from here on, up to kSortCountingMaxSlots slots over up to
+/// kSortCountingMaxExperts local experts, a counting sort in one launch of one
+/// block; past either, CUB's device-wide radix sort and an offsets scan.
+inline constexpr int64_t kSortOneBlockMaxSlots = 1024;
+inline constexpr int64_t kSortCountingMaxSlots = 16384;
+inline constexpr int64_t kSortCountingMaxExperts = 256;
+
+/// Tiles of groupedMatmulBF16: TOK rows (tokens) of one expert per block against
+/// 128 weight rows, and the depth of the load pipeline; or CUTLASS's sm90
+/// grouped GEMM (TMA + wgmma) for prefill, in runtimes built with CUTLASS:
+/// Wgmma with 128x128 pingpong tiles (rows x weight rows), Wgmma128x256 with
+/// 128x256 cooperative tiles (no clusters), Wgmma128x256C21 the same with 2x1
+/// clusters (two row tiles share a weight tile: torch's _grouped_mm, and moec
+/// until v12), Wgmma128x256C12 with 1x2 clusters (two weight tiles share a row
+/// tile), Wgmma64x256 with 64x256 pingpong tiles (each warp group its own
+/// tile, so one's epilogue runs under the other's mainloop). Auto picks by
+/// shape (chooseBF16Tile); the others exist for benchmarks and tests.
+enum class BF16Tile {
+  Auto,
+  Tok8,       // 8-row tiles; 4-warp blocks, or 2-warp ones for some grids (groupedMatmulBF16Impl)
+  Tok8Warps2, // 8-row tiles on 2-warp blocks (64 weight rows) whatever the grid
+  Tok16,
+  Tok32,
+  Tok64,
+  Wgmma,
+  Wgmma128x256,
+  Wgmma128x256C21,
+  Wgmma128x256C12,
+  Wgmma64x256
+};
+/// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
+inline bool isWgmmaTile(BF16Tile tile) {
+  return tile == BF16Tile::Wgmma || tile == BF16Tile::Wgmma128x256 ||
+         tile == BF16Tile::Wgmma128x256C21 || tile == BF16Tile::Wgmma128x256C12 ||
+         tile == BF16Tile::Wgmma64x256;
+}
+/// From this many rows per touched expert on, Auto takes the wgmma tiles.
+inline constexpr int64_t kWgmmaMinRows = 32;
+const char *bf16TileName(BF16Tile tile);
+/// The tile Auto runs for `slots` rows over `experts` experts, K deep; `gated`:
+/// a gate/up projection (its epilogue halves the output); `biased`: with a bias.
+BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated, bool biased);
+/// Whether this runtime has `tile` (Wgmma only with CUTLASS).
+bool bf16TileAvailable(BF16Tile tile);
+
+/// groupedMatmulBF16 and groupedMatmulBF16SettledOffsets on a tile of one's
+/// choosing (Auto: what the public overloads run).
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16(const Lhs *lhs, int64_t slots, int64_t k, const uint16_t *weightsBF16,
+                         int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
+                         const Epilogue &epilogue, Out *out, cudaStream_t stream, BF16Tile tile);
+template <typename Lhs, typename Out>
+Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
+                                       const uint16_t *weightsBF16, int64_t experts, int64_t n,
+                                       const int32_t *offsets, const float *bias,
+                                       const Epilogue &epilogue, Out *out, cudaStream_t stream,
+                                       BF16Tile tile);
+
+/// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16;
+/// CUTLASS's sm90 grouped GEMM with blockwise scaling in runtimes built with
+/// CUTLASS: Wgmma with 128x128 cooperative tiles and 1x2 clusters,
+/// WgmmaPingpong with 64x128 pingpong tiles (one warp group's epilogue overlaps
+/// the other's mainloop). Auto takes WgmmaPingpong from kFP8WgmmaMinSlots
+/// slots (below, where the mma.sync grid would be shallow) and Wgmma from
+/// kFP8CooperativeMinRows rows per touched expert.
+enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong };
+/// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
+inline bool isWgmmaTile(FP8Tile tile) {
+  return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
+}
+inline constexpr int64_t kFP8WgmmaMinSlots = 16;
+inline constexpr int64_t kFP8CooperativeMinRows = 128;
+/// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide;
+/// `offsets`: whether there are per-expert offsets (the wgmma tiles need them).
+FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool offsets);
+bool fp8TileAvailable(FP8Tile tile);
+const char *fp8TileName(FP8Tile tile);
+
+/// The FP8 grouped matmuls on a tile of one's choosing (Auto: what the public
+/// overloads run).
+Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
+                        const uint8_t *weights, const float *weightScales, int64_t experts,
+                        int64_t n, const int32_t *offsets, const float *bias,
+                        const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile);
+Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                      int64_t k, const uint8_t *weights, const float *weightScales,
+                                      int64_t experts, int64_t n, const int32_t *offsets,
+                                      const float *bias, const Epilogue &epilogue, float *out,
+                                      cudaStream_t stream, FP8Tile tile);
+Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
+                                 int64_t k, const uint8_t *weights, const float *weightScales,
+                                 int64_t experts, int64_t n, const int32_t *offsets,
+                                 const float *bias, const Epilogue &epilogue, uint8_t *q,
+                                 float *scales, float *scratch, int64_t scratchFloats,
+                                 cudaStream_t stream, FP8Tile tile);
+Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
+                                               const float *lhsScales, int64_t k,
+                                               const uint8_t *weights, const float *weightScales,
+                                               int64_t experts, int64_t n, const int32_t *offsets,
+                                               const float *bias, const Epilogue &epilogue,
+                                               uint8_t *q, float *scales, float *scratch,
+                                               int64_t scratchFloats, cudaStream_t stream,
+                                               FP8Tile tile);
+
+} // namespace moec::rt::cuda
+
+#endif // MOEC_RUNTIME_SRC_CUDA_TUNING_H
