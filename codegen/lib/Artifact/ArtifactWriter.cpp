@@ -144,8 +144,8 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   RuntimeLayout runtime = findRuntime(options.runtimeDir);
   std::string compiler;
   if (cuda) {
-    if (llvm::Error error = checkCudaKernels(runtime))
-      return fail(llvm::toString(std::move(error)));
+    if (llvm::Error err = checkCudaKernels(runtime))
+      return fail(llvm::toString(std::move(err)));
     llvm::Expected<std::string> nvcc = findNvcc(options.nvcc);
     if (!nvcc)
       return fail(llvm::toString(nvcc.takeError()));
@@ -198,7 +198,6 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
     return fail("cannot create " + staging + ": " + ec.message());
   llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(staging); });
 
-  std::string error;
   std::string error;
   std::string sourceName = cuda ? "model.cu" : "model.cpp";
   if (!writeFile(staging + "/" + sourceName, [&](llvm::raw_ostream &os) { os << emitter.source; },
@@ -262,8 +261,8 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   // Compile: the runtime's kernel archives are linked statically and their
   // symbols kept local, so model.so needs nothing of moec and two artifacts
   // never clash.
-  if (llvm::Error error = checkRuntime(runtime))
-    return fail(llvm::toString(std::move(error)));
+  if (llvm::Error err = checkRuntime(runtime))
+    return fail(llvm::toString(std::move(err)));
   if (!cuda) {
     llvm::Expected<std::string> cxx = findCxx(options.cxx);
     if (!cxx)
@@ -271,9 +270,9 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
     compiler = *cxx;
   }
   std::string log = staging + "/compile.log";
-  if (llvm::Error error = compileModel(options.target, compiler, runtime,
-                                       staging + "/" + sourceName, staging + "/model.so", log))
-    return fail(llvm::toString(std::move(error)));
+  if (llvm::Error err = compileModel(options.target, compiler, runtime,
+                                     staging + "/" + sourceName, staging + "/model.so", log))
+    return fail(llvm::toString(std::move(err)));
   llvm::sys::fs::remove(log);
 
   if (options.executable) {

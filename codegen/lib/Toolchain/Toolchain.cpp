@@ -55,26 +55,28 @@ RuntimeLayout findRuntime(llvm::StringRef runtimeDir) {
   RuntimeLayout layout;
   layout.prefix = runtimeDir.empty() ? defaultRuntimeDir() : runtimeDir.str();
   llvm::StringRef prefix = layout.prefix;
-  // The install layout first. The fallbacks are the build tree's until it
-  // produces that layout itself (the runtime's archives under runtime/ with
-  // their old names, the headers in the source tree); they go once it does.
-  layout.includeDir =
-      firstExisting({join(prefix, "include"), std::string(MOEC_SOURCE_RUNTIME_INCLUDE_DIR)});
-  if (!llvm::sys::fs::exists(join(layout.includeDir, "moec", "runtime", "ArtifactABI.h")))
-    layout.includeDir = join(prefix, "include");
-  layout.cpuKernels = firstExisting(
-      {join(prefix, "lib", "libmoec_kernels.a"), join(prefix, "runtime", "libmoec_runtime.a")});
-  layout.cudaKernels =
-      firstExisting({join(prefix, "lib", "libmoec_kernels_cuda.a"),
-                     join(prefix, "runtime", "libmoec_runtime_cuda.a")});
+  layout.includeDir = join(prefix, "include");
+  layout.cpuKernels = join(prefix, "lib", "libmoec_kernels.a");
+  layout.cudaKernels = join(prefix, "lib", "libmoec_kernels_cuda.a");
+  // A build tree that does not have the install layout yet keeps the
+  // runtime's archives under runtime/ with their old names and the headers in
+  // the source tree. This fallback goes once the build tree has the layout.
+  if (llvm::sys::fs::exists(join(prefix, "CMakeCache.txt"))) {
+    if (!llvm::sys::fs::exists(join(layout.includeDir, "moec", "runtime", "ArtifactABI.h")))
+      layout.includeDir = MOEC_SOURCE_RUNTIME_INCLUDE_DIR;
+    layout.cpuKernels =
+        firstExisting({layout.cpuKernels, join(prefix, "runtime", "libmoec_runtime.a")});
+    layout.cudaKernels =
+        firstExisting({layout.cudaKernels, join(prefix, "runtime", "libmoec_runtime_cuda.a")});
+  }
   layout.runProgram = join(prefix, "bin", "moec-run");
   return layout;
 }
 
 static llvm::Error missing(const RuntimeLayout &runtime, const llvm::Twine &what) {
-  return llvm::createStringError(what + " (set --runtime-dir; by default the prefix of the moec "
-                                        "executable, here '" +
-                                 runtime.prefix + "')");
+  return llvm::createStringError(what + " (looked under '" + runtime.prefix +
+                                 "': --runtime-dir, by default the prefix of the moec "
+                                 "executable)");
 }
 
 llvm::Error checkCudaKernels(const RuntimeLayout &runtime) {
@@ -85,7 +87,7 @@ llvm::Error checkCudaKernels(const RuntimeLayout &runtime) {
 }
 
 llvm::Error checkRuntime(const RuntimeLayout &runtime) {
-  if (!llvm::sys::fs::exists(join(runtime.includeDir, "moec", "runtime", "cpu", "MoEKernels.h")))
+  if (!llvm::sys::fs::exists(join(runtime.includeDir, "moec", "runtime", "cpu/MoEKernels.h")))
     return missing(runtime, "the runtime's headers are not at '" + runtime.includeDir + "'");
   if (!llvm::sys::fs::exists(runtime.cpuKernels))
     return missing(runtime, "the runtime's kernels are not at '" + runtime.cpuKernels + "'");
