@@ -51,7 +51,7 @@
 
 // Without nvcc: a clear message, no artifact and no staging directory left.
 // RUN: env MOEC_NVCC=%t/no-such-nvcc not moec compile %fixtures/mixtral/model.onnx --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=NVCC
-// NVCC: error: --target=cuda needs {{CUDA's compiler, but there is no nvcc at '.*no-such-nvcc' \(install the CUDA toolkit or set MOEC_NVCC\)|the runtime's CUDA library, and this moec was built without CUDA}}
+// NVCC: error: --target=cuda needs {{CUDA's compiler, but there is no nvcc at '.*no-such-nvcc' \(install the CUDA toolkit or set MOEC_NVCC\)|the runtime's CUDA kernels, which are not at '.*'}}
 // RUN: not ls %t/a
 // RUN: not ls -d %t/a.tmp-*
 
