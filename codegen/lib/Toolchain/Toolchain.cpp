@@ -30,7 +30,9 @@ static std::string envOr(const char *name, const std::string &fallback) {
 static std::string join(llvm::StringRef a, llvm::StringRef b, llvm::StringRef c = "",
                         llvm::StringRef d = "") {
   llvm::SmallString<256> path(a);
-  llvm::sys::path::append(path, b, c, d);
+  for (llvm::StringRef part : {b, c, d})
+    if (!part.empty()) // (an empty component would append a trailing '/')
+      llvm::sys::path::append(path, part);
   return std::string(path);
 }
 
