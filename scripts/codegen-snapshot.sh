@@ -38,4 +38,6 @@ for m in ${models//,/ }; do
     rm -rf "${work:?}/$name-$m"
   done
 done
+# The op comments quote the input path: name it the same in every run.
+sed -i "s|$work|SNAPSHOT|g" "$out"/*/*
 echo "snapshot of $(find "$out" -type f | wc -l) files in $out"

@@ -22,8 +22,8 @@ in float64.
 * --target cuda: the same artifact on the GPU (FP8 tensor-core kernels) within
   relative L2 1e-2 of the interpreter's FP8 output; exit 77 where there is no
   nvcc or no device. The mma.sync tiles match it to about 1e-7 (issue 6 asked
-  for 1e-3). CUTLASS's QGMMA tiles, which run from 16 slots since v14
-  (docs/performance.md), add e4m3 products with about 14 significant bits,
+  for 1e-3). CUTLASS's QGMMA tiles, which run from 16 slots (chooseFP8Tile;
+  docs/performance.md), add e4m3 products with about 14 significant bits,
   truncating, before each 128-deep block's scales promote the sum (the
   DeepSeek-V3 report, section 3.3.2): one e4m3 step more or less in a few
   elements of the quantised gate/up result then moves the output by 1e-3 to

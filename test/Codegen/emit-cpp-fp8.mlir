@@ -7,13 +7,15 @@
 
 // RUN: rm -rf %t && split-file %s %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --fp8 --target=cpu -o %t/mixtral
+// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 -o %t/mixtral.mlir
+// RUN: moec-translate --emit-cpp %t/mixtral.mlir -o %t/mixtral.cpp
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/mixtral/manifest.txt
 // MANIFEST: weight gate.weight f32 [8,64]
 // MANIFEST: weight experts_e4m3_1 f8e4m3 [8,80,64] {{[0-9]+}} 40960
 // MANIFEST: weight experts_e4m3_scales_1 f32 [8,1,1]
 // MANIFEST: weight experts_e4m3 f8e4m3 [8,64,40] {{[0-9]+}} 20480
 // MANIFEST: weight experts_e4m3_scales f32 [8,1,1]
-// RUN: FileCheck %s --check-prefix=CODE < %t/mixtral/model.cpp
+// RUN: FileCheck %s --check-prefix=CODE < %t/mixtral.cpp
 // CODE: permute(pool, in0, 64, {{v[0-9]+}}, *[[VALID:v[0-9]+]], 2, [[ROWS:v[0-9]+]]);
 // CODE: quantizeE4M3(pool, [[ROWS]], *[[VALID]], 64, [[Q:v[0-9]+]], [[S:v[0-9]+]]);
 // CODE: const uint8_t *[[GU:w[0-9]+]] = reinterpret_cast<const uint8_t *>(weights + {{[0-9]+}}); // experts_e4m3_1
@@ -24,8 +26,9 @@
 // CODE-NOT: groupedMatmul(
 
 // Weight-only FP8 (f32 rows, e4m3 weights with block scales).
-// RUN: moec compile %t/weight-only.mlir --target=cpu -o %t/weight-only
-// RUN: FileCheck %s --check-prefix=WEIGHTS < %t/weight-only/model.cpp
+// RUN: moec compile %t/weight-only.mlir -o %t/weight-only.mlir
+// RUN: moec-translate --emit-cpp %t/weight-only.mlir -o %t/weight-only.cpp
+// RUN: FileCheck %s --check-prefix=WEIGHTS < %t/weight-only.cpp
 // WEIGHTS: groupedMatmulFP8Weights(pool, in0, 128, w0, in1, 2, 128, in2, nullptr, Epilogue{}, v0);
 
 // The CUDA target's FP8 calls: test/Codegen/emit-cuda-errors.mlir (FP8-EXPERTS).

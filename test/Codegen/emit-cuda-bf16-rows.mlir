@@ -1,11 +1,11 @@
-// REQUIRES: cuda-build
 // --expert-weights=bf16 holds a value as bf16 rows (BF16 *) only when a
 // bf16-weight kernel writes it and every reader is a bf16-weight kernel, which
 // would round f32 rows to bf16 anyway (docs/design.md, "bf16 activations").
 
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: moec compile %s --target=cuda --expert-weights=bf16 --max-tokens=4 -o %t/art
-// RUN: FileCheck %s < %t/art/model.cu
+// RUN: moec compile %s -o %t/art.mlir
+// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=4 %t/art.mlir -o %t/art.cu
+// RUN: FileCheck %s < %t/art.cu
 
 // %a: written by linearBF16 (K = 8), read by an f32 linear (K = 12 cannot load
 // 8 at a time): f32. %b: written by that f32 linear, read by linearBF16: f32

@@ -17,8 +17,9 @@
 // FP8: fp8.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': FP8 weights with f32 rows; the CUDA target multiplies FP8 weights with FP8 rows (moe.quantize) only: compile with --fp8, which quantises the rows
 
 // FP8 experts (moe.quantize + FP8 grouped matmuls) do compile for CUDA.
-// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 --target=cuda -o %t/fp8-experts
-// RUN: FileCheck %s --check-prefix=FP8-EXPERTS < %t/fp8-experts/model.cu
+// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 -o %t/fp8-experts.mlir
+// RUN: moec-translate --emit-cuda %t/fp8-experts.mlir -o %t/fp8-experts.cu
+// RUN: FileCheck %s --check-prefix=FP8-EXPERTS < %t/fp8-experts.cu
 // The permute is fused into the first quantize: its f32 rows are never written.
 // FP8-EXPERTS: // (fused into the moe.quantize below)
 // FP8-EXPERTS: permuteQuantizeE4M3(in0, 64, [[PERM:v[0-9]+]], [[VALID:v[0-9]+]], [[INV:v[0-9]+]], 2 * T, 2, [[Q:v[0-9]+]], [[S:v[0-9]+]], stream)
@@ -50,7 +51,7 @@
 
 // Without nvcc: a clear message, no artifact and no staging directory left.
 // RUN: env MOEC_NVCC=%t/no-such-nvcc not moec compile %fixtures/mixtral/model.onnx --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=NVCC
-// NVCC: error: --target=cuda needs {{CUDA's compiler, but there is no nvcc at '.*no-such-nvcc' \(install the CUDA toolkit or set MOEC_NVCC\)|the runtime's CUDA library, and this moec was built without CUDA}}
+// NVCC: error: --target=cuda needs {{CUDA's compiler, but there is no nvcc at '.*no-such-nvcc' \(install the CUDA toolkit or set MOEC_NVCC\)|the runtime's CUDA kernels, which are not at '.*'}}
 // RUN: not ls %t/a
 // RUN: not ls -d %t/a.tmp-*
 

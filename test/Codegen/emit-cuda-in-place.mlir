@@ -1,4 +1,3 @@
-// REQUIRES: cuda-build
 // CUDA artifacts use the caller's buffers in place when every output is a
 // kernel's own result and the buffers are device memory (decided at run time
 // by GraphCache::inPlace): the input is read where it is, the kernels write the
@@ -7,12 +6,15 @@
 // artifact always copies.
 
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: moec compile %s --target=cuda --max-tokens=4 -o %t/two-results
-// RUN: FileCheck %s < %t/two-results/model.cu
-// RUN: moec compile %S/Inputs/result-returned-twice.mlir --target=cuda --max-tokens=4 -o %t/twice
-// RUN: FileCheck %s --check-prefix=COPIES < %t/twice/model.cu
-// RUN: moec compile %S/Inputs/input-returned.mlir --target=cuda --max-tokens=4 -o %t/input
-// RUN: FileCheck %s --check-prefix=COPIES < %t/input/model.cu
+// RUN: moec compile %s -o %t/two-results.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=4 %t/two-results.mlir -o %t/two-results.cu
+// RUN: FileCheck %s < %t/two-results.cu
+// RUN: moec compile %S/Inputs/result-returned-twice.mlir -o %t/twice.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=4 %t/twice.mlir -o %t/twice.cu
+// RUN: FileCheck %s --check-prefix=COPIES < %t/twice.cu
+// RUN: moec compile %S/Inputs/input-returned.mlir -o %t/input.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=4 %t/input.mlir -o %t/input.cu
+// RUN: FileCheck %s --check-prefix=COPIES < %t/input.cu
 
 // CHECK-LABEL: Status run(
 // CHECK: const CallerBuffer callerInputs[] =

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/Codegen/EmitCpp.h"
+#include "moec/Codegen/ArtifactWriter.h"
 #include "moec/Dialect/MoE/MoEDialect.h"
 #include "moec/Frontends/ONNX/Import.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
@@ -57,6 +57,12 @@ static cl::opt<std::string> target(
 static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("largest token count the artifact accepts (--target)"),
                                   cl::init(8192), cl::cat(moecCategory));
+
+static cl::opt<std::string> runtimeDir(
+    "runtime-dir",
+    cl::desc("with --target: the prefix the runtime is installed under (include/, "
+             "lib/libmoec_kernels*.a, bin/moec-run); default: the prefix of this moec"),
+    cl::init(""), cl::cat(moecCategory));
 
 static cl::opt<std::string> weightsMode(
     "weights",
@@ -133,6 +139,8 @@ static int compile() {
                   "f32)");
   } else if (emitKind.getNumOccurrences()) {
     return fail("--emit needs --target");
+  } else if (runtimeDir.getNumOccurrences()) {
+    return fail("--runtime-dir needs --target");
   } else if (weightsMode.getNumOccurrences()) {
     return fail("--weights needs --target");
   } else if (expertWeights.getNumOccurrences()) {
@@ -183,6 +191,7 @@ static int compile() {
     options.bf16ExpertWeights = expertWeights == "bf16";
     options.bf16ExpertOutputs = expertOutputs == "bf16";
     options.executable = emitKind == "exe";
+    options.runtimeDir = runtimeDir;
     return failed(moec::codegen::emitArtifact(*module, options)) ? 1 : 0;
   }
 
@@ -201,7 +210,7 @@ int main(int argc, char **argv) {
                     "[--ep-size=N --ep-rank=R] [-o OUT]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
                     "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16]\n"
-                    "         [--expert-outputs=f32|bf16]\n"
+                    "         [--expert-outputs=f32|bf16] [--runtime-dir=DIR]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE "
                     "[...]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||

@@ -1,18 +1,18 @@
-//===- EmitCpp.h - grouped phase → C++ artifact (CPU, CUDA) ----*- C++ -*-===//
+//===- ArtifactWriter.h - grouped phase → artifact (CPU, CUDA) -*- C++ -*-===//
 //
 // Turns a module in the grouped phase (docs/pipeline.md) into an artifact
-// directory (docs/artifact.md): a C++ translation unit that calls the
-// runtime's kernels op by op, compiled to model.so with the runtime's static
-// archive; weights.bin, every weight constant 64-byte aligned; and
-// manifest.txt. The CPU target writes model.cpp calling
-// moec/runtime/cpu/MoEKernels.h (system C++ compiler); the CUDA target writes
-// model.cu calling moec/runtime/cuda/MoEKernels.h on one stream (nvcc). The
-// two differ only in the kernel calls and where the buffers live.
+// (docs/artifact.md): prints it (Emitter.h), writes model.cpp or model.cu,
+// weights.bin (every weight constant 256-byte aligned) and manifest.txt into
+// a staging directory, compiles model.so there with the runtime's kernel
+// archives (Toolchain.h), and moves the directory into place only then; or,
+// with --emit=exe, writes one executable: moec-run with the artifact appended.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOEC_CODEGEN_EMITCPP_H
-#define MOEC_CODEGEN_EMITCPP_H
+#ifndef MOEC_CODEGEN_ARTIFACTWRITER_H
+#define MOEC_CODEGEN_ARTIFACTWRITER_H
+
+#include "moec/Codegen/Emitter.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
@@ -20,8 +20,6 @@
 #include <string>
 
 namespace moec::codegen {
-
-enum class Target { CPU, CUDA };
 
 struct ArtifactOptions {
   Target target = Target::CPU;
@@ -47,29 +45,21 @@ struct ArtifactOptions {
   /// CUDA's compiler driver ($MOEC_NVCC, else the one moec was built with,
   /// else "nvcc" from PATH).
   std::string nvcc;
-  /// The runtime's headers and static library; defaults are the build tree's
-  /// (MOEC_RUNTIME_INCLUDE_DIR / MOEC_RUNTIME_LIBRARY), overridable by the
-  /// environment variables of the same names.
-  std::string runtimeIncludeDir, runtimeLibrary;
-  /// The CUDA runtime archive (MOEC_RUNTIME_CUDA_LIBRARY), CUDA target only.
-  std::string runtimeCudaLibrary;
+  /// The prefix the runtime is installed under: DIR/include, DIR/lib/
+  /// libmoec_kernels{,_cuda}.a, DIR/bin/moec-run (Toolchain.h). Empty: the
+  /// prefix of the running moec executable.
+  std::string runtimeDir;
   /// --emit=exe: write `outputDir` as one executable file instead, a copy of
   /// moec-run with the artifact appended (moec/runtime/Bundle.h).
   bool executable = false;
-  /// The moec-run to copy (MOEC_RUN, else the build tree's).
+  /// The moec-run to copy (default: $MOEC_RUN, else the runtime dir's).
   std::string runProgram;
 };
-using CpuArtifactOptions = ArtifactOptions;
 
 /// Writes the artifact for the module's one function. Problems are reported
 /// as diagnostics at the op at fault ("cannot generate code for ...").
 mlir::LogicalResult emitArtifact(mlir::ModuleOp module, const ArtifactOptions &options);
 
-inline mlir::LogicalResult emitCpuArtifact(mlir::ModuleOp module, ArtifactOptions options) {
-  options.target = Target::CPU;
-  return emitArtifact(module, options);
-}
-
 } // namespace moec::codegen
 
-#endif // MOEC_CODEGEN_EMITCPP_H
+#endif // MOEC_CODEGEN_ARTIFACTWRITER_H

@@ -1,0 +1,99 @@
+//===- Emitter.h - grouped phase → C++ or CUDA C++ source ------*- C++ -*-===//
+//
+// The printing half of code generation: a module in the grouped (or fp8)
+// phase becomes one C++ translation unit that calls the runtime's kernels op
+// by op (the CPU printer: moec/runtime/cpu/MoEKernels.h; the CUDA printer:
+// moec/runtime/cuda/MoEKernels.h on one stream), together with what the
+// artifact writer needs to lay out weights.bin and the manifest: the placed
+// weight constants, the inputs and outputs, the workspace size. Nothing here
+// writes a file or runs a compiler (ArtifactWriter.h, Toolchain.h do), so the
+// printers also serve as translations (Translation.h: moec-translate
+// --emit-cpp / --emit-cuda).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_CODEGEN_EMITTER_H
+#define MOEC_CODEGEN_EMITTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moec::codegen {
+
+enum class Target { CPU, CUDA };
+
+/// One dimension: `size`, or `size · T` when it scales with the token count.
+struct Dim {
+  int64_t size = 1;
+  bool perToken = false;
+};
+
+/// A tensor of the function's signature, as the manifest declares it.
+struct TensorDecl {
+  std::string name;
+  mlir::Type elementType;
+  llvm::SmallVector<Dim> dims;
+};
+
+/// A weight constant placed in weights.bin.
+struct WeightEntry {
+  std::string name;
+  mlir::Type elementType;
+  llvm::SmallVector<int64_t> shape;
+  uint64_t offset = 0;
+  /// The constant's bytes, held by the module (not copied: weights can be
+  /// gigabytes), or `expanded` for a splat.
+  llvm::ArrayRef<char> bytes;
+  std::shared_ptr<std::vector<char>> expanded;
+  /// The size in weights.bin; `bytes` is empty for external weights.
+  uint64_t size = 0;
+  /// Stored as bf16 (converted from the f32 constant): --expert-weights=bf16.
+  bool bf16 = false;
+};
+
+/// What the printers need to know beyond the module.
+struct EmitterOptions {
+  /// Upper bound of the dynamic token count; buffers are planned for it.
+  int64_t maxTokens = 8192;
+  /// Plan weights.bin's layout without reading any constant's bytes (splats
+  /// are not expanded): the weights are filled in elsewhere.
+  bool externalWeights = false;
+  /// CUDA: store moe.grouped_matmul's f32 weights as bf16 (rounded to nearest
+  /// even) and multiply them with the bf16-weight kernels. The CPU printer
+  /// ignores it.
+  bool bf16ExpertWeights = false;
+  /// CUDA, with bf16ExpertWeights: round the experts' results (the down
+  /// projection's rows, which only moe.combine reads) to bf16 (docs/design.md,
+  /// "bf16 expert outputs"). The CPU printer ignores it.
+  bool bf16ExpertOutputs = false;
+};
+
+/// A printed module: the source and the layout the artifact writer records.
+struct EmittedModule {
+  std::string source;
+  std::vector<WeightEntry> weights;
+  std::vector<TensorDecl> inputs, outputs;
+  uint64_t workspaceBytes = 0;
+  /// The size of weights.bin, header included.
+  uint64_t weightsBytes = 0;
+};
+
+/// Prints the module's one function for `target`. Problems are reported as
+/// diagnostics at the op at fault ("cannot generate code for ...").
+mlir::FailureOr<EmittedModule> emitModule(mlir::ModuleOp module, Target target,
+                                          const EmitterOptions &options);
+
+/// A manifest shape: `-1` for the token dimension T, `?` for a multiple of it.
+std::string shapeText(llvm::ArrayRef<Dim> dims);
+
+/// The manifest's name of an element type (f32, i32, i64, f8e4m3).
+std::string manifestDType(mlir::Type type);
+
+} // namespace moec::codegen
+
+#endif // MOEC_CODEGEN_EMITTER_H

@@ -1,0 +1,177 @@
+//===- CpuPrinter.cpp - the grouped phase as calls of the CPU kernels -----===//
+//
+// The CPU target's printer: model.cpp, one exported moec_artifact_run whose
+// body calls moec/runtime/cpu/MoEKernels.h op by op with the thread pool.
+// Inputs and outputs are the caller's host buffers (a kernel writes an output
+// where the caller wants it); counts the kernels compute (num_valid, the
+// offsets) are read on the host.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmitterBase.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+
+namespace moec::codegen {
+namespace {
+
+class CpuPrinter final : public Emitter {
+public:
+  CpuPrinter(func::FuncOp function, EmitterOptions options)
+      : Emitter(function, withoutCudaOptions(options)) {}
+
+private:
+  /// The bf16 options are the CUDA target's; the CPU kernels compute in f32.
+  static EmitterOptions withoutCudaOptions(EmitterOptions options) {
+    options.bf16ExpertWeights = options.bf16ExpertOutputs = false;
+    return options;
+  }
+
+  std::string targetPhrase() const override { return "the CPU target"; }
+
+  /// With the thread pool first (`pool`).
+  void printKernel(StringRef name, std::vector<std::string> args, bool pool) override {
+    if (pool)
+      args.insert(args.begin(), "pool");
+    line(name.str() + "(" + llvm::join(args, ", ") + ");");
+  }
+
+  /// Declarations are lines of the body, in order.
+  void decl(const Twine &text) override { line(text); }
+
+  void declareInput(unsigned index, ValueInfo &info, const std::string &cppType) override {
+    line("const " + cppType + " *" + info.var + " = static_cast<const " + cppType +
+         " *>(inputs[" + std::to_string(index) + "]);");
+  }
+
+  /// An output is written where the caller wants it.
+  void declareResult(ValueInfo &info, const std::string &cppType, uint64_t bytes,
+                     std::optional<unsigned> output) override {
+    if (output) {
+      line(cppType + " *" + info.var + " = static_cast<" + cppType + " *>(outputs[" +
+           std::to_string(*output) + "]);");
+      return;
+    }
+    decl(cppType + " *" + info.var + " = reinterpret_cast<" + cppType + " *>(workspace + " +
+         std::to_string(reserve(bytes)) + ");");
+  }
+
+  void narrowIds(const ValueInfo &ids, Dim slots, const std::string &out) override {
+    needsIdsToI32 = true;
+    line("idsToI32(" + ids.var + ", " + dimExpr(slots) + ", " + out + ");");
+  }
+
+  bool launchTakesRowCount() const override { return false; }
+
+  std::string writtenRows(Value value, Dim rows) override {
+    if (auto permute = value.getDefiningOp<moe::PermuteOp>())
+      if (auto it = values.find(permute.getNumValid()); it != values.end())
+        return "*" + it->second.var;
+    if (auto matmul = value.getDefiningOp<moe::GroupedMatmulOp>())
+      if (auto it = values.find(matmul.getOffsets()); it != values.end())
+        return it->second.var + "[" + dimExpr(it->second.dims[0]) + " - 1]";
+    return dimExpr(rows);
+  }
+
+  void printPermute(moe::PermuteOp op, const ValueInfo &hidden, const ValueInfo &permutation,
+                    const ValueInfo &numValid, const ValueInfo &rows) override {
+    kernel("permute", {hidden.var, dimExpr(hidden.dims[1]), permutation.var, "*" + numValid.var,
+                       std::to_string(op.getTopK()), rows.var});
+  }
+
+  // Only rows that hold data: the sentinel tail of the permuted rows is never
+  // written, and so never read.
+  void printQuantize(const ValueInfo &input, Dim, const std::string &k,
+                     const std::string &written, const ValueInfo &q,
+                     const ValueInfo &scales) override {
+    kernel("quantizeE4M3", {input.var, written, k, q.var, scales.var});
+  }
+
+  void printCombine(moe::CombineOp, const ValueInfo &rows, const ValueInfo &permutation,
+                    const ValueInfo &weights, const ValueInfo &numValid,
+                    const std::string &addend, const std::string &gate,
+                    const ValueInfo &out) override {
+    kernel("combine", {rows.var, permutation.var, dimExpr(permutation.dims[0]),
+                       dimExpr(rows.dims[1]), weights.var, dimExpr(weights.dims[0]),
+                       dimExpr(weights.dims[1]), "*" + numValid.var, addend, gate, out.var});
+  }
+
+  void printConcat(const ValueInfo &out, ArrayRef<ValueInfo *> parts, int64_t dim,
+                   int64_t outer) override {
+    line("for (int64_t o = 0, at = 0; o < " + std::to_string(outer) + "; ++o) {");
+    for (ValueInfo *part : parts) {
+      int64_t chunk = 1;
+      for (size_t i = dim; i < part->dims.size(); ++i)
+        chunk *= part->dims[i].size;
+      line(llvm::formatv("  std::memcpy({0} + at, {1} + o * {2}, sizeof(float) * {2});", out.var,
+                         part->var, chunk)
+               .str());
+      line("  at += " + std::to_string(chunk) + ";");
+    }
+    line("}");
+  }
+
+  void printResult(unsigned index, Value value, const ValueInfo &info, Dim count) override {
+    if (auto it = outputOf.find(viewRoot(value)); it != outputOf.end() && it->second == index)
+      return; // computed in place
+    line("// result " + std::to_string(index) +
+         " is an input, a weight or another result: copied");
+    line(llvm::formatv("std::memcpy(outputs[{0}], {1}, sizeof(*{1}) * ({2}));", index, info.var,
+                       dimExpr(count))
+             .str());
+  }
+
+  void assemble(llvm::raw_ostream &os) override;
+
+  bool needsIdsToI32 = false;
+};
+
+void CpuPrinter::assemble(llvm::raw_ostream &os) {
+  os << "// Generated by `moec compile --target=cpu`: the grouped phase of @"
+     << function.getSymName() << " as calls of moec's CPU kernels. Do not edit.\n"
+     << "#include \"moec/runtime/ArtifactABI.h\"\n"
+     << "#include \"moec/runtime/cpu/MoEKernels.h\"\n\n"
+     << "#include <cstdint>\n#include <cstring>\n#include <limits>\n#include <new>\n\n"
+     << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
+     << "using namespace moec::rt::cpu;\n\n"
+     << "namespace {\n"
+     << "struct State {\n  explicit State(unsigned threads) : pool(threads) {}\n"
+     << "  ThreadPool pool;\n};\n";
+  if (needsIdsToI32)
+    os << "\n/// i64 expert ids as i32; ids outside i32's range become -1, a sentinel.\n"
+       << "void idsToI32(const int64_t *ids, int64_t count, int32_t *out) {\n"
+       << "  for (int64_t i = 0; i < count; ++i)\n"
+       << "    out[i] = ids[i] >= std::numeric_limits<int32_t>::min() &&\n"
+       << "                     ids[i] <= std::numeric_limits<int32_t>::max()\n"
+       << "                 ? static_cast<int32_t>(ids[i]) : -1;\n}\n";
+  os << "} // namespace\n\n"
+     << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
+     << "MOEC_EXPORT int moec_artifact_create(unsigned threads, const unsigned char *, uint64_t,\n"
+     << "                                     void **state, char *error, size_t errorBytes) {\n"
+     << "  try {\n    *state = new State(threads);\n    return 0;\n  } catch (...) {\n"
+     << "    if (error && errorBytes)\n"
+     << "      std::strncpy(error, \"cannot create the thread pool\", errorBytes - 1)[errorBytes - 1] = 0;\n"
+     << "    return 1;\n  }\n}\n\n"
+     << "MOEC_EXPORT void moec_artifact_destroy(void *state) { delete static_cast<State *>(state); }\n\n"
+     << "// Planned for " << maxTokens << " tokens: workspace " << result.workspaceBytes
+     << " bytes, weights " << result.weightsBytes << " bytes.\n"
+     << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *weights,\n"
+     << "                                  const void *const *inputs, void *const *outputs,\n"
+     << "                                  int64_t tokens, unsigned char *workspace,\n"
+     << "                                  const void *, char *, size_t) {\n"
+     << "  ThreadPool &pool = static_cast<State *>(state)->pool;\n"
+     << "  const int64_t T = tokens;\n"
+     << "  (void)pool;\n  (void)T;\n  (void)weights;\n  (void)workspace;\n"
+     << body << "  return 0;\n}\n";
+}
+
+} // namespace
+
+std::unique_ptr<Emitter> createCpuPrinter(func::FuncOp function, const EmitterOptions &options) {
+  return std::make_unique<CpuPrinter>(function, options);
+}
+
+} // namespace moec::codegen

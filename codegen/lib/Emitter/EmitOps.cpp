@@ -1,0 +1,477 @@
+//===- EmitOps.cpp - the shared emitter's op-by-op emission ---------------===//
+//
+// One function per op kind of the grouped phase: its operands' and results'
+// checks (each failure a diagnostic at the op), its results' definitions, and
+// the kernel call, printed by the target's printer (EmitterBase.h's hooks).
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmitterBase.h"
+
+#include "moec/Dialect/ONNX/ONNXDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+
+namespace moec::codegen {
+std::string Emitter::epilogue(std::optional<moe::ActivationAttr> activation,
+                              std::optional<moe::GateUpLayout> layout) {
+  if (!activation)
+    return "Epilogue{}";
+  const char *kind = "Identity";
+  switch (activation->getKind()) {
+  case moe::ActivationKind::SiLU:
+    kind = "SiLU";
+    break;
+  case moe::ActivationKind::GELU:
+    kind = "GELU";
+    break;
+  case moe::ActivationKind::ReLU:
+    kind = "ReLU";
+    break;
+  case moe::ActivationKind::Identity:
+    kind = "Identity";
+    break;
+  }
+  const char *layoutName = "None";
+  if (layout == moe::GateUpLayout::Concatenated)
+    layoutName = "Concatenated";
+  else if (layout == moe::GateUpLayout::Interleaved)
+    layoutName = "Interleaved";
+  return llvm::formatv("Epilogue{true, ActivationKind::{0}, GateUpLayout::{1}, {2}, {3}, {4}}",
+                       kind, layoutName, floatLiteral(activation->getAlphaValue()),
+                       floatLiteral(activation->getBetaValue()),
+                       floatLiteral(activation->getLimitValue()))
+      .str();
+}
+
+static LogicalResult checkEpilogueLayout(Operation *op, std::optional<moe::GateUpLayout> layout,
+                                  bool hasEpilogue) {
+  if (hasEpilogue && layout == moe::GateUpLayout::Separate)
+    return op->emitError() << "cannot generate code for '" << op->getName()
+                           << "': a 'separate' epilogue layout (moe-lower-layer concatenates "
+                              "gate and up first)";
+  return success();
+}
+
+LogicalResult Emitter::emitView(Operation *op) {
+  Value input = op->getOperand(0), result = op->getResult(0);
+  FailureOr<ValueInfo *> in = operand(op, input, "the data operand", /*floatOnly=*/false);
+  if (failed(in) || failed(checkTensor(op, result, "the result", false)))
+    return failure();
+  auto inType = cast<RankedTensorType>(input.getType());
+  auto outType = cast<RankedTensorType>(result.getType());
+  // Only the leading dimensions may change: the row length stays, so the
+  // result is the same bytes (a view), whatever the op's shape operand says.
+  if (inType.getRank() == 0 || outType.getRank() == 0 ||
+      inType.getShape().back() != outType.getShape().back() ||
+      ShapedType::isDynamic(inType.getShape().back()))
+    return unsupported(op, "it changes the innermost dimension (" +
+                               llvm::formatv("{0} to {1}", inType, outType).str() +
+                               "); only changes of the leading dimensions are views");
+  std::optional<Dim> count = countOf((*in)->dims);
+  Dim known{1, false};
+  int dynamicDims = 0;
+  for (int64_t size : outType.getShape()) {
+    if (ShapedType::isDynamic(size))
+      ++dynamicDims;
+    else
+      known.size *= size;
+  }
+  SmallVector<Dim> dims;
+  if (dynamicDims > 1 || (dynamicDims == 1 && (!count->perToken || count->size % known.size)) ||
+      (dynamicDims == 0 && count->perToken))
+    return unsupported(op, llvm::formatv("cannot map {0} onto {1} as a view", inType, outType));
+  for (int64_t size : outType.getShape())
+    dims.push_back(ShapedType::isDynamic(size) ? Dim{count->size / known.size, true}
+                                                 : Dim{size, false});
+  if (dynamicDims == 0 && count->size != known.size)
+    return unsupported(op, llvm::formatv("{0} and {1} hold different element counts", inType,
+                                         outType));
+  ValueInfo info = **in;
+  info.dims = dims;
+  values[result] = info;
+  return success();
+}
+
+bool Emitter::linearTakesBF16(moe::LinearOp op) {
+  // Shared experts' weights follow --expert-weights=bf16 onto the tensor cores;
+  // the router's stay f32, since its logits choose the experts and bf16 would
+  // flip near ties. Weights that are not constants, or whose K the bf16 kernel
+  // cannot load (K % 8), stay f32 too.
+  bool router = llvm::any_of(op.getResult().getUsers(),
+                             [](Operation *user) { return isa<moe::RouteOp>(user); });
+  auto weightType = dyn_cast<RankedTensorType>(op.getWeight().getType());
+  Operation *weightDef = op.getWeight().getDefiningOp();
+  return bf16ExpertWeights && !router && weightType && weightType.hasStaticShape() &&
+         weightType.getRank() == 2 && weightType.getDimSize(1) % 8 == 0 && weightDef &&
+         isa<arith::ConstantOp, onnx::ConstantOp>(weightDef);
+}
+
+bool Emitter::storedAsBF16(Value value) {
+  if (!bf16ExpertWeights || value.use_empty() ||
+      !cast<RankedTensorType>(value.getType()).getElementType().isF32())
+    return false;
+  // Producers that can write bf16: permute, and the bf16-weight kernels (not
+  // the FP8 grouped matmul, not an f32 linear).
+  Operation *def = value.getDefiningOp();
+  auto producerMatmul = dyn_cast_or_null<moe::GroupedMatmulOp>(def);
+  auto producerLinear = dyn_cast_or_null<moe::LinearOp>(def);
+  if (!isa_and_nonnull<moe::PermuteOp>(def) &&
+      !(producerMatmul && !producerMatmul.getLhsScales() && !producerMatmul.getWeightScales()) &&
+      !(producerLinear && linearTakesBF16(producerLinear)))
+    return false;
+  // --expert-outputs=bf16: the experts' results rounded to bf16 for the
+  // combine, a precision choice (docs/design.md, "bf16 expert outputs"), unlike
+  // the rows below, which their readers round so anyway.
+  // (A grouped matmul that got past the check above has no scales: bf16 weights.)
+  if (bf16ExpertOutputs && producerMatmul &&
+      llvm::all_of(value.getUses(), [](OpOperand &use) {
+        auto combine = dyn_cast<moe::CombineOp>(use.getOwner());
+        return combine && use.get() == combine.getRows() &&
+               combine.getRows() != combine.getAddend();
+      }))
+    return true;
+  return llvm::all_of(value.getUses(), [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(user))
+      return use.get() == matmul.getLhs() && !matmul.getLhsScales() &&
+             !matmul.getWeightScales() && matmul.getLhs() != matmul.getWeights();
+    if (auto linear = dyn_cast<moe::LinearOp>(user))
+      return use.get() == linear.getInput() && linear.getInput() != linear.getWeight() &&
+             linearTakesBF16(linear);
+    return false;
+  });
+}
+
+LogicalResult Emitter::emitLinear(moe::LinearOp op) {
+  comment(op);
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  bool bf16 = linearTakesBF16(op);
+  FailureOr<ValueInfo *> x = operand(op, op.getInput(), "the input");
+  FailureOr<ValueInfo *> w = bf16 ? bf16Weight(op, op.getWeight(), "the weight")
+                                  : operand(op, op.getWeight(), "the weight");
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
+  if (failed(x) || failed(w) || bad)
+    return failure();
+  if ((*x)->dims.size() != 2 || (*w)->dims.size() != 2)
+    return unsupported(op, "the input and weight must be matrices");
+  Dim m = (*x)->dims[0];
+  FailureOr<ValueInfo *> y = define(op, op.getResult(), m);
+  if (failed(y))
+    return failure();
+  kernel(bf16 ? "linearBF16" : "linear",
+         {(*x)->var, dimExpr(m), dimExpr((*x)->dims[1]), (*w)->var, dimExpr((*w)->dims[0]), bias,
+          epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*y)->var});
+  return success();
+}
+
+LogicalResult Emitter::emitRoute(moe::RouteOp op) {
+  comment(op);
+  FailureOr<ValueInfo *> logits = operand(op, op.getLogits(), "the logits");
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getCorrectionBias(), "the correction bias", bad);
+  if (failed(logits) || bad)
+    return failure();
+  if ((*logits)->dims.size() != 2)
+    return unsupported(op, "the logits must be a matrix");
+  Dim tokens = (*logits)->dims[0];
+  FailureOr<ValueInfo *> ids = define(op, op.getExpertIds(), tokens);
+  if (failed(ids))
+    return failure();
+  FailureOr<ValueInfo *> weights = define(op, op.getWeights(), tokens);
+  if (failed(weights))
+    return failure();
+  const char *kind = "SoftmaxTopK";
+  if (op.getRouting() == moe::RoutingKind::TopKSoftmax)
+    kind = "TopKSoftmax";
+  else if (op.getRouting() == moe::RoutingKind::SigmoidGroupTopK)
+    kind = "SigmoidGroupTopK";
+  kernel("route", {(*logits)->var, dimExpr(tokens), dimExpr((*logits)->dims[1]), bias,
+                  llvm::formatv("Routing{RoutingKind::{0}, {1}, {2}, {3}, {4}, {5}}", kind,
+                                op.getTopK(), op.getNormalize() ? "true" : "false",
+                                op.getNumGroups(), op.getTopkGroups(),
+                                floatLiteral(op.getRoutedScalingFactor().convertToDouble()))
+                      .str(),
+                  (*ids)->var, (*weights)->var});
+  return success();
+}
+
+LogicalResult Emitter::emitSort(moe::SortOp op) {
+  comment(op);
+  FailureOr<ValueInfo *> ids = operand(op, op.getExpertIds(), "the expert ids", false);
+  if (failed(ids))
+    return failure();
+  std::optional<Dim> slots = countOf((*ids)->dims);
+  FailureOr<ValueInfo *> permutation = define(op, op.getPermutation(), slots);
+  if (failed(permutation))
+    return failure();
+  FailureOr<ValueInfo *> offsets = define(op, op.getOffsets(), std::nullopt);
+  if (failed(offsets))
+    return failure();
+  FailureOr<ValueInfo *> numValid = define(op, op.getNumValid(), std::nullopt);
+  if (failed(numValid))
+    return failure();
+  std::string idsVar = (*ids)->var;
+  if ((*ids)->elementType.isInteger(64)) {
+    // The kernel sorts i32 ids; an i64 id outside i32's range is no local
+    // expert either, so it becomes -1, which sorts into the sentinel tail.
+    idsVar = workspaceInt32(*slots);
+    narrowIds(**ids, *slots, idsVar);
+  } else if (!(*ids)->elementType.isInteger(32)) {
+    return unsupported(op, "expert ids must be i32 or i64");
+  }
+  std::vector<std::string> args = {idsVar,
+                                   dimExpr(*slots),
+                                   std::to_string(op.getNumExperts()),
+                                   std::to_string(op.getFirstExpert()),
+                                   (*permutation)->var,
+                                   (*offsets)->var,
+                                   (*numValid)->var};
+  addSortArgs(op, *slots, args);
+  kernel("sortByExpert", args, /*pool=*/false);
+  return success();
+}
+
+LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
+  comment(op);
+  if (fusedIntoQuantize(op)) {
+    line("// (fused into the moe.quantize below)");
+    return success();
+  }
+  FailureOr<ValueInfo *> hidden = operand(op, op.getHidden(), "the hidden states");
+  FailureOr<ValueInfo *> permutation = operand(op, op.getPermutation(), "the permutation", false);
+  FailureOr<ValueInfo *> numValid = operand(op, op.getNumValid(), "num_valid", false);
+  if (failed(hidden) || failed(permutation) || failed(numValid))
+    return failure();
+  if ((*hidden)->dims.size() != 2)
+    return unsupported(op, "the hidden states must be a matrix");
+  FailureOr<ValueInfo *> rows = define(op, op.getResult(), (*permutation)->dims[0]);
+  if (failed(rows))
+    return failure();
+  printPermute(op, **hidden, **permutation, **numValid, **rows);
+  return success();
+}
+
+LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
+  comment(op);
+  if (op.getLhsScales() || op.getWeightScales())
+    return emitGroupedMatmulFP8(op);
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  bool bf16 = bf16ExpertWeights;
+  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs");
+  FailureOr<ValueInfo *> w = bf16 ? bf16Weight(op, op.getWeights(), "the weights")
+                                  : operand(op, op.getWeights(), "the weights");
+  FailureOr<ValueInfo *> offsets = operand(op, op.getOffsets(), "the offsets", false);
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
+  if (failed(lhs) || failed(w) || failed(offsets) || bad)
+    return failure();
+  if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
+    return unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]");
+  Dim rows = (*lhs)->dims[0];
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), rows);
+  if (failed(out))
+    return failure();
+  std::optional<moe::GateUpLayout> layout = op.getEpilogueLayout();
+  if (bf16)
+    layout = interleaveOnDevice(op, **w, layout);
+  std::vector<std::string> args = {(*lhs)->var, dimExpr((*lhs)->dims[1]), (*w)->var,
+                                   dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]),
+                                   (*offsets)->var, bias, epilogue(op.getEpilogue(), layout),
+                                   (*out)->var};
+  if (launchTakesRowCount())
+    args.insert(args.begin() + 1, dimExpr(rows));
+  if (bf16) {
+    // The kernel loads 8 bf16 weights (16 bytes) at a time.
+    int64_t k = (*w)->dims[2].size;
+    if (k % 8 != 0)
+      return unsupported(op, "K = " + std::to_string(k) +
+                                 " is not a multiple of 8, which bf16 expert weights need");
+    kernel(offsetsSettled(op) ? "groupedMatmulBF16SettledOffsets" : "groupedMatmulBF16", args);
+    return success();
+  }
+  kernel("groupedMatmul", args);
+  return success();
+}
+
+/// The FP8 grouped matmul: e4m3 weights with block scales, and e4m3 rows with
+/// their per-row group scales (from moe.quantize), or (CPU only) f32 rows.
+LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
+  FailureOr<std::vector<std::string>> args = fp8MatmulArgs(op);
+  if (failed(args))
+    return failure();
+  if (fusedIntoQuantize(op)) {
+    line("// (fused into the moe.quantize below)");
+    return success();
+  }
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), fp8MatmulRows(op));
+  if (failed(out))
+    return failure();
+  args->push_back((*out)->var);
+  if (!op.getLhsScales())
+    kernel("groupedMatmulFP8Weights", *args);
+  else
+    kernel(offsetsSettled(op) ? "groupedMatmulFP8SettledOffsets" : "groupedMatmulFP8", *args);
+  return success();
+}
+
+/// After the sort that wrote `op`'s offsets, a kernel of its own produced
+/// `op`'s rows: the permute of that sort's permutation (fused into a quantize
+/// or not) or a grouped matmul on the same offsets (quantized or not). So the
+/// sort ran at least two launches before `op`, which may stream its first
+/// weights while its predecessor still runs (groupedMatmul*SettledOffsets).
+/// Any sort would not do: a second one emitted right before `op` would be its
+FailureOr<std::vector<std::string>> Emitter::fp8MatmulArgs(moe::GroupedMatmulOp op) {
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  bool fp8Rows = static_cast<bool>(op.getLhsScales());
+  if (!op.getWeightScales())
+    return LogicalResult(unsupported(op, "FP8 rows with weights that are not FP8; " +
+                                             targetPhrase() +
+                                             " multiplies FP8 rows only with FP8 weights"));
+  if (failed(checkFP8Rows(op, fp8Rows)))
+    return failure();
+  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs", true, /*fp8=*/true);
+  FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights", true, /*fp8=*/true);
+  FailureOr<ValueInfo *> weightScales = operand(op, op.getWeightScales(), "the weight scales");
+  FailureOr<ValueInfo *> offsets = operand(op, op.getOffsets(), "the offsets", false);
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
+  std::string lhsScales = optionalOperand(op, op.getLhsScales(), "the lhs scales", bad);
+  if (failed(lhs) || failed(w) || failed(weightScales) || failed(offsets) || bad)
+    return failure();
+  if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
+    return LogicalResult(unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]"));
+  std::vector<std::string> args = {(*lhs)->var};
+  if (launchTakesRowCount())
+    args.push_back(dimExpr((*lhs)->dims[0]));
+  if (fp8Rows)
+    args.push_back(lhsScales);
+  args.insert(args.end(), {dimExpr((*lhs)->dims[1]), (*w)->var, (*weightScales)->var,
+                           dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]), (*offsets)->var, bias,
+                           epilogue(op.getEpilogue(), op.getEpilogueLayout())});
+  return args;
+}
+
+FailureOr<std::pair<ValueInfo *, ValueInfo *>> Emitter::defineCodes(moe::QuantizeOp op,
+                                                                    Dim rows) {
+  FailureOr<ValueInfo *> q = define(op, op.getResult(), rows, /*fp8=*/true);
+  if (failed(q))
+    return failure();
+  FailureOr<ValueInfo *> scales = define(op, op.getScales(), rows);
+  if (failed(scales))
+    return failure();
+  return std::make_pair(*q, *scales);
+}
+
+LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
+  comment(op);
+  // The rows: moe.permute's (fused here on CUDA: its f32 rows are never
+  // written), or the input's.
+  // Or an FP8 grouped matmul's result, done here (its f32 result never written).
+  if (auto matmul = op.getInput().getDefiningOp<moe::GroupedMatmulOp>();
+      matmul && fusedIntoQuantize(matmul))
+    return emitMatmulQuantize(op, matmul);
+  auto permute = op.getInput().getDefiningOp<moe::PermuteOp>();
+  bool fused = permute && fusedIntoQuantize(permute);
+  FailureOr<ValueInfo *> input = fused ? operand(permute, permute.getHidden(), "the hidden states")
+                                       : operand(op, op.getInput(), "the input");
+  FailureOr<ValueInfo *> permutation, numValid;
+  if (fused) {
+    permutation = operand(permute, permute.getPermutation(), "the permutation", false);
+    numValid = operand(permute, permute.getNumValid(), "num_valid", false);
+  }
+  if (failed(input) || (fused && (failed(permutation) || failed(numValid))))
+    return failure();
+  if ((*input)->dims.size() != 2)
+    return unsupported(op, fused ? "the hidden states must be a matrix"
+                                 : "the input must be a matrix");
+  Dim rows = fused ? (*permutation)->dims[0] : (*input)->dims[0];
+  FailureOr<std::pair<ValueInfo *, ValueInfo *>> codes = defineCodes(op, rows);
+  if (failed(codes))
+    return failure();
+  ValueInfo *q = codes->first, *scales = codes->second;
+  std::string k = dimExpr((*input)->dims[1]);
+  if (fused)
+    printPermuteQuantize(permute, **input, **permutation, **numValid, *q, *scales);
+  else
+    printQuantize(**input, rows, k, writtenRows(op.getInput(), rows), *q, *scales);
+  return success();
+}
+
+LogicalResult Emitter::emitCombine(moe::CombineOp op) {
+  comment(op);
+  FailureOr<ValueInfo *> rows = operand(op, op.getRows(), "the rows");
+  FailureOr<ValueInfo *> permutation = operand(op, op.getPermutation(), "the permutation", false);
+  FailureOr<ValueInfo *> weights = operand(op, op.getWeights(), "the routing weights");
+  FailureOr<ValueInfo *> numValid = operand(op, op.getNumValid(), "num_valid", false);
+  bool bad = false;
+  std::string addend = optionalOperand(op, op.getAddend(), "the addend", bad);
+  std::string gate = optionalOperand(op, op.getAddendGate(), "the addend gate", bad);
+  if (failed(rows) || failed(permutation) || failed(weights) || failed(numValid) || bad)
+    return failure();
+  if ((*rows)->dims.size() != 2 || (*weights)->dims.size() != 2)
+    return unsupported(op, "the rows and routing weights must be matrices");
+  Dim tokens = (*weights)->dims[0];
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), tokens);
+  if (failed(out))
+    return failure();
+  printCombine(op, **rows, **permutation, **weights, **numValid, addend, gate, **out);
+  return success();
+}
+
+/// tensor.concat of static shapes: what moe-lower-layer leaves when separate
+/// gate and up weights are function arguments rather than constants (the
+/// hand-written expert loops). A copy per operand per outer index.
+LogicalResult Emitter::emitConcat(tensor::ConcatOp op) {
+  comment(op);
+  auto resultType = cast<RankedTensorType>(op.getType());
+  if (!resultType.hasStaticShape())
+    return unsupported(op, "only concatenations of static shapes are supported");
+  SmallVector<ValueInfo *> parts;
+  for (Value input : op.getInputs()) {
+    FailureOr<ValueInfo *> info = operand(op, input, "an operand");
+    if (failed(info))
+      return failure();
+    parts.push_back(*info);
+  }
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), std::nullopt);
+  if (failed(out))
+    return failure();
+  int64_t dim = op.getDim(), outer = 1;
+  for (int64_t i = 0; i < dim; ++i)
+    outer *= resultType.getDimSize(i);
+  printConcat(**out, parts, dim, outer);
+  return success();
+}
+
+LogicalResult Emitter::emitReturn(func::ReturnOp op) {
+  for (auto [i, value] : llvm::enumerate(op.getOperands())) {
+    FailureOr<ValueInfo *> info = operand(op, value, "result " + std::to_string(i), false);
+    if (failed(info))
+      return failure();
+    // The caller sizes outputs from the manifest, where the dynamic dimension
+    // is T itself; a result of S = K·T rows (say) would overrun it.
+    const SmallVector<Dim> &declared = result.outputs[i].dims;
+    bool same = declared.size() == (*info)->dims.size();
+    for (size_t d = 0; same && d < declared.size(); ++d)
+      same = declared[d].size == (*info)->dims[d].size &&
+             declared[d].perToken == (*info)->dims[d].perToken;
+    if (!same)
+      return unsupported(op, "result " + Twine(i) + " has shape " + shapeText((*info)->dims) +
+                                 " ('?': a multiple of the token count T), the output is "
+                                 "declared " + shapeText(declared) +
+                                 "; an output's dynamic dimension must be T itself");
+    std::optional<Dim> count = countOf((*info)->dims);
+    printResult(i, value, **info, *count);
+  }
+  return success();
+}
+
+} // namespace moec::codegen

@@ -1,0 +1,497 @@
+//===- Emitter.cpp - the printers' shared emitter -------------------------===//
+//
+// A direct C++ printer rather than MLIR's EmitC dialect: every op of the
+// grouped phase becomes one call of a runtime kernel whose arguments are
+// pointers into three memory regions (inputs/outputs, the mapped weights, one
+// workspace) plus sizes that are constants or multiples of the token count T.
+// EmitC would model the same calls as emitc.call_opaque with verbatim operands
+// and add a conversion step without checking anything more; printing the
+// calls directly keeps one function per op kind, readable output and precise
+// errors at the op (docs/artifact.md, "Why a direct printer").
+//
+// This file holds what both targets share (EmitterBase.h says what that is)
+// but the op-by-op emission (EmitOps.cpp); CpuPrinter.cpp and CudaPrinter.cpp
+// print the target's calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmitterBase.h"
+
+#include "moec/Dialect/MoE/MoEDialect.h"
+#include "moec/Dialect/ONNX/ONNXDialect.h"
+#include "moec/Dialect/Utils/ConstantData.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+using namespace mlir;
+namespace moe = moec::moe;
+
+namespace moec::codegen {
+
+/// The element count of `dims` as a Dim (at most one may scale with T).
+std::optional<Dim> countOf(ArrayRef<Dim> dims) {
+  Dim count;
+  for (Dim dim : dims) {
+    if (dim.perToken && count.perToken)
+      return std::nullopt; // T² elements: not a shape this target plans for
+    count.size *= dim.size;
+    count.perToken |= dim.perToken;
+  }
+  return count;
+}
+
+std::string dimExpr(Dim dim) {
+  if (!dim.perToken)
+    return std::to_string(dim.size);
+  return dim.size == 1 ? "T" : std::to_string(dim.size) + " * T";
+}
+
+std::string shapeText(ArrayRef<Dim> dims) {
+  std::string text = "[";
+  for (auto [i, dim] : llvm::enumerate(dims)) {
+    if (i)
+      text += ",";
+    text += dim.perToken ? (dim.size == 1 ? "-1" : "?") : std::to_string(dim.size);
+  }
+  return text + "]";
+}
+
+/// A float as an exact C++ literal.
+std::string floatLiteral(double value) {
+  float f = static_cast<float>(value);
+  if (std::isinf(f))
+    return f > 0 ? "std::numeric_limits<float>::infinity()"
+                 : "-std::numeric_limits<float>::infinity()";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%af", static_cast<double>(f));
+  return text;
+}
+
+std::optional<std::string> cppElementType(Type type) {
+  if (type.isF32())
+    return std::string("float");
+  if (isa<Float8E4M3FNType>(type)) // e4m3 bits (runtime/include/moec/runtime/Float8.h)
+    return std::string("uint8_t");
+  if (type.isInteger(32))
+    return std::string("int32_t");
+  if (type.isInteger(64))
+    return std::string("int64_t");
+  return std::nullopt;
+}
+
+std::string manifestDType(Type type) {
+  if (isa<Float8E4M3FNType>(type))
+    return "f8e4m3";
+  return type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
+}
+
+/// f32 to bf16 bits, rounded to nearest even (NaN stays a quiet NaN).
+static uint16_t toBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (std::isnan(value))
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+bool isView(Operation *op) {
+  return isa<onnx::ReshapeOp, onnx::SqueezeOp, onnx::UnsqueezeOp, onnx::IdentityOp>(op);
+}
+
+namespace {
+/// The bytes of a constant weight: a view of the module's storage, or for a
+/// splat the expanded bytes in `storage`.
+std::optional<ArrayRef<char>> constantBytes(Value value,
+                                            std::shared_ptr<std::vector<char>> &storage) {
+  if (std::optional<ArrayRef<char>> bytes = getConstantBytes(value))
+    return bytes;
+  Attribute attr;
+  if (auto constant = value.getDefiningOp<arith::ConstantOp>())
+    attr = constant.getValue();
+  else if (auto constant = value.getDefiningOp<onnx::ConstantOp>())
+    attr = constant.getValue() ? Attribute(*constant.getValue()) : Attribute();
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat() || dense.getElementType().isInteger(1))
+    return std::nullopt;
+  ArrayRef<char> one = dense.getRawData();
+  storage = std::make_shared<std::vector<char>>();
+  storage->reserve(one.size() * dense.getNumElements());
+  for (int64_t i = 0; i < dense.getNumElements(); ++i)
+    storage->insert(storage->end(), one.begin(), one.end());
+  return ArrayRef<char>(*storage);
+}
+
+std::string constantName(Value value, size_t index) {
+  Attribute attr;
+  if (auto constant = value.getDefiningOp<arith::ConstantOp>())
+    attr = constant.getValue();
+  else if (auto constant = value.getDefiningOp<onnx::ConstantOp>())
+    attr = constant.getValue() ? Attribute(*constant.getValue()) : Attribute();
+  std::string name;
+  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr))
+    name = resource.getRawHandle().getKey().str();
+  // A name given by hand (bench/make_block_mlir.py names its splat weights so
+  // that bench/write_weights.py can fill them by name).
+  if (Operation *def = value.getDefiningOp())
+    if (auto given = def->getAttrOfType<StringAttr>("moec.name"))
+      name = given.str();
+  if (name.empty())
+    name = "constant" + std::to_string(index);
+  for (char &c : name)
+    if (!llvm::isPrint(c) || c == ' ')
+      c = '_';
+  return name;
+}
+} // namespace
+
+Value Emitter::viewRoot(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isView(def))
+      break;
+    value = def->getOperand(0);
+  }
+  return value;
+}
+
+LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, bool floatOnly,
+                                   bool fp8) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type)
+    return unsupported(op, role + " is not a ranked tensor");
+  Type element = type.getElementType();
+  if (isa<Float8E4M3FNType>(element)) {
+    if (!fp8)
+      return unsupported(op, role + " is FP8, which only moe.quantize and moe.grouped_matmul "
+                                    "take");
+    return success();
+  }
+  if (floatOnly && !element.isF32())
+    return unsupported(op, role + " has element type " + llvm::formatv("{0}", element).str() +
+                               "; " + targetPhrase() + " computes in f32 only");
+  if (!floatOnly && !cppElementType(element))
+    return unsupported(op, role + " has element type " + llvm::formatv("{0}", element).str() +
+                               "; expected f32, i32 or i64");
+  return success();
+}
+
+/// Dims of `result`: static sizes from its type; a dynamic dimension 0 takes
+/// `rows`, the op's row count (which scales with T).
+FailureOr<SmallVector<Dim>> Emitter::resultDims(Operation *op, Value result,
+                                                std::optional<Dim> rows) {
+  auto type = cast<RankedTensorType>(result.getType());
+  SmallVector<Dim> dims;
+  for (auto [i, size] : llvm::enumerate(type.getShape())) {
+    if (!ShapedType::isDynamic(size)) {
+      dims.push_back({size, false});
+      continue;
+    }
+    if (i != 0 || !rows)
+      return LogicalResult(unsupported(op, "dynamic dimension " + Twine(i) +
+                                         " of a result; only the token (row) dimension may be "
+                                         "dynamic"));
+    dims.push_back(*rows);
+  }
+  return dims;
+}
+
+FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optional<Dim> rows,
+                                       bool fp8) {
+  if (failed(checkTensor(op, result, "a result", /*floatOnly=*/false, fp8)))
+    return failure();
+  FailureOr<SmallVector<Dim>> dims = resultDims(op, result, rows);
+  if (failed(dims))
+    return failure();
+  std::optional<Dim> count = countOf(*dims);
+  if (!count)
+    return LogicalResult(unsupported(op, "a result with two token dimensions"));
+  Type element = cast<RankedTensorType>(result.getType()).getElementType();
+  ValueInfo &info = values[result];
+  info.var = "v" + std::to_string(nextVar++);
+  info.dims = *dims;
+  info.elementType = element;
+  info.bf16 = storedAsBF16(result);
+  std::string cppType = info.bf16 ? "BF16" : *cppElementType(element);
+  auto output = outputOf.find(result);
+  // Planned for the largest T; every intermediate keeps its own slot (the
+  // grouped phase has a handful, so reuse would save little).
+  uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
+  declareResult(info, cppType, elements * (info.bf16 ? 2 : element.getIntOrFloatBitWidth() / 8),
+                output == outputOf.end() ? std::nullopt : std::optional<unsigned>(output->second));
+  return &info;
+}
+
+FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef role,
+                                        bool floatOnly, bool fp8) {
+  if (failed(checkTensor(op, value, role, floatOnly, fp8)))
+    return failure();
+  if (auto it = values.find(value); it != values.end())
+    return &it->second;
+  Operation *def = value.getDefiningOp();
+  if (!def || !isa<arith::ConstantOp, onnx::ConstantOp>(def))
+    return LogicalResult(unsupported(op, role + " is defined by '" +
+                                   (def ? def->getName().getStringRef() : StringRef("?")) +
+                                   "', which has no code"));
+  // A weight: copied into weights.bin at the next 256-byte boundary (external
+  // weights: only its place is planned).
+  auto type = cast<RankedTensorType>(value.getType());
+  std::shared_ptr<std::vector<char>> expanded;
+  std::optional<ArrayRef<char>> bytes;
+  if (externalWeights) {
+    if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+      return LogicalResult(unsupported(op, role + " is a constant of no static size"));
+    bytes = ArrayRef<char>();
+  } else {
+    bytes = constantBytes(value, expanded);
+  }
+  if (!bytes)
+    return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
+  WeightEntry entry;
+  entry.bytes = *bytes;
+  entry.expanded = std::move(expanded);
+  entry.size = externalWeights ? static_cast<uint64_t>(type.getNumElements()) *
+                                     (type.getElementTypeBitWidth() / 8)
+                               : entry.bytes.size();
+  return &placeWeight(value, std::move(entry), values[value]);
+}
+
+ValueInfo &Emitter::placeWeight(Value value, WeightEntry entry, ValueInfo &info) {
+  auto type = cast<RankedTensorType>(value.getType());
+  std::vector<WeightEntry> &weights = result.weights;
+  entry.name = constantName(value, weights.size());
+  entry.elementType = type.getElementType();
+  entry.shape.assign(type.getShape().begin(), type.getShape().end());
+  entry.offset = alignUp(result.weightsBytes);
+  result.weightsBytes = entry.offset + entry.size;
+  info.var = "w" + std::to_string(weights.size());
+  info.weightOffset = entry.offset;
+  for (int64_t size : type.getShape())
+    info.dims.push_back({size, false});
+  info.elementType = entry.elementType;
+  std::string cppType = entry.bf16 ? "uint16_t" : *cppElementType(entry.elementType);
+  decl("const " + cppType + " *" + info.var + " = reinterpret_cast<const " + cppType +
+       " *>(weights + " + std::to_string(entry.offset) + "); // " + entry.name +
+       (entry.bf16 ? " (bf16)" : ""));
+  weights.push_back(std::move(entry));
+  return info;
+}
+
+FailureOr<ValueInfo *> Emitter::bf16Weight(Operation *op, Value value, StringRef role) {
+  if (failed(checkTensor(op, value, role, true)))
+    return failure();
+  if (auto it = bf16Values.find(value); it != bf16Values.end())
+    return &it->second;
+  auto type = cast<RankedTensorType>(value.getType());
+  Operation *def = value.getDefiningOp();
+  if (!def || !isa<arith::ConstantOp, onnx::ConstantOp>(def) || !type.getElementType().isF32() ||
+      !type.hasStaticShape())
+    return LogicalResult(unsupported(
+        op, role + " must be an f32 constant of static shape to be stored as bf16 "
+                   "(--expert-weights=bf16)"));
+  WeightEntry entry;
+  entry.bf16 = true;
+  entry.size = static_cast<uint64_t>(type.getNumElements()) * 2;
+  if (!externalWeights) {
+    std::shared_ptr<std::vector<char>> expanded;
+    std::optional<ArrayRef<char>> bytes = constantBytes(value, expanded);
+    if (!bytes || bytes->size() != static_cast<size_t>(type.getNumElements()) * 4)
+      return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
+    auto converted = std::make_shared<std::vector<char>>(entry.size);
+    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+      float f;
+      std::memcpy(&f, bytes->data() + 4 * i, 4);
+      uint16_t half = toBF16(f);
+      std::memcpy(converted->data() + 2 * i, &half, 2);
+    }
+    entry.expanded = std::move(converted);
+    entry.bytes = ArrayRef<char>(*entry.expanded);
+  }
+  return &placeWeight(value, std::move(entry), bf16Values[value]);
+}
+
+std::string Emitter::optionalOperand(Operation *op, Value value, StringRef role, bool &failedFlag) {
+  if (!value)
+    return "nullptr";
+  FailureOr<ValueInfo *> info = operand(op, value, role);
+  if (failed(info)) {
+    failedFlag = true;
+    return "";
+  }
+  return (*info)->var;
+}
+
+static std::string tensorName(func::FuncOp function, bool input, unsigned index) {
+  DictionaryAttr attrs = input ? function.getArgAttrDict(index) : function.getResultAttrDict(index);
+  if (attrs)
+    if (auto name = attrs.getAs<StringAttr>("onnx.name"))
+      return name.str();
+  return (input ? "input" : "output") + std::to_string(index);
+}
+
+LogicalResult Emitter::run() {
+  auto declare = [&](Operation *at, Type type, const std::string &name, bool input,
+                     std::vector<TensorDecl> &decls) -> FailureOr<SmallVector<Dim>> {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return LogicalResult(at->emitError() << "cannot generate code for '" << name
+                                     << "': not a ranked tensor");
+    Type element = tensor.getElementType();
+    if (!element.isF32() && !(input && (element.isInteger(32) || element.isInteger(64))))
+      return LogicalResult(at->emitError()
+                     << "cannot generate code for " << (input ? "input" : "output") << " '"
+                     << name << "' of element type " << element
+                     << ": " << targetPhrase() << " takes f32 tensors (and i32/i64 expert ids) only");
+    if (name.empty() || llvm::any_of(name, [](char c) { return !llvm::isPrint(c) || c == ' '; }))
+      return LogicalResult(at->emitError() << "cannot generate code for the tensor named '" << name
+                                     << "': names in the manifest must be printable, no spaces");
+    for (const std::vector<TensorDecl> *list : {&result.inputs, &result.outputs})
+      for (const TensorDecl &decl : *list)
+        if (decl.name == name)
+          return LogicalResult(at->emitError() << "two inputs or outputs are named '" << name << "'");
+    SmallVector<Dim> dims;
+    int dynamic = 0;
+    for (int64_t size : tensor.getShape()) {
+      dynamic += ShapedType::isDynamic(size);
+      dims.push_back(ShapedType::isDynamic(size) ? Dim{1, true} : Dim{size, false});
+    }
+    if (dynamic > 1)
+      return LogicalResult(at->emitError() << "cannot generate code for '" << name << "' of type "
+                                     << tensor << ": only one (token) dimension may be dynamic");
+    usesTokens |= dynamic == 1;
+    decls.push_back({name, element, dims});
+    return dims;
+  };
+
+  for (auto [i, arg] : llvm::enumerate(function.getArguments())) {
+    FailureOr<SmallVector<Dim>> dims =
+        declare(function, arg.getType(), tensorName(function, true, i), true, result.inputs);
+    if (failed(dims))
+      return failure();
+    ValueInfo &info = values[arg];
+    info.var = "in" + std::to_string(i);
+    info.dims = *dims;
+    info.elementType = cast<RankedTensorType>(arg.getType()).getElementType();
+    std::string cppType = *cppElementType(info.elementType);
+    declareInput(i, info, cppType);
+  }
+  auto returnOp = cast<func::ReturnOp>(function.getBody().front().getTerminator());
+  for (auto [i, type] : llvm::enumerate(function.getResultTypes()))
+    if (failed(declare(returnOp, type, tensorName(function, false, i), false, result.outputs)))
+      return failure();
+  // A result computed by a kernel is written straight into its output buffer
+  // (through any views); others are copied at the end.
+  for (auto [i, value] : llvm::enumerate(returnOp.getOperands())) {
+    Value root = viewRoot(value);
+    Operation *def = root.getDefiningOp();
+    if (def && isa<moe::MoEDialect>(def->getDialect()) && !outputOf.count(root))
+      outputOf[root] = i;
+  }
+  planOutputs(returnOp);
+
+  auto emitOp = [&](Operation &op) -> LogicalResult {
+    return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+        .Case<arith::ConstantOp, onnx::ConstantOp>([](Operation *) {
+          return success(); // weights are placed when a kernel reads them
+        })
+        .Case<moe::LinearOp>([&](auto op) { return emitLinear(op); })
+        .Case<moe::RouteOp>([&](auto op) { return emitRoute(op); })
+        .Case<moe::SortOp>([&](auto op) { return emitSort(op); })
+        .Case<moe::PermuteOp>([&](auto op) { return emitPermute(op); })
+        .Case<moe::GroupedMatmulOp>([&](auto op) { return emitGroupedMatmul(op); })
+        .Case<moe::CombineOp>([&](auto op) { return emitCombine(op); })
+        .Case<tensor::ConcatOp>([&](auto op) { return emitConcat(op); })
+        .Case<func::ReturnOp>([&](auto op) { return emitReturn(op); })
+        .Case<moe::AllReduceOp>([&](Operation *op) -> LogicalResult {
+          return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by " +
+                                     targetPhrase() + "; compile without --ep-size");
+        })
+        .Case<moe::QuantizeOp>([&](auto op) { return emitQuantize(op); })
+        .Default([&](Operation *op) -> LogicalResult {
+          if (isView(op))
+            return emitView(op);
+          return unsupported(op,
+                             "not an op of the grouped phase that " + targetPhrase() + " knows");
+        });
+  };
+  if (failed(emitOps(emitOp)))
+    return failure();
+
+  // Assemble the translation unit.
+  llvm::raw_string_ostream os(result.source);
+  assemble(os);
+  return success();
+}
+
+LogicalResult Emitter::emitOps(llvm::function_ref<LogicalResult(Operation &)> emitOp) {
+  for (Operation &op : function.getBody().front())
+    if (failed(emitOp(op)))
+      return failure();
+  return success();
+}
+
+std::string Emitter::workspaceInt32(const Dim &count) {
+  std::string var = "v" + std::to_string(nextVar++);
+  uint64_t offset =
+      reserve(4 * static_cast<uint64_t>(count.size) * (count.perToken ? maxTokens : 1));
+  decl("int32_t *" + var + " = reinterpret_cast<int32_t *>(workspace + " +
+       std::to_string(offset) + ");");
+  return var;
+}
+
+InFlightDiagnostic Emitter::unsupported(Operation *op, const Twine &why) {
+  // An imported op's location is its ONNX node's name over the file, which
+  // a file:line:col printer drops; name the node in the message.
+  std::string node;
+  op->getLoc()->walk([&](Location loc) {
+    if (auto name = dyn_cast<NameLoc>(loc); name && node.empty())
+      node = " (ONNX node '" + name.getName().str() + "')";
+    return WalkResult::advance();
+  });
+  return op->emitError() << "cannot generate code for '" << op->getName() << "'" << node
+                         << ": " << why;
+}
+
+void Emitter::comment(Operation *op) {
+  std::string loc;
+  llvm::raw_string_ostream os(loc);
+  op->getLoc().print(os);
+  line("// " + op->getName().getStringRef() + " " + loc);
+}
+
+FailureOr<EmittedModule> emitModule(ModuleOp module, Target target,
+                                    const EmitterOptions &options) {
+  bool cuda = target == Target::CUDA;
+  auto fail = [&](const Twine &message) {
+    emitError(module.getLoc()) << message;
+    return failure();
+  };
+  if (options.maxTokens < 1)
+    return fail("--max-tokens must be at least 1");
+  SmallVector<func::FuncOp> functions;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (!function.isExternal())
+      functions.push_back(function);
+  if (functions.size() != 1)
+    return fail("cannot generate code: the module holds " + Twine(functions.size()) +
+                " functions with a body; the " + (cuda ? "CUDA" : "CPU") +
+                " target compiles exactly one");
+  func::FuncOp function = functions.front();
+  if (!function.getBody().hasOneBlock())
+    return fail("cannot generate code for @" + function.getSymName() + ": more than one block");
+  std::unique_ptr<Emitter> emitter =
+      cuda ? createCudaPrinter(function, options) : createCpuPrinter(function, options);
+  if (failed(emitter->run()))
+    return failure();
+  return std::move(emitter->result);
+}
+
+} // namespace moec::codegen

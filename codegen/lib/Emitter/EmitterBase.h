@@ -1,0 +1,253 @@
+//===- EmitterBase.h - the printers' shared emitter (private) --*- C++ -*-===//
+//
+// The part of code generation that does not depend on the target: the value
+// table (what C++ variable holds each SSA value, its shape as Dims), the
+// workspace plan, the placement of weight constants in weights.bin, the walk
+// over the function with the op-by-op checks and their diagnostics. What is
+// printed for a kernel call, where inputs, results and outputs live, and how
+// the translation unit is assembled are the printers' (CpuPrinter.cpp,
+// CudaPrinter.cpp), through the virtual hooks below.
+//
+// Shapes: every dimension is static except the token dimension, which is
+// dynamic up to --max-tokens. A dimension is therefore `n` or `n·T`, a tensor
+// has at most one dynamic dimension, and the workspace is planned once for
+// T = max tokens (each intermediate at a fixed, 256-byte aligned offset).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_CODEGEN_LIB_EMITTERBASE_H
+#define MOEC_CODEGEN_LIB_EMITTERBASE_H
+
+#include "moec/Codegen/Emitter.h"
+#include "moec/Dialect/MoE/MoEOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moec::codegen {
+
+/// Weights and workspace slots start at multiples of 256 bytes. At 64 every
+/// tensor of the bench artifacts sat at 64 mod 128, so each 128-byte row chunk
+/// a kernel loads straddled two of the L2's 128-byte lines: ncu had the decode
+/// kernel at 72 % of DRAM bandwidth in the artifact against 92 % on the same
+/// data 128-aligned, with the L2 busy at 93 % in both.
+constexpr uint64_t kAlignment = 256;
+/// weights.bin's header (docs/artifact.md); the first tensor follows it.
+constexpr uint64_t kWeightsHeaderBytes = 64;
+
+inline uint64_t alignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+/// The element count of `dims` as a Dim (at most one may scale with T).
+std::optional<Dim> countOf(mlir::ArrayRef<Dim> dims);
+/// A Dim as a C++ expression: `n`, `T` or `n * T`.
+std::string dimExpr(Dim dim);
+/// A float as an exact C++ literal.
+std::string floatLiteral(double value);
+/// The C++ element type of a tensor element type (FP8 as its uint8_t bits).
+std::optional<std::string> cppElementType(mlir::Type type);
+/// onnx.Reshape, Squeeze, Unsqueeze, Identity: aliases, no kernel.
+bool isView(mlir::Operation *op);
+
+/// What a value lives in and what the generated code calls it.
+struct ValueInfo {
+  std::string var;             // the C++ pointer variable
+  mlir::SmallVector<Dim> dims; // its shape
+  mlir::Type elementType;
+  /// CUDA, --expert-weights=bf16: an f32 value held as bf16 (BF16 *), since
+  /// only bf16-weight kernels read it and they round it so anyway.
+  bool bf16 = false;
+  /// A weight constant: its offset in weights.bin.
+  std::optional<uint64_t> weightOffset;
+};
+
+class Emitter {
+public:
+  Emitter(mlir::func::FuncOp function, const EmitterOptions &options)
+      : function(function), maxTokens(options.maxTokens),
+        externalWeights(options.externalWeights), bf16ExpertWeights(options.bf16ExpertWeights),
+        bf16ExpertOutputs(options.bf16ExpertOutputs) {
+    result.weightsBytes = kWeightsHeaderBytes;
+  }
+  virtual ~Emitter() = default;
+
+  /// Prints the function into `result.source` and fills in its layout.
+  mlir::LogicalResult run();
+
+  EmittedModule result;
+
+protected:
+  //===--- Target hooks -------------------------------------------------===//
+
+  /// "the CPU target" / "the CUDA target", for messages.
+  virtual std::string targetPhrase() const = 0;
+  /// One kernel call (`pool`: the CPU kernel takes the thread pool).
+  virtual void printKernel(mlir::StringRef name, std::vector<std::string> args, bool pool) = 0;
+  /// A pointer declaration (CUDA keeps them apart from the kernel calls).
+  virtual void decl(const mlir::Twine &text) = 0;
+  /// Declares input `index`'s pointer `info.var` of C++ type `cppType *`.
+  virtual void declareInput(unsigned index, ValueInfo &info, const std::string &cppType) = 0;
+  /// Declares a result's pointer `info.var`: `bytes` of workspace, or the
+  /// caller's buffer of function result `output`.
+  virtual void declareResult(ValueInfo &info, const std::string &cppType, uint64_t bytes,
+                             std::optional<unsigned> output) = 0;
+  /// Called once the outputs are declared and `outputOf` is known.
+  virtual void planOutputs(mlir::func::ReturnOp) {}
+  /// Emits the function's ops (`emitOp` each) in the order the target runs
+  /// them; by default in program order.
+  virtual mlir::LogicalResult
+  emitOps(llvm::function_ref<mlir::LogicalResult(mlir::Operation &)> emitOp);
+  /// i64 expert ids as the i32 the sort takes, into `out` (`slots` ids).
+  virtual void narrowIds(const ValueInfo &ids, Dim slots, const std::string &out) = 0;
+  /// The sort's arguments after its results (CUDA: the inverse, CUB's workspace).
+  virtual void addSortArgs(moe::SortOp, Dim, std::vector<std::string> &) {}
+  /// Whether moe.quantize computes `op` itself (its result is never written).
+  virtual bool fusedIntoQuantize(moe::PermuteOp) const { return false; }
+  virtual bool fusedIntoQuantize(moe::GroupedMatmulOp) const { return false; }
+  /// Whether grouped matmuls take the row count (the launch bound) after the rows.
+  virtual bool launchTakesRowCount() const = 0;
+  /// Whether the sort behind `op`'s offsets ran two launches before it.
+  virtual bool offsetsSettled(moe::GroupedMatmulOp) { return false; }
+  /// The gate/up layout the bf16 grouped matmul `op` is given.
+  virtual std::optional<moe::GateUpLayout>
+  interleaveOnDevice(moe::GroupedMatmulOp, const ValueInfo &,
+                     std::optional<moe::GateUpLayout> layout) {
+    return layout;
+  }
+  /// An FP8 grouped matmul's rows: FP8 (with scales) or not.
+  virtual mlir::LogicalResult checkFP8Rows(moe::GroupedMatmulOp, bool) { return mlir::success(); }
+  /// The number of rows of `value` that hold data, as the kernels take it.
+  virtual std::string writtenRows(mlir::Value value, Dim rows) = 0;
+  virtual void printPermute(moe::PermuteOp op, const ValueInfo &hidden,
+                            const ValueInfo &permutation, const ValueInfo &numValid,
+                            const ValueInfo &rows) = 0;
+  /// moe.quantize of `rows` rows of `input` (`written` of them hold data).
+  virtual void printQuantize(const ValueInfo &input, Dim rows, const std::string &k,
+                             const std::string &written, const ValueInfo &q,
+                             const ValueInfo &scales) = 0;
+  /// moe.quantize of the rows of `permute`, which it computes itself
+  /// (fusedIntoQuantize).
+  virtual void printPermuteQuantize(moe::PermuteOp, const ValueInfo &, const ValueInfo &,
+                                    const ValueInfo &, const ValueInfo &, const ValueInfo &) {
+    llvm_unreachable("a printer that fuses permutes into moe.quantize prints them");
+  }
+  /// moe.quantize of an FP8 grouped matmul's result, which it computes itself
+  /// (fusedIntoQuantize), after the quantize's comment.
+  virtual mlir::LogicalResult emitMatmulQuantize(moe::QuantizeOp, moe::GroupedMatmulOp) {
+    llvm_unreachable("a printer that fuses grouped matmuls into moe.quantize prints them");
+  }
+  virtual void printCombine(moe::CombineOp op, const ValueInfo &rows,
+                            const ValueInfo &permutation, const ValueInfo &weights,
+                            const ValueInfo &numValid, const std::string &addend,
+                            const std::string &gate, const ValueInfo &out) = 0;
+  virtual void printConcat(const ValueInfo &out, mlir::ArrayRef<ValueInfo *> parts,
+                           int64_t dim, int64_t outer) = 0;
+  /// Result `index` of the function, held in `info`, into the caller's output.
+  virtual void printResult(unsigned index, mlir::Value value, const ValueInfo &info,
+                           Dim count) = 0;
+  /// The translation unit around the printed body.
+  virtual void assemble(llvm::raw_ostream &os) = 0;
+
+  //===--- Shared machinery ---------------------------------------------===//
+
+  void kernel(mlir::StringRef name, std::vector<std::string> args, bool pool = true) {
+    printKernel(name, std::move(args), pool);
+  }
+  /// A workspace slot of `bytes` bytes; returns its offset.
+  uint64_t reserve(uint64_t bytes) {
+    uint64_t offset = result.workspaceBytes;
+    result.workspaceBytes = alignUp(offset + bytes);
+    return offset;
+  }
+  /// A new `int32_t *` variable over `count` int32 of the workspace (`count`
+  /// per token: sized for max tokens); returns its name.
+  std::string workspaceInt32(const Dim &count);
+  mlir::InFlightDiagnostic unsupported(mlir::Operation *op, const mlir::Twine &why);
+
+  /// `fp8`: an f8E4M3FN tensor is acceptable here (moe.quantize's result,
+  /// moe.grouped_matmul's FP8 operands).
+  mlir::LogicalResult checkTensor(mlir::Operation *op, mlir::Value value, mlir::StringRef role,
+                                  bool floatOnly, bool fp8 = false);
+  mlir::FailureOr<mlir::SmallVector<Dim>> resultDims(mlir::Operation *op, mlir::Value result,
+                                                     std::optional<Dim> rows);
+  mlir::FailureOr<ValueInfo *> operand(mlir::Operation *op, mlir::Value value,
+                                       mlir::StringRef role, bool floatOnly = true,
+                                       bool fp8 = false);
+  /// An f32 constant stored in weights.bin as bf16 (--expert-weights=bf16).
+  mlir::FailureOr<ValueInfo *> bf16Weight(mlir::Operation *op, mlir::Value value,
+                                          mlir::StringRef role);
+  /// Places `entry` (its bytes and size filled in) at weights.bin's next
+  /// aligned offset and declares the constant `value`'s pointer into `info`.
+  ValueInfo &placeWeight(mlir::Value value, WeightEntry entry, ValueInfo &info);
+  std::string optionalOperand(mlir::Operation *op, mlir::Value value, mlir::StringRef role,
+                              bool &failed);
+  mlir::FailureOr<ValueInfo *> define(mlir::Operation *op, mlir::Value result,
+                                      std::optional<Dim> rows, bool fp8 = false);
+  std::string epilogue(std::optional<moe::ActivationAttr> activation,
+                       std::optional<moe::GateUpLayout> layout);
+  mlir::Value viewRoot(mlir::Value value);
+
+  /// Whether moe.linear `op` multiplies by a bf16 weight (a constant, not the
+  /// router's) under --expert-weights=bf16.
+  bool linearTakesBF16(moe::LinearOp op);
+  /// Whether `value` is held as bf16 rows: every use reads it as the rows of a
+  /// bf16-weight grouped matmul or linear, which round f32 rows to bf16 first,
+  /// so storing them rounded changes no bit of any result and halves their
+  /// bytes (docs/design.md, "bf16 activations").
+  bool storedAsBF16(mlir::Value value);
+
+  mlir::LogicalResult emitView(mlir::Operation *op);
+  mlir::LogicalResult emitLinear(moe::LinearOp op);
+  mlir::LogicalResult emitRoute(moe::RouteOp op);
+  mlir::LogicalResult emitSort(moe::SortOp op);
+  mlir::LogicalResult emitPermute(moe::PermuteOp op);
+  mlir::LogicalResult emitGroupedMatmul(moe::GroupedMatmulOp op);
+  mlir::LogicalResult emitGroupedMatmulFP8(moe::GroupedMatmulOp op);
+  mlir::LogicalResult emitQuantize(moe::QuantizeOp op);
+  /// moe.quantize's codes and scales, `rows` rows.
+  mlir::FailureOr<std::pair<ValueInfo *, ValueInfo *>> defineCodes(moe::QuantizeOp op, Dim rows);
+  /// An FP8 grouped matmul's kernel arguments up to its epilogue (the result
+  /// pointer, or the codes and scales, follow), after its checks.
+  mlir::FailureOr<std::vector<std::string>> fp8MatmulArgs(moe::GroupedMatmulOp op);
+  /// Its row count (the lhs's rows).
+  Dim fp8MatmulRows(moe::GroupedMatmulOp op) { return values[op.getLhs()].dims[0]; }
+  mlir::LogicalResult emitCombine(moe::CombineOp op);
+  mlir::LogicalResult emitConcat(mlir::tensor::ConcatOp op);
+  mlir::LogicalResult emitReturn(mlir::func::ReturnOp op);
+
+  void line(const mlir::Twine &text) { body += "  " + text.str() + "\n"; }
+  void comment(mlir::Operation *op);
+
+  mlir::func::FuncOp function;
+  int64_t maxTokens;
+  /// --weights=external: weights.bin is laid out but not written, so a
+  /// splat's bytes are never expanded (bench/write_weights.py fills it).
+  bool externalWeights;
+  /// --expert-weights=bf16 (CUDA): grouped matmul weights stored as bf16 and
+  /// multiplied by the bf16-weight kernel.
+  bool bf16ExpertWeights;
+  /// --expert-outputs=bf16 (CUDA, with bf16ExpertWeights): a bf16-weight
+  /// grouped matmul whose result only moe.combine reads rounds it to bf16.
+  bool bf16ExpertOutputs;
+  /// The kernel calls, in order.
+  std::string body;
+  llvm::DenseMap<mlir::Value, ValueInfo> values;
+  llvm::DenseMap<mlir::Value, ValueInfo> bf16Values; // constants stored as bf16
+  llvm::DenseMap<mlir::Value, unsigned> outputOf; // results written straight into an output
+  unsigned nextVar = 0;
+  bool usesTokens = false;
+};
+
+std::unique_ptr<Emitter> createCpuPrinter(mlir::func::FuncOp function,
+                                          const EmitterOptions &options);
+std::unique_ptr<Emitter> createCudaPrinter(mlir::func::FuncOp function,
+                                           const EmitterOptions &options);
+
+} // namespace moec::codegen
+
+#endif // MOEC_CODEGEN_LIB_EMITTERBASE_H
