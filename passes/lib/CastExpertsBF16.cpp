@@ -1,10 +1,10 @@
 //===- CastExpertsBF16.cpp - what the CUDA target stores as bf16, as types ---===//
 //
 // The policy of `moec compile --target=cuda --expert-weights=bf16
-// [--expert-outputs=bf16]`, stated in the IR instead of decided by the code
-// generator (codegen/lib/EmitCpp/EmitCpp.cpp: Emitter::linearTakesBF16,
-// Emitter::storedAsBF16, Emitter::bf16Weight). The decisions are exactly those
-// rules, taken on the f32 IR before anything changes:
+// [--expert-outputs=bf16]`, stated in the IR: the CUDA printer stores a bf16
+// constant as is, holds a bf16 value as BF16 rows, and multiplies bf16 weights
+// with the bf16-weight kernels. The rules, taken on the f32 IR before anything
+// changes:
 //
 //   * every moe.grouped_matmul without FP8 scales multiplies bf16 weights: its
 //     f32 constant weights become a bf16 constant (nearest even), and weights
@@ -54,8 +54,8 @@ using namespace moec::moe;
 
 namespace {
 
-/// f32 to bf16 bits, rounded to nearest even (NaN stays a quiet NaN): the
-/// conversion codegen's toBF16 makes.
+/// f32 to bf16 bits, rounded to nearest even (NaN stays a quiet NaN), as the
+/// bf16-weight kernels round their f32 rows.
 uint16_t toBF16(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, 4);
@@ -73,7 +73,7 @@ bool isF32(Value value) {
 
 bool isFP8Matmul(GroupedMatmulOp op) { return op.getLhsScales() || op.getWeightScales(); }
 
-/// Whether moe.linear `op` multiplies by a bf16 weight (linearTakesBF16): not
+/// Whether moe.linear `op` multiplies by a bf16 weight: not
 /// the router's, whose logits choose the experts; a constant weight [N, K] of
 /// static shape with K % 8 == 0, which the bf16 kernel loads 8 at a time.
 bool linearTakesBF16(LinearOp op) {
@@ -85,7 +85,7 @@ bool linearTakesBF16(LinearOp op) {
          weightType.getElementType().isF32();
 }
 
-/// Whether `value` is held as bf16 (storedAsBF16).
+/// Whether `value` is held as bf16.
 bool storedAsBF16(Value value, bool bf16Outputs) {
   if (value.use_empty() || !isF32(value))
     return false;
@@ -165,8 +165,13 @@ Value castConstant(OpBuilder &builder, Value value) {
   } else {
     return {};
   }
+  // The weight keeps its name in the artifact's manifest (what codegen calls
+  // a constant: a name given by hand, else its blob's key).
   if (auto name = def->getAttrOfType<StringAttr>("moec.name"))
     result.getDefiningOp()->setAttr("moec.name", name);
+  else if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr))
+    result.getDefiningOp()->setAttr(
+        "moec.name", builder.getStringAttr(resource.getRawHandle().getKey()));
   return result;
 }
 

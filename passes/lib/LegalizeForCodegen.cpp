@@ -1,12 +1,10 @@
 //===- LegalizeForCodegen.cpp - only func, arith, tensor and moe ops --------===//
 //
 // The grouped phase may still hold onnx ops that the lowering left: weight
-// constants and views of the inputs or results. Codegen accepts exactly these
-// today (codegen/lib/EmitCpp/EmitCpp.cpp: Emitter::operand takes arith.constant
-// and onnx.Constant; isView/Emitter::emitView take onnx.Reshape, Squeeze,
-// Unsqueeze and Identity when they keep the innermost dimension, so the result
-// is the same bytes). This pass states them in upstream ops, so that codegen
-// meets only func, arith, tensor and moe:
+// constants and views of the inputs or results (onnx.Reshape, Squeeze,
+// Unsqueeze, Identity, Flatten that keep the innermost dimension, so that the
+// result is the same bytes). This pass states them in upstream ops, so that the
+// printers meet only func, arith, tensor and moe (they reject onnx ops):
 //
 //   onnx.Constant {value}             -> arith.constant (the same attribute:
 //                                        a dense_resource blob is not copied)

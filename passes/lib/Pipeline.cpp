@@ -86,8 +86,9 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
                      "for the combine rounded to bf16"),
       llvm::cl::init("f32")};
   Option<std::string> target{*this, "target",
-                             llvm::cl::desc("none (default), cpu or cuda; cuda plans the side "
-                                            "stream (moe-plan-streams)"),
+                             llvm::cl::desc("none (default), cpu or cuda: legalizes for the "
+                                            "target's printer; cuda plans the side stream "
+                                            "(moe-plan-streams)"),
                              llvm::cl::init("none")};
   Option<bool> legalize{*this, "legalize",
                         llvm::cl::desc("moe-legalize-for-codegen after the last phase"),
@@ -113,7 +114,9 @@ void moec::registerPipeline() {
         options.bf16ExpertWeights = grouped && cl.expertWeights == "bf16";
         options.bf16ExpertOutputs = options.bf16ExpertWeights && cl.expertOutputs == "bf16";
         options.planStreams = grouped && cl.target == "cuda";
-        options.legalizeForCodegen = grouped && cl.legalize;
+        // A target's printer reads only func, arith, tensor and moe ops.
+        options.legalizeForCodegen =
+            grouped && (cl.legalize || cl.target == "cpu" || cl.target == "cuda");
         buildPipeline(pm, options);
       });
 }

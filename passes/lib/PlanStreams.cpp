@@ -4,8 +4,7 @@
 // two matmuls have one expert's rows, a few dozen blocks each, and in line they
 // would wait behind the router, sort, permute and the routed GEMMs. Nothing of
 // the routed chain reads them (docs/design.md, "The shared expert beside the
-// routed experts"). This pass states the plan that codegen's
-// Emitter::planSideBranch computes today, exactly:
+// routed experts"). This pass states the plan; the CUDA printer follows it:
 //
 //   for each moe.combine's addend and addend_gate: the backward slice through
 //   moe.linear ops and views down to the function's inputs (or views of them)
@@ -120,9 +119,9 @@ struct MoEPlanStreams : moec::impl::MoEPlanStreamsBase<MoEPlanStreams> {
       });
       auto stream = IntegerAttr::get(IntegerType::get(context, 64), 1);
       for (Operation *op : sideBranch)
-        op->setAttr("moe.stream", stream);
+        op->setAttr(kStreamAttr, stream);
       for (Operation *op : inputViews)
-        op->setAttr("moe.stream_input_view", UnitAttr::get(context));
+        op->setAttr(kStreamInputViewAttr, UnitAttr::get(context));
     });
   }
 };

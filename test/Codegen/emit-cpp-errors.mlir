@@ -5,7 +5,7 @@
 // RUN: rm -rf %t && split-file %s %t
 
 // RUN: not moec compile %t/unknown-op.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=OP
-// OP: unknown-op.mlir:3:8: error: cannot generate code for 'onnx.Add': not an op of the grouped phase that the CPU target knows
+// OP: unknown-op.mlir:3:8: error: cannot legalise 'onnx.Add' for codegen: only func, arith, tensor and moe ops (and onnx constants and views) have code
 // RUN: not ls %t/a
 
 // RUN: not moec compile %t/all-reduce.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=ALLREDUCE
@@ -20,7 +20,7 @@
 // FP8: fp8-output.mlir:3:3: error: cannot generate code for output 'output0' of element type 'f8E4M3FN': the CPU target takes f32 tensors (and i32/i64 expert ids) only
 
 // RUN: not moec compile %t/inner-reshape.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=RESHAPE
-// RESHAPE: inner-reshape.mlir:3:8: error: cannot generate code for 'onnx.Reshape': it changes the innermost dimension (tensor<?x64xf32> to tensor<?x8x8xf32>); only changes of the leading dimensions are views
+// RESHAPE: inner-reshape.mlir:3:8: error: cannot legalise 'onnx.Reshape' for codegen: it changes the innermost dimension ('tensor<?x64xf32>' to 'tensor<?x8x8xf32>'); only changes of the leading dimensions are views
 
 // RUN: not moec compile %t/two-functions.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=TWO
 // TWO: error: cannot generate code: the module holds 2 functions with a body; the CPU target compiles exactly one

@@ -7,7 +7,7 @@
 
 // RUN: rm -rf %t && split-file %s %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --fp8 --target=cpu -o %t/mixtral
-// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 -o %t/mixtral.mlir
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cpu --fp8 --emit=mlir -o %t/mixtral.mlir
 // RUN: moec-translate --emit-cpp %t/mixtral.mlir -o %t/mixtral.cpp
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/mixtral/manifest.txt
 // MANIFEST: weight gate.weight f32 [8,64]
@@ -26,7 +26,7 @@
 // CODE-NOT: groupedMatmul(
 
 // Weight-only FP8 (f32 rows, e4m3 weights with block scales).
-// RUN: moec compile %t/weight-only.mlir -o %t/weight-only.mlir
+// RUN: moec compile %t/weight-only.mlir --target=cpu --emit=mlir -o %t/weight-only.mlir
 // RUN: moec-translate --emit-cpp %t/weight-only.mlir -o %t/weight-only.cpp
 // RUN: FileCheck %s --check-prefix=WEIGHTS < %t/weight-only.cpp
 // WEIGHTS: groupedMatmulFP8Weights(pool, in0, 128, w0, in1, 2, 128, in2, nullptr, Epilogue{}, v0);

@@ -14,7 +14,7 @@
 // MANIFEST: output output f32 [1,-1,64]
 // RUN: ls %t/mixtral/model.so %t/mixtral/weights.bin %t/mixtral/model.cu
 // The printed source is the translation's.
-// RUN: moec compile %fixtures/mixtral/model.onnx -o %t/mixtral.mlir
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --emit=mlir -o %t/mixtral.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
 // RUN: grep -v '^ *// ' %t/mixtral/model.cu > %t/artifact.cu
 // RUN: grep -v '^ *// ' %t/mixtral.cu > %t/translated.cu

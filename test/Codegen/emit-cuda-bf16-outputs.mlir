@@ -8,8 +8,8 @@
 // RUN: rm -rf %t && mkdir -p %t
 
 // Mixtral: the down projection's result v9 is bf16, and combine reads it.
-// RUN: moec compile %fixtures/mixtral/model.onnx -o %t/mixtral.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --expert-outputs=bf16 --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --expert-outputs=bf16 --emit=mlir -o %t/mixtral.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
 // RUN: FileCheck %s --check-prefix=MIXTRAL < %t/mixtral.cu
 // MIXTRAL-LABEL: Status run(
 // MIXTRAL: float *v0 = reinterpret_cast<float *>(
@@ -21,8 +21,8 @@
 
 // Half the bytes of the down rows: 16 slots x 64 columns, 2048 bytes of
 // workspace where f32 takes 4096 (the output follows them).
-// RUN: moec compile %fixtures/mixtral/model.onnx -o %t/mixtral-f32.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/mixtral-f32.mlir -o %t/mixtral-f32.cu
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --emit=mlir -o %t/mixtral-f32.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral-f32.mlir -o %t/mixtral-f32.cu
 // RUN: FileCheck %s --check-prefix=SPAN-BF16 < %t/mixtral.cu
 // RUN: FileCheck %s --check-prefix=SPAN-F32 < %t/mixtral-f32.cu
 // SPAN-BF16: BF16 *v9 = reinterpret_cast<BF16 *>(workspace + 12800);
@@ -34,8 +34,8 @@
 // DeepSeek-V3: the routed experts' down result v11 is bf16; the shared
 // expert's result v1 (linearBF16, combine's addend) and the router's logits v2
 // stay f32.
-// RUN: moec compile %fixtures/deepseek_v3/model.onnx -o %t/deepseek.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --expert-outputs=bf16 --max-tokens=16 %t/deepseek.mlir -o %t/deepseek.cu
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --expert-weights=bf16 --expert-outputs=bf16 --emit=mlir -o %t/deepseek.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/deepseek.mlir -o %t/deepseek.cu
 // RUN: FileCheck %s --check-prefix=DEEPSEEK < %t/deepseek.cu
 // DEEPSEEK-LABEL: Status run(
 // DEEPSEEK: float *v1 = reinterpret_cast<float *>(
@@ -46,8 +46,8 @@
 // DEEPSEEK: MOEC_RETURN_IF_ERROR(combineRows(v11, v8, 64, v4, T, 4, v1, nullptr, v12, stream));
 
 // A grouped matmul result that the function returns stays f32.
-// RUN: moec compile %S/Inputs/grouped-matmul-of-arguments.mlir -o %t/arguments.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --expert-outputs=bf16 --max-tokens=16 %t/arguments.mlir -o %t/arguments.cu
+// RUN: moec compile %S/Inputs/grouped-matmul-of-arguments.mlir --target=cuda --expert-weights=bf16 --expert-outputs=bf16 --emit=mlir -o %t/arguments.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/arguments.mlir -o %t/arguments.cu
 // RUN: FileCheck %s --check-prefix=RETURNED < %t/arguments.cu
 // RETURNED-NOT: BF16 *
 // RETURNED: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(in0, T, 16, w0, 4, 8, in1, nullptr, Epilogue{}, v0, stream));

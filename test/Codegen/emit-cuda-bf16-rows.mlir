@@ -3,8 +3,8 @@
 // would round f32 rows to bf16 anyway (docs/design.md, "bf16 activations").
 
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: moec compile %s -o %t/art.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=4 %t/art.mlir -o %t/art.cu
+// RUN: moec compile %s --target=cuda --expert-weights=bf16 --emit=mlir -o %t/art.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=4 %t/art.mlir -o %t/art.cu
 // RUN: FileCheck %s < %t/art.cu
 
 // %a: written by linearBF16 (K = 8), read by an f32 linear (K = 12 cannot load

@@ -11,8 +11,8 @@
 
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/mixtral
-// RUN: moec compile %fixtures/mixtral/model.onnx -o %t/mixtral.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --emit=mlir -o %t/mixtral.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/mixtral/manifest.txt
 // MANIFEST: weight gate.weight f32 [8,64] 256 2048
 // MANIFEST-NEXT: weight experts.gate_up_proj bf16 [8,80,64] 2304 81920
@@ -43,8 +43,8 @@
 
 // A gate/up bias is interleaved with its weights; the down projection and its
 // weights are left alone.
-// RUN: moec compile %S/Inputs/concatenated-gate-up-bias.mlir -o %t/bias.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/bias.mlir -o %t/bias.cu
+// RUN: moec compile %S/Inputs/concatenated-gate-up-bias.mlir --target=cuda --expert-weights=bf16 --emit=mlir -o %t/bias.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/bias.mlir -o %t/bias.cu
 // RUN: FileCheck %s --check-prefix=BIAS < %t/bias.cu
 // BIAS-LABEL: Status create(
 // BIAS: interleaveGateUp(state.model.mutableWeights() + 512, 4, 16, 32, state.model.stream())); // gate/up weights (bf16)
@@ -57,14 +57,14 @@
 
 // Rows and offsets from the caller: the plain kernel, which waits for its
 // predecessor before reading the offsets.
-// RUN: moec compile %S/Inputs/grouped-matmul-of-arguments.mlir -o %t/arguments.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/arguments.mlir -o %t/arguments.cu
+// RUN: moec compile %S/Inputs/grouped-matmul-of-arguments.mlir --target=cuda --expert-weights=bf16 --emit=mlir -o %t/arguments.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/arguments.mlir -o %t/arguments.cu
 // RUN: FileCheck %s --check-prefix=ARGUMENTS < %t/arguments.cu
 // ARGUMENTS: MOEC_RETURN_IF_ERROR(groupedMatmulBF16(in0, T, 16, w0, 4, 8, in1, nullptr, Epilogue{}, v0, stream));
 // ARGUMENTS-NOT: SettledOffsets
 // Rows permuted by one sort, offsets from another emitted right before: plain too.
-// RUN: moec compile %S/Inputs/grouped-matmul-other-sort.mlir -o %t/other-sort.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/other-sort.mlir -o %t/other-sort.cu
+// RUN: moec compile %S/Inputs/grouped-matmul-other-sort.mlir --target=cuda --expert-weights=bf16 --emit=mlir -o %t/other-sort.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/other-sort.mlir -o %t/other-sort.cu
 // RUN: FileCheck %s --check-prefix=OTHER-SORT < %t/other-sort.cu
 // OTHER-SORT: MOEC_RETURN_IF_ERROR(sortByExpert(in2, T, 4, 0, v5, v6, v7, v8,
 // OTHER-SORT-NEXT: // moe.grouped_matmul
@@ -78,7 +78,7 @@
 
 // Without the flag the same model keeps f32 weights and the f32 kernel.
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/f32
-// RUN: moec compile %fixtures/mixtral/model.onnx -o %t/f32.mlir
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --emit=mlir -o %t/f32.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=16 %t/f32.mlir -o %t/f32.cu
 // RUN: FileCheck %s --check-prefix=F32 < %t/f32.cu
 // F32-NOT: groupedMatmulBF16
@@ -106,8 +106,8 @@
 // onto the tensor cores (linearBF16); the router's linear stays f32, since its
 // logits choose the experts.
 // RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --expert-weights=bf16 --max-tokens=16 -o %t/deepseek
-// RUN: moec compile %fixtures/deepseek_v3/model.onnx -o %t/deepseek.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/deepseek.mlir -o %t/deepseek.cu
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --expert-weights=bf16 --emit=mlir -o %t/deepseek.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/deepseek.mlir -o %t/deepseek.cu
 // RUN: FileCheck %s --check-prefix=SHARED-MANIFEST < %t/deepseek/manifest.txt
 // (The shared expert is emitted first, on the side stream: emit-cuda-side-stream.mlir.)
 // SHARED-MANIFEST-DAG: weight gate.weight f32 [16,64]
@@ -124,7 +124,7 @@
 // With --fp8 the experts' gate/up result is quantised by the matmul itself
 // (groupedMatmulFP8Quantized: no f32 or bf16 rows between them), and nothing is
 // held as bf16 or interleaved.
-// RUN: moec compile %fixtures/deepseek_v3/model.onnx --fp8 -o %t/deepseek-fp8.mlir
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --fp8 --emit=mlir -o %t/deepseek-fp8.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=16 %t/deepseek-fp8.mlir -o %t/deepseek-fp8.cu
 // RUN: FileCheck %s --check-prefix=FP8 < %t/deepseek-fp8.cu
 // FP8-NOT: interleaveGateUp

@@ -4,7 +4,7 @@
 // RUN: rm -rf %t && split-file %s %t
 
 // RUN: not moec compile %t/unknown-op.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=OP
-// OP: unknown-op.mlir:2:8: error: cannot generate code for 'onnx.Add': not an op of the grouped phase that the CUDA target knows
+// OP: unknown-op.mlir:2:8: error: cannot legalise 'onnx.Add' for codegen: only func, arith, tensor and moe ops (and onnx constants and views) have code
 // RUN: not ls %t/a
 
 // RUN: not moec compile %t/all-reduce.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=ALLREDUCE
@@ -17,7 +17,7 @@
 // FP8: fp8.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': FP8 weights with f32 rows; the CUDA target multiplies FP8 weights with FP8 rows (moe.quantize) only: compile with --fp8, which quantises the rows
 
 // FP8 experts (moe.quantize + FP8 grouped matmuls) do compile for CUDA.
-// RUN: moec compile %fixtures/mixtral/model.onnx --fp8 -o %t/fp8-experts.mlir
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --fp8 --emit=mlir -o %t/fp8-experts.mlir
 // RUN: moec-translate --emit-cuda %t/fp8-experts.mlir -o %t/fp8-experts.cu
 // RUN: FileCheck %s --check-prefix=FP8-EXPERTS < %t/fp8-experts.cu
 // The permute is fused into the first quantize: its f32 rows are never written.
@@ -44,9 +44,9 @@
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-UNKNOWN
 // BF16-UNKNOWN: moec: unknown --expert-weights='f16' (f32, bf16)
 // RUN: not moec compile %t/bf16-k12.mlir --target=cuda --expert-weights=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-K
-// BF16-K: bf16-k12.mlir:3:8: error: cannot generate code for 'moe.grouped_matmul': K = 12 is not a multiple of 8, which bf16 expert weights need
+// BF16-K: bf16-k12.mlir:3:8: error: cannot store the weights as bf16: K = 12 is not a multiple of 8, which bf16 expert weights need (moe-cast-experts-bf16)
 // RUN: not moec compile %t/bf16-argument.mlir --target=cuda --expert-weights=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-ARG
-// BF16-ARG: bf16-argument.mlir:2:8: error: cannot generate code for 'moe.grouped_matmul': the weights must be an f32 constant of static shape to be stored as bf16 (--expert-weights=bf16)
+// BF16-ARG: bf16-argument.mlir:2:8: error: cannot store the weights as bf16: they must be an f32 constant of static shape (moe-cast-experts-bf16)
 // RUN: not ls %t/a
 
 // Without nvcc: a clear message, no artifact and no staging directory left.

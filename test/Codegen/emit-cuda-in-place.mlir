@@ -6,13 +6,13 @@
 // artifact always copies.
 
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: moec compile %s -o %t/two-results.mlir
+// RUN: moec compile %s --target=cuda --emit=mlir -o %t/two-results.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=4 %t/two-results.mlir -o %t/two-results.cu
 // RUN: FileCheck %s < %t/two-results.cu
-// RUN: moec compile %S/Inputs/result-returned-twice.mlir -o %t/twice.mlir
+// RUN: moec compile %S/Inputs/result-returned-twice.mlir --target=cuda --emit=mlir -o %t/twice.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=4 %t/twice.mlir -o %t/twice.cu
 // RUN: FileCheck %s --check-prefix=COPIES < %t/twice.cu
-// RUN: moec compile %S/Inputs/input-returned.mlir -o %t/input.mlir
+// RUN: moec compile %S/Inputs/input-returned.mlir --target=cuda --emit=mlir -o %t/input.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=4 %t/input.mlir -o %t/input.cu
 // RUN: FileCheck %s --check-prefix=COPIES < %t/input.cu
 

@@ -5,8 +5,8 @@
 // stream.
 
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: moec compile %S/Inputs/shared-expert.mlir -o %t/gated.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/gated.mlir -o %t/gated.cu
+// RUN: moec compile %S/Inputs/shared-expert.mlir --target=cuda --expert-weights=bf16 --emit=mlir -o %t/gated.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/gated.mlir -o %t/gated.cu
 // RUN: FileCheck %s --check-prefix=GATED < %t/gated.cu
 // GATED-LABEL: auto compute = [&]() -> Status {
 // GATED-NEXT: // The shared expert, on the side stream
@@ -24,8 +24,8 @@
 // GATED-NOT: {{, side\)}}
 
 // A real export: DeepSeek-V3's shared expert (gate/up, then down).
-// RUN: moec compile %fixtures/deepseek_v3/model.onnx -o %t/deepseek.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/deepseek.mlir -o %t/deepseek.cu
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --expert-weights=bf16 --emit=mlir -o %t/deepseek.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/deepseek.mlir -o %t/deepseek.cu
 // RUN: FileCheck %s --check-prefix=DEEPSEEK < %t/deepseek.cu
 // DEEPSEEK-LABEL: auto compute = [&]() -> Status {
 // DEEPSEEK: MOEC_RETURN_IF_ERROR(state.model.forkSide());
@@ -39,16 +39,16 @@
 // DEEPSEEK-NEXT: combineRows({{.*}}, [[SHARED]], nullptr, {{.*}}, stream));
 
 // The shared expert's result is also a result of the function: main stream.
-// RUN: moec compile %S/Inputs/shared-expert-returned.mlir -o %t/returned.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/returned.mlir -o %t/returned.cu
+// RUN: moec compile %S/Inputs/shared-expert-returned.mlir --target=cuda --expert-weights=bf16 --emit=mlir -o %t/returned.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/returned.mlir -o %t/returned.cu
 // RUN: FileCheck %s --check-prefix=MAIN < %t/returned.cu
 // It reads a projection the routed experts read too: main stream.
-// RUN: moec compile %S/Inputs/shared-expert-shared-input.mlir -o %t/shared-input.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/shared-input.mlir -o %t/shared-input.cu
+// RUN: moec compile %S/Inputs/shared-expert-shared-input.mlir --target=cuda --expert-weights=bf16 --emit=mlir -o %t/shared-input.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/shared-input.mlir -o %t/shared-input.cu
 // RUN: FileCheck %s --check-prefix=MAIN < %t/shared-input.cu
 // No shared expert at all: main stream.
-// RUN: moec compile %fixtures/mixtral/model.onnx -o %t/mixtral.mlir
-// RUN: moec-translate --emit-cuda --expert-weights=bf16 --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --emit=mlir -o %t/mixtral.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
 // RUN: FileCheck %s --check-prefix=MAIN < %t/mixtral.cu
 // MAIN-LABEL: auto compute = [&]() -> Status {
 // MAIN-NOT: {{, side\)}}

@@ -5,7 +5,7 @@
 // emit-cuda-artifact.mlir.
 
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: moec compile %fixtures/mixtral/model.onnx -o %t/mixtral.mlir
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --emit=mlir -o %t/mixtral.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral.cu
 // CODE: const bool inPlace = state.graphs.inPlace(T, callerInputs, 1, callerOutputs, 1);

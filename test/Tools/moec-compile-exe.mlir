@@ -45,7 +45,7 @@
 // RUN: not moec compile %fixtures/mixtral/model.onnx --emit=exe -o %t/x 2>&1 | FileCheck %s --check-prefix=NO-TARGET
 // NO-TARGET: moec: --emit needs --target
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --emit=elf -o %t/x 2>&1 | FileCheck %s --check-prefix=KIND
-// KIND: moec: unknown --emit='elf' (artifact, exe)
+// KIND: moec: unknown --emit='elf' (artifact, exe, mlir)
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --emit=exe --weights=external -o %t/x 2>&1 | FileCheck %s --check-prefix=EXTERNAL
 // EXTERNAL: moec: --emit=exe needs the weights (drop --weights=external)
 // RUN: echo keep > %t/precious

@@ -2,7 +2,7 @@
 // RUN: moec-opt %s -split-input-file -moe-cast-experts-bf16="outputs=bf16" -verify-diagnostics | FileCheck %s --check-prefix=OUT
 
 // The CUDA target's --expert-weights=bf16 [--expert-outputs=bf16] policy
-// (codegen's linearTakesBF16, storedAsBF16, bf16Weight) stated as types.
+// stated as types, which the CUDA printer reads.
 
 // A whole block: the router's linear keeps f32 (its logits choose the
 // experts); the permuted rows and the gate/up result are read only as the rows
@@ -103,7 +103,7 @@ func.func @round_nearest_even(%x: tensor<?x8xf32>, %offsets: tensor<1xi32>) -> t
 // gigabytes): 1 + 2^-8 (0x3F808000) rounds to 0x3F80, 2 + 2^-6 (0x40010000)
 // is exact 0x4001, little-endian after the 4-byte alignment header.
 // CHECK-LABEL: func.func @resource
-// CHECK: arith.constant dense_resource<experts_bf16> : tensor<1x1x8xbf16>
+// CHECK: arith.constant {moec.name = "weights"} dense_resource<experts_bf16> : tensor<1x1x8xbf16>
 // CHECK: experts_bf16: "0x40000000803F0140803F0140803F0140803F0140"
 func.func @resource(%x: tensor<?x8xf32>, %offsets: tensor<1xi32>) -> tensor<?x1xf32> {
   %w = arith.constant dense_resource<weights> : tensor<1x1x8xf32>

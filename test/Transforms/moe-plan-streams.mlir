@@ -1,6 +1,6 @@
 // RUN: moec-opt %s -split-input-file -moe-plan-streams | FileCheck %s
 
-// The shared expert's side branch, as codegen's planSideBranch computes it:
+// The shared expert's side branch, which the CUDA printer runs on the side stream:
 // the backward slice of a combine's addend (and addend_gate) through
 // moe.linear ops and views down to inputs and constants, taken only when
 // closed, when nothing else reads it and when none of it is a function result.

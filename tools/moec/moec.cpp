@@ -4,11 +4,13 @@
 //                [--ep-size=N --ep-rank=R] [-o OUT.mlir]
 //   moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT [--max-tokens=N]
 //   moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE [...]
+//   moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=mlir [-o FILE] [...]
 //
 // Imports or parses the model, runs the pipeline up to the requested phase and
 // prints the IR; with --target, runs it to the grouped phase and writes an
 // artifact directory instead (docs/artifact.md), or with --emit=exe one
-// executable that runs it. MLIR's pass-manager flags work here too
+// executable that runs it, or with --emit=mlir the planned IR that the
+// target's printer reads (moec-translate --emit-cpp/--emit-cuda prints it). MLIR's pass-manager flags work here too
 // (--mlir-print-ir-after-all, --mlir-timing, ...; listed by --help-hidden).
 //
 //===----------------------------------------------------------------------===//
@@ -72,7 +74,8 @@ static cl::opt<std::string> weightsMode(
 static cl::opt<std::string> emitKind(
     "emit",
     cl::desc("with --target: 'artifact' writes the artifact directory -o DIR (default); 'exe' "
-             "writes one executable -o FILE that runs the model with moec-run's flags"),
+             "writes one executable -o FILE that runs the model with moec-run's flags; 'mlir' "
+             "prints the planned IR the target's printer reads (-o FILE, default stdout)"),
     cl::init("artifact"), cl::cat(moecCategory));
 static cl::opt<std::string> expertWeights(
     "expert-weights",
@@ -113,11 +116,11 @@ static int compile() {
     if (*phase != moec::Phase::Grouped && *phase != moec::Phase::FP8)
       return fail("--target compiles the grouped (or fp8) phase; drop --compile-to=" +
                   compileTo);
-    if (emitKind != "artifact" && emitKind != "exe")
-      return fail("unknown --emit='" + emitKind + "' (artifact, exe)");
+    if (emitKind != "artifact" && emitKind != "exe" && emitKind != "mlir")
+      return fail("unknown --emit='" + emitKind + "' (artifact, exe, mlir)");
     if (emitKind == "exe" && weightsMode == "external")
       return fail("--emit=exe needs the weights (drop --weights=external)");
-    if (outputPath == "-")
+    if (outputPath == "-" && emitKind != "mlir")
       return fail("--target=" + target.getValue() +
                   (emitKind == "exe" ? " --emit=exe writes an executable; name it with -o FILE"
                                      : " writes an artifact directory; name it with -o DIR"));
@@ -178,18 +181,25 @@ static int compile() {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  moec::buildPipeline(pm, {*phase, epSize, epRank, fp8});
+  moec::PipelineOptions pipeline{*phase, epSize, epRank, fp8};
+  if (!target.empty()) {
+    // The target's policy, as IR its printer reads (docs/pipeline.md, "Codegen
+    // policy").
+    pipeline.bf16ExpertWeights = expertWeights == "bf16";
+    pipeline.bf16ExpertOutputs = expertOutputs == "bf16";
+    pipeline.legalizeForCodegen = true;
+    pipeline.planStreams = target == "cuda";
+  }
+  moec::buildPipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return 1;
 
-  if (!target.empty()) {
+  if (!target.empty() && emitKind != "mlir") {
     moec::codegen::ArtifactOptions options;
     options.target = target == "cuda" ? moec::codegen::Target::CUDA : moec::codegen::Target::CPU;
     options.outputDir = outputPath;
     options.maxTokens = maxTokens;
     options.externalWeights = weightsMode == "external";
-    options.bf16ExpertWeights = expertWeights == "bf16";
-    options.bf16ExpertOutputs = expertOutputs == "bf16";
     options.executable = emitKind == "exe";
     options.runtimeDir = runtimeDir;
     return failed(moec::codegen::emitArtifact(*module, options)) ? 1 : 0;
@@ -212,6 +222,8 @@ int main(int argc, char **argv) {
                     "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16]\n"
                     "         [--expert-outputs=f32|bf16] [--runtime-dir=DIR]\n"
                     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE "
+                    "[...]\n"
+                    "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=mlir [-o FILE] "
                     "[...]\n";
     return argc >= 2 && (llvm::StringRef(argv[1]) == "--help" ||
                          llvm::StringRef(argv[1]) == "-h")

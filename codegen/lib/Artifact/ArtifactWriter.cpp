@@ -121,8 +121,6 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   EmitterOptions emitterOptions;
   emitterOptions.maxTokens = options.maxTokens;
   emitterOptions.externalWeights = options.externalWeights;
-  emitterOptions.bf16ExpertWeights = options.bf16ExpertWeights;
-  emitterOptions.bf16ExpertOutputs = options.bf16ExpertOutputs;
   FailureOr<EmittedModule> emitted = emitModule(module, options.target, emitterOptions);
   if (failed(emitted))
     return failure();
@@ -233,7 +231,7 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
     }
   for (const WeightEntry &weight : emitter.weights)
     manifest.weights.push_back({weight.name,
-                                weight.bf16 ? "bf16" : manifestDType(weight.elementType),
+                                manifestDType(weight.elementType),
                                 std::vector<int64_t>(weight.shape.begin(), weight.shape.end()),
                                 weight.offset, weight.size});
   if (!writeFile(

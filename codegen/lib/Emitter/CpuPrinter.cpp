@@ -21,16 +21,12 @@ namespace {
 class CpuPrinter final : public Emitter {
 public:
   CpuPrinter(func::FuncOp function, EmitterOptions options)
-      : Emitter(function, withoutCudaOptions(options)) {}
+      : Emitter(function, options) {}
 
 private:
-  /// The bf16 options are the CUDA target's; the CPU kernels compute in f32.
-  static EmitterOptions withoutCudaOptions(EmitterOptions options) {
-    options.bf16ExpertWeights = options.bf16ExpertOutputs = false;
-    return options;
-  }
 
   std::string targetPhrase() const override { return "the CPU target"; }
+  bool hasBF16Kernels() const override { return false; }
 
   /// With the thread pool first (`pool`).
   void printKernel(StringRef name, std::vector<std::string> args, bool pool) override {

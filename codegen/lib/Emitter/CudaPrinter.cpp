@@ -5,8 +5,8 @@
 // input and the output copies are kept apart from the kernel calls, which run
 // eagerly or as the CUDA graph captured for each token count; the inputs and
 // outputs are used in place when the caller's buffers are device memory
-// (inPlaceSetup, graphRun), and a shared expert runs on a side stream beside
-// the routed chain (planSideBranch). Counts the kernels compute (num_valid,
+// (inPlaceSetup, graphRun), and the ops moe-plan-streams put on the side
+// stream (a shared expert) run there beside the routed chain. Counts the kernels compute (num_valid,
 // the offsets) stay on the device: kernels take pointers to them and the row
 // count as their launch bound. Past the generic walk, this printer fuses a
 // permute or an FP8 grouped matmul into the moe.quantize that reads it.
@@ -15,10 +15,7 @@
 
 #include "EmitterBase.h"
 
-#include "moec/Dialect/ONNX/ONNXDialect.h"
-
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -33,6 +30,7 @@ public:
 
 private:
   std::string targetPhrase() const override { return "the CUDA target"; }
+  bool hasBF16Kernels() const override { return true; }
 
   /// With the stream last and its Status checked.
   void printKernel(StringRef name, std::vector<std::string> args, bool) override {
@@ -106,7 +104,6 @@ private:
     auto it = inverseOf.find(permutation);
     return it == inverseOf.end() ? "nullptr" : it->second;
   }
-  void planSideBranch();
   std::string inPlaceSetup() const;
   /// The graph's run: keyed by the caller's addresses when in place.
   std::string graphRun() const;
@@ -126,13 +123,6 @@ private:
   /// A moe.sort's permutation -> its inverse (rowOfSlot), which the sort
   /// writes and permute and combine read instead of inverting it again.
   llvm::DenseMap<Value, std::string> inverseOf;
-  /// The ops that compute a moe.combine's addend or addend gate from the
-  /// inputs alone (a shared expert), emitted first on the side stream so that
-  /// they run beside the routed chain; the combine joins them (planSideBranch).
-  llvm::DenseSet<Operation *> sideBranch;
-  /// Views of the inputs that the side branch reads; the routed chain may read
-  /// them too (a view is an alias, no kernel), so they are emitted first.
-  llvm::DenseSet<Operation *> inputViews;
   /// The stream the next kernel call is queued on.
   std::string streamExpr = "stream";
 };
@@ -180,22 +170,39 @@ void CudaPrinter::planOutputs(func::ReturnOp returnOp) {
                             dimExpr(*countOf(output.dims)) + ")}");
 }
 
+/// The side branch that moe-plan-streams marked (`moe.stream = 1`: a shared
+/// expert, which nothing of the routed chain reads) is emitted first, on the
+/// side stream, so that it runs beside the routed chain; the views of inputs it
+/// reads (`moe.stream_input_view`, aliases without a kernel) come with it. The
+/// main stream joins it before the first combine.
 LogicalResult CudaPrinter::emitOps(llvm::function_ref<LogicalResult(Operation &)> emitOp) {
-  planSideBranch();
-  if (!sideBranch.empty()) {
+  auto onSide = [](Operation &op) {
+    auto stream = op.getAttrOfType<IntegerAttr>(moe::kStreamAttr);
+    return (stream && stream.getInt() == 1) || op.hasAttr(moe::kStreamInputViewAttr);
+  };
+  Block &body = function.getBody().front();
+  for (Operation &op : body)
+    if (Attribute stream = op.getAttr(moe::kStreamAttr)) {
+      auto index = dyn_cast<IntegerAttr>(stream);
+      if (!index || index.getInt() < 0 || index.getInt() > 1)
+        return unsupported(&op, "moe.stream must be 0 (the main stream) or 1 (the side "
+                                "stream)");
+    }
+  bool side = llvm::any_of(body, onSide);
+  if (side) {
     line("// The shared expert, on the side stream beside the routed chain (joined at the "
          "combine).");
     line("MOEC_RETURN_IF_ERROR(state.model.forkSide());");
     line("cudaStream_t side = state.model.sideStream();");
     streamExpr = "side";
-    for (Operation &op : function.getBody().front())
-      if ((sideBranch.contains(&op) || inputViews.contains(&op)) && failed(emitOp(op)))
+    for (Operation &op : body)
+      if (onSide(op) && failed(emitOp(op)))
         return failure();
     streamExpr = "stream";
   }
-  bool joined = sideBranch.empty();
-  for (Operation &op : function.getBody().front()) {
-    if (sideBranch.contains(&op) || inputViews.contains(&op))
+  bool joined = !side;
+  for (Operation &op : body) {
+    if (onSide(op))
       continue;
     if (!joined && isa<moe::CombineOp, func::ReturnOp>(op)) {
       line("MOEC_RETURN_IF_ERROR(state.model.joinSide());");
@@ -217,57 +224,6 @@ void CudaPrinter::addSortArgs(moe::SortOp op, Dim slots, std::vector<std::string
   sortSlots.push_back(static_cast<uint64_t>(slots.size) * (slots.perToken ? maxTokens : 1));
   args.push_back("sortWorkspace + state.sortOffset[" + std::to_string(index) + "]");
   args.push_back("state.sortBytes[" + std::to_string(index) + "]");
-}
-
-/// Finds the side branch. At decode a shared expert's two matmuls have one
-/// expert's rows, a few dozen blocks each, and in line they would wait behind
-/// the router, sort, permute and the routed GEMMs. Nothing of the routed chain
-/// reads them, so they can run beside it (docs/design.md, "The shared expert
-/// beside the routed experts"). The branch is the addend's (and gate's)
-/// backward slice through moe.linear ops and views down to the inputs (or
-/// views of them) and constants; it is taken only if nothing outside it but the
-/// combine reads its values and none of them is a result of the function.
-void CudaPrinter::planSideBranch() {
-  auto isConstant = [](Operation *op) { return isa<arith::ConstantOp, onnx::ConstantOp>(op); };
-  function.walk([&](moe::CombineOp combine) {
-    for (Value start : {combine.getAddend(), combine.getAddendGate()}) {
-      if (!start)
-        continue;
-      llvm::DenseSet<Operation *> slice, views;
-      SmallVector<Operation *> work;
-      if (Operation *def = start.getDefiningOp())
-        work.push_back(def);
-      bool closed = true, computes = false;
-      while (!work.empty() && closed) {
-        Operation *op = work.pop_back_val();
-        if (isConstant(op) || slice.contains(op) || views.contains(op))
-          continue;
-        if (isView(op) && isa<BlockArgument>(viewRoot(op->getResult(0)))) {
-          views.insert(op);
-          continue;
-        }
-        if (!isa<moe::LinearOp>(op) && !isView(op)) {
-          closed = false; // fed by the routed chain (or by anything else)
-          break;
-        }
-        computes |= isa<moe::LinearOp>(op);
-        slice.insert(op);
-        for (Value operand : op->getOperands())
-          if (Operation *def = operand.getDefiningOp())
-            work.push_back(def);
-      }
-      for (Operation *op : slice)
-        for (Value value : op->getResults()) {
-          closed &= !outputOf.count(value);
-          for (Operation *user : value.getUsers())
-            closed &= user == combine.getOperation() || slice.contains(user);
-        }
-      if (closed && computes) {
-        sideBranch.insert(slice.begin(), slice.end());
-        inputViews.insert(views.begin(), views.end());
-      }
-    }
-  });
 }
 
 std::optional<moe::GateUpLayout>

@@ -96,72 +96,29 @@ LogicalResult Emitter::emitView(Operation *op) {
   return success();
 }
 
-bool Emitter::linearTakesBF16(moe::LinearOp op) {
-  // Shared experts' weights follow --expert-weights=bf16 onto the tensor cores;
-  // the router's stay f32, since its logits choose the experts and bf16 would
-  // flip near ties. Weights that are not constants, or whose K the bf16 kernel
-  // cannot load (K % 8), stay f32 too.
-  bool router = llvm::any_of(op.getResult().getUsers(),
-                             [](Operation *user) { return isa<moe::RouteOp>(user); });
-  auto weightType = dyn_cast<RankedTensorType>(op.getWeight().getType());
-  Operation *weightDef = op.getWeight().getDefiningOp();
-  return bf16ExpertWeights && !router && weightType && weightType.hasStaticShape() &&
-         weightType.getRank() == 2 && weightType.getDimSize(1) % 8 == 0 && weightDef &&
-         isa<arith::ConstantOp, onnx::ConstantOp>(weightDef);
-}
-
-bool Emitter::storedAsBF16(Value value) {
-  if (!bf16ExpertWeights || value.use_empty() ||
-      !cast<RankedTensorType>(value.getType()).getElementType().isF32())
-    return false;
-  // Producers that can write bf16: permute, and the bf16-weight kernels (not
-  // the FP8 grouped matmul, not an f32 linear).
-  Operation *def = value.getDefiningOp();
-  auto producerMatmul = dyn_cast_or_null<moe::GroupedMatmulOp>(def);
-  auto producerLinear = dyn_cast_or_null<moe::LinearOp>(def);
-  if (!isa_and_nonnull<moe::PermuteOp>(def) &&
-      !(producerMatmul && !producerMatmul.getLhsScales() && !producerMatmul.getWeightScales()) &&
-      !(producerLinear && linearTakesBF16(producerLinear)))
-    return false;
-  // --expert-outputs=bf16: the experts' results rounded to bf16 for the
-  // combine, a precision choice (docs/design.md, "bf16 expert outputs"), unlike
-  // the rows below, which their readers round so anyway.
-  // (A grouped matmul that got past the check above has no scales: bf16 weights.)
-  if (bf16ExpertOutputs && producerMatmul &&
-      llvm::all_of(value.getUses(), [](OpOperand &use) {
-        auto combine = dyn_cast<moe::CombineOp>(use.getOwner());
-        return combine && use.get() == combine.getRows() &&
-               combine.getRows() != combine.getAddend();
-      }))
-    return true;
-  return llvm::all_of(value.getUses(), [&](OpOperand &use) {
-    Operation *user = use.getOwner();
-    if (auto matmul = dyn_cast<moe::GroupedMatmulOp>(user))
-      return use.get() == matmul.getLhs() && !matmul.getLhsScales() &&
-             !matmul.getWeightScales() && matmul.getLhs() != matmul.getWeights();
-    if (auto linear = dyn_cast<moe::LinearOp>(user))
-      return use.get() == linear.getInput() && linear.getInput() != linear.getWeight() &&
-             linearTakesBF16(linear);
-    return false;
-  });
+/// Whether `weights` are bf16 (moe-cast-experts-bf16 decided so): the
+/// bf16-weight kernel multiplies them, after rounding f32 rows to bf16.
+static bool isBF16(Value weights) {
+  return cast<RankedTensorType>(weights.getType()).getElementType().isBF16();
 }
 
 LogicalResult Emitter::emitLinear(moe::LinearOp op) {
   comment(op);
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
-  bool bf16 = linearTakesBF16(op);
-  FailureOr<ValueInfo *> x = operand(op, op.getInput(), "the input");
-  FailureOr<ValueInfo *> w = bf16 ? bf16Weight(op, op.getWeight(), "the weight")
-                                  : operand(op, op.getWeight(), "the weight");
+  bool bf16 = isBF16(op.getWeight());
+  FailureOr<ValueInfo *> x = operand(op, op.getInput(), "the input", true, false, bf16);
+  FailureOr<ValueInfo *> w = operand(op, op.getWeight(), "the weight", true, false, bf16);
   bool bad = false;
   std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
   if (failed(x) || failed(w) || bad)
     return failure();
   if ((*x)->dims.size() != 2 || (*w)->dims.size() != 2)
     return unsupported(op, "the input and weight must be matrices");
+  if (bf16 && (!(*w)->weightOffset || (*w)->dims[1].size % 8 != 0))
+    return unsupported(op, "bf16 weights must be a constant whose K is a multiple of 8");
   Dim m = (*x)->dims[0];
-  FailureOr<ValueInfo *> y = define(op, op.getResult(), m);
+  FailureOr<ValueInfo *> y = define(op, op.getResult(), m, false, bf16);
   if (failed(y))
     return failure();
   kernel(bf16 ? "linearBF16" : "linear",
@@ -250,7 +207,8 @@ LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
     return failure();
   if ((*hidden)->dims.size() != 2)
     return unsupported(op, "the hidden states must be a matrix");
-  FailureOr<ValueInfo *> rows = define(op, op.getResult(), (*permutation)->dims[0]);
+  FailureOr<ValueInfo *> rows =
+      define(op, op.getResult(), (*permutation)->dims[0], false, /*bf16=*/true);
   if (failed(rows))
     return failure();
   printPermute(op, **hidden, **permutation, **numValid, **rows);
@@ -263,10 +221,9 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     return emitGroupedMatmulFP8(op);
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
-  bool bf16 = bf16ExpertWeights;
-  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs");
-  FailureOr<ValueInfo *> w = bf16 ? bf16Weight(op, op.getWeights(), "the weights")
-                                  : operand(op, op.getWeights(), "the weights");
+  bool bf16 = isBF16(op.getWeights());
+  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs", true, false, bf16);
+  FailureOr<ValueInfo *> w = operand(op, op.getWeights(), "the weights", true, false, bf16);
   FailureOr<ValueInfo *> offsets = operand(op, op.getOffsets(), "the offsets", false);
   bool bad = false;
   std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
@@ -274,8 +231,12 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
     return failure();
   if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
     return unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]");
+  // The bf16 kernel loads 8 bf16 weights (16 bytes) at a time.
+  if (int64_t k = (*w)->dims[2].size; bf16 && k % 8 != 0)
+    return unsupported(op, "K = " + std::to_string(k) +
+                               " is not a multiple of 8, which bf16 expert weights need");
   Dim rows = (*lhs)->dims[0];
-  FailureOr<ValueInfo *> out = define(op, op.getResult(), rows);
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), rows, false, bf16);
   if (failed(out))
     return failure();
   std::optional<moe::GateUpLayout> layout = op.getEpilogueLayout();
@@ -287,16 +248,10 @@ LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
                                    (*out)->var};
   if (launchTakesRowCount())
     args.insert(args.begin() + 1, dimExpr(rows));
-  if (bf16) {
-    // The kernel loads 8 bf16 weights (16 bytes) at a time.
-    int64_t k = (*w)->dims[2].size;
-    if (k % 8 != 0)
-      return unsupported(op, "K = " + std::to_string(k) +
-                                 " is not a multiple of 8, which bf16 expert weights need");
+  if (bf16)
     kernel(offsetsSettled(op) ? "groupedMatmulBF16SettledOffsets" : "groupedMatmulBF16", args);
-    return success();
-  }
-  kernel("groupedMatmul", args);
+  else
+    kernel("groupedMatmul", args);
   return success();
 }
 
@@ -407,7 +362,7 @@ LogicalResult Emitter::emitQuantize(moe::QuantizeOp op) {
 
 LogicalResult Emitter::emitCombine(moe::CombineOp op) {
   comment(op);
-  FailureOr<ValueInfo *> rows = operand(op, op.getRows(), "the rows");
+  FailureOr<ValueInfo *> rows = operand(op, op.getRows(), "the rows", true, false, /*bf16=*/true);
   FailureOr<ValueInfo *> permutation = operand(op, op.getPermutation(), "the permutation", false);
   FailureOr<ValueInfo *> weights = operand(op, op.getWeights(), "the routing weights");
   FailureOr<ValueInfo *> numValid = operand(op, op.getNumValid(), "num_valid", false);

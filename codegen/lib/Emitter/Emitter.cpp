@@ -92,20 +92,14 @@ std::optional<std::string> cppElementType(Type type) {
 std::string manifestDType(Type type) {
   if (isa<Float8E4M3FNType>(type))
     return "f8e4m3";
+  if (type.isBF16())
+    return "bf16";
   return type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
 }
 
 /// f32 to bf16 bits, rounded to nearest even (NaN stays a quiet NaN).
-static uint16_t toBF16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if (std::isnan(value))
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
-
 bool isView(Operation *op) {
-  return isa<onnx::ReshapeOp, onnx::SqueezeOp, onnx::UnsqueezeOp, onnx::IdentityOp>(op);
+  return isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, tensor::ReshapeOp>(op);
 }
 
 namespace {
@@ -118,8 +112,6 @@ std::optional<ArrayRef<char>> constantBytes(Value value,
   Attribute attr;
   if (auto constant = value.getDefiningOp<arith::ConstantOp>())
     attr = constant.getValue();
-  else if (auto constant = value.getDefiningOp<onnx::ConstantOp>())
-    attr = constant.getValue() ? Attribute(*constant.getValue()) : Attribute();
   auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense || !dense.isSplat() || dense.getElementType().isInteger(1))
     return std::nullopt;
@@ -135,8 +127,6 @@ std::string constantName(Value value, size_t index) {
   Attribute attr;
   if (auto constant = value.getDefiningOp<arith::ConstantOp>())
     attr = constant.getValue();
-  else if (auto constant = value.getDefiningOp<onnx::ConstantOp>())
-    attr = constant.getValue() ? Attribute(*constant.getValue()) : Attribute();
   std::string name;
   if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr))
     name = resource.getRawHandle().getKey().str();
@@ -164,7 +154,7 @@ Value Emitter::viewRoot(Value value) {
 }
 
 LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, bool floatOnly,
-                                   bool fp8) {
+                                   bool fp8, bool bf16) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type)
     return unsupported(op, role + " is not a ranked tensor");
@@ -173,6 +163,14 @@ LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, b
     if (!fp8)
       return unsupported(op, role + " is FP8, which only moe.quantize and moe.grouped_matmul "
                                     "take");
+    return success();
+  }
+  // bf16 is a storage type (moe-cast-experts-bf16): only the kernels that
+  // read or write bf16 rows and weights take it.
+  if (element.isBF16() && hasBF16Kernels()) {
+    if (!bf16)
+      return unsupported(op, role + " has element type bf16, which only the bf16-weight "
+                                    "matmuls, moe.permute and moe.combine take");
     return success();
   }
   if (floatOnly && !element.isF32())
@@ -205,8 +203,8 @@ FailureOr<SmallVector<Dim>> Emitter::resultDims(Operation *op, Value result,
 }
 
 FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optional<Dim> rows,
-                                       bool fp8) {
-  if (failed(checkTensor(op, result, "a result", /*floatOnly=*/false, fp8)))
+                                       bool fp8, bool bf16) {
+  if (failed(checkTensor(op, result, "a result", /*floatOnly=*/false, fp8, bf16)))
     return failure();
   FailureOr<SmallVector<Dim>> dims = resultDims(op, result, rows);
   if (failed(dims))
@@ -219,25 +217,24 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   info.var = "v" + std::to_string(nextVar++);
   info.dims = *dims;
   info.elementType = element;
-  info.bf16 = storedAsBF16(result);
-  std::string cppType = info.bf16 ? "BF16" : *cppElementType(element);
+  std::string cppType = element.isBF16() ? "BF16" : *cppElementType(element);
   auto output = outputOf.find(result);
   // Planned for the largest T; every intermediate keeps its own slot (the
   // grouped phase has a handful, so reuse would save little).
   uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
-  declareResult(info, cppType, elements * (info.bf16 ? 2 : element.getIntOrFloatBitWidth() / 8),
+  declareResult(info, cppType, elements * (element.getIntOrFloatBitWidth() / 8),
                 output == outputOf.end() ? std::nullopt : std::optional<unsigned>(output->second));
   return &info;
 }
 
 FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef role,
-                                        bool floatOnly, bool fp8) {
-  if (failed(checkTensor(op, value, role, floatOnly, fp8)))
+                                        bool floatOnly, bool fp8, bool bf16) {
+  if (failed(checkTensor(op, value, role, floatOnly, fp8, bf16)))
     return failure();
   if (auto it = values.find(value); it != values.end())
     return &it->second;
   Operation *def = value.getDefiningOp();
-  if (!def || !isa<arith::ConstantOp, onnx::ConstantOp>(def))
+  if (!def || !isa<arith::ConstantOp>(def))
     return LogicalResult(unsupported(op, role + " is defined by '" +
                                    (def ? def->getName().getStringRef() : StringRef("?")) +
                                    "', which has no code"));
@@ -277,45 +274,14 @@ ValueInfo &Emitter::placeWeight(Value value, WeightEntry entry, ValueInfo &info)
   for (int64_t size : type.getShape())
     info.dims.push_back({size, false});
   info.elementType = entry.elementType;
-  std::string cppType = entry.bf16 ? "uint16_t" : *cppElementType(entry.elementType);
+  // bf16 weights are the raw bits the bf16-weight kernels take.
+  bool bf16 = entry.elementType.isBF16();
+  std::string cppType = bf16 ? "uint16_t" : *cppElementType(entry.elementType);
   decl("const " + cppType + " *" + info.var + " = reinterpret_cast<const " + cppType +
        " *>(weights + " + std::to_string(entry.offset) + "); // " + entry.name +
-       (entry.bf16 ? " (bf16)" : ""));
+       (bf16 ? " (bf16)" : ""));
   weights.push_back(std::move(entry));
   return info;
-}
-
-FailureOr<ValueInfo *> Emitter::bf16Weight(Operation *op, Value value, StringRef role) {
-  if (failed(checkTensor(op, value, role, true)))
-    return failure();
-  if (auto it = bf16Values.find(value); it != bf16Values.end())
-    return &it->second;
-  auto type = cast<RankedTensorType>(value.getType());
-  Operation *def = value.getDefiningOp();
-  if (!def || !isa<arith::ConstantOp, onnx::ConstantOp>(def) || !type.getElementType().isF32() ||
-      !type.hasStaticShape())
-    return LogicalResult(unsupported(
-        op, role + " must be an f32 constant of static shape to be stored as bf16 "
-                   "(--expert-weights=bf16)"));
-  WeightEntry entry;
-  entry.bf16 = true;
-  entry.size = static_cast<uint64_t>(type.getNumElements()) * 2;
-  if (!externalWeights) {
-    std::shared_ptr<std::vector<char>> expanded;
-    std::optional<ArrayRef<char>> bytes = constantBytes(value, expanded);
-    if (!bytes || bytes->size() != static_cast<size_t>(type.getNumElements()) * 4)
-      return LogicalResult(unsupported(op, role + " is a constant whose bytes cannot be read"));
-    auto converted = std::make_shared<std::vector<char>>(entry.size);
-    for (int64_t i = 0; i < type.getNumElements(); ++i) {
-      float f;
-      std::memcpy(&f, bytes->data() + 4 * i, 4);
-      uint16_t half = toBF16(f);
-      std::memcpy(converted->data() + 2 * i, &half, 2);
-    }
-    entry.expanded = std::move(converted);
-    entry.bytes = ArrayRef<char>(*entry.expanded);
-  }
-  return &placeWeight(value, std::move(entry), bf16Values[value]);
 }
 
 std::string Emitter::optionalOperand(Operation *op, Value value, StringRef role, bool &failedFlag) {
@@ -399,8 +365,15 @@ LogicalResult Emitter::run() {
 
   auto emitOp = [&](Operation &op) -> LogicalResult {
     return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-        .Case<arith::ConstantOp, onnx::ConstantOp>([](Operation *) {
+        .Case<arith::ConstantOp>([](Operation *) {
           return success(); // weights are placed when a kernel reads them
+        })
+        .Case<tensor::DimOp>([&](tensor::DimOp op) -> LogicalResult {
+          // The token count of an expand_shape's output_shape: the view's
+          // dims say it already.
+          if (llvm::all_of(op->getUsers(), [](Operation *user) { return isView(user); }))
+            return success();
+          return unsupported(op, "only the output shape of a view may read a tensor's size");
         })
         .Case<moe::LinearOp>([&](auto op) { return emitLinear(op); })
         .Case<moe::RouteOp>([&](auto op) { return emitRoute(op); })
@@ -418,6 +391,10 @@ LogicalResult Emitter::run() {
         .Default([&](Operation *op) -> LogicalResult {
           if (isView(op))
             return emitView(op);
+          if (isa<onnx::ONNXDialect>(op->getDialect()))
+            return unsupported(op, "an onnx op; moe-legalize-for-codegen states the constants "
+                                   "and views codegen takes in arith and tensor ops (moec "
+                                   "compile --target runs it)");
           return unsupported(op,
                              "not an op of the grouped phase that " + targetPhrase() + " knows");
         });

@@ -58,10 +58,9 @@ bool isView(mlir::Operation *op);
 struct ValueInfo {
   std::string var;             // the C++ pointer variable
   mlir::SmallVector<Dim> dims; // its shape
+  /// bf16 (moe-cast-experts-bf16): a value is held as BF16 *, a weight as
+  /// its uint16_t bits.
   mlir::Type elementType;
-  /// CUDA, --expert-weights=bf16: an f32 value held as bf16 (BF16 *), since
-  /// only bf16-weight kernels read it and they round it so anyway.
-  bool bf16 = false;
   /// A weight constant: its offset in weights.bin.
   std::optional<uint64_t> weightOffset;
 };
@@ -70,8 +69,7 @@ class Emitter {
 public:
   Emitter(mlir::func::FuncOp function, const EmitterOptions &options)
       : function(function), maxTokens(options.maxTokens),
-        externalWeights(options.externalWeights), bf16ExpertWeights(options.bf16ExpertWeights),
-        bf16ExpertOutputs(options.bf16ExpertOutputs) {
+        externalWeights(options.externalWeights) {
     result.weightsBytes = kWeightsHeaderBytes;
   }
   virtual ~Emitter() = default;
@@ -86,6 +84,8 @@ protected:
 
   /// "the CPU target" / "the CUDA target", for messages.
   virtual std::string targetPhrase() const = 0;
+  /// Whether the target has the bf16-weight kernels (and bf16 rows).
+  virtual bool hasBF16Kernels() const = 0;
   /// One kernel call (`pool`: the CPU kernel takes the thread pool).
   virtual void printKernel(mlir::StringRef name, std::vector<std::string> args, bool pool) = 0;
   /// A pointer declaration (CUDA keeps them apart from the kernel calls).
@@ -170,36 +170,26 @@ protected:
   mlir::InFlightDiagnostic unsupported(mlir::Operation *op, const mlir::Twine &why);
 
   /// `fp8`: an f8E4M3FN tensor is acceptable here (moe.quantize's result,
-  /// moe.grouped_matmul's FP8 operands).
+  /// moe.grouped_matmul's FP8 operands); `bf16`: a bf16 one (the rows and
+  /// weights of the bf16-weight kernels, on a target that has them).
   mlir::LogicalResult checkTensor(mlir::Operation *op, mlir::Value value, mlir::StringRef role,
-                                  bool floatOnly, bool fp8 = false);
+                                  bool floatOnly, bool fp8 = false, bool bf16 = false);
   mlir::FailureOr<mlir::SmallVector<Dim>> resultDims(mlir::Operation *op, mlir::Value result,
                                                      std::optional<Dim> rows);
   mlir::FailureOr<ValueInfo *> operand(mlir::Operation *op, mlir::Value value,
                                        mlir::StringRef role, bool floatOnly = true,
-                                       bool fp8 = false);
-  /// An f32 constant stored in weights.bin as bf16 (--expert-weights=bf16).
-  mlir::FailureOr<ValueInfo *> bf16Weight(mlir::Operation *op, mlir::Value value,
-                                          mlir::StringRef role);
+                                       bool fp8 = false, bool bf16 = false);
   /// Places `entry` (its bytes and size filled in) at weights.bin's next
   /// aligned offset and declares the constant `value`'s pointer into `info`.
   ValueInfo &placeWeight(mlir::Value value, WeightEntry entry, ValueInfo &info);
   std::string optionalOperand(mlir::Operation *op, mlir::Value value, mlir::StringRef role,
                               bool &failed);
   mlir::FailureOr<ValueInfo *> define(mlir::Operation *op, mlir::Value result,
-                                      std::optional<Dim> rows, bool fp8 = false);
+                                      std::optional<Dim> rows, bool fp8 = false,
+                                      bool bf16 = false);
   std::string epilogue(std::optional<moe::ActivationAttr> activation,
                        std::optional<moe::GateUpLayout> layout);
   mlir::Value viewRoot(mlir::Value value);
-
-  /// Whether moe.linear `op` multiplies by a bf16 weight (a constant, not the
-  /// router's) under --expert-weights=bf16.
-  bool linearTakesBF16(moe::LinearOp op);
-  /// Whether `value` is held as bf16 rows: every use reads it as the rows of a
-  /// bf16-weight grouped matmul or linear, which round f32 rows to bf16 first,
-  /// so storing them rounded changes no bit of any result and halves their
-  /// bytes (docs/design.md, "bf16 activations").
-  bool storedAsBF16(mlir::Value value);
 
   mlir::LogicalResult emitView(mlir::Operation *op);
   mlir::LogicalResult emitLinear(moe::LinearOp op);
@@ -228,16 +218,9 @@ protected:
   /// --weights=external: weights.bin is laid out but not written, so a
   /// splat's bytes are never expanded (bench/write_weights.py fills it).
   bool externalWeights;
-  /// --expert-weights=bf16 (CUDA): grouped matmul weights stored as bf16 and
-  /// multiplied by the bf16-weight kernel.
-  bool bf16ExpertWeights;
-  /// --expert-outputs=bf16 (CUDA, with bf16ExpertWeights): a bf16-weight
-  /// grouped matmul whose result only moe.combine reads rounds it to bf16.
-  bool bf16ExpertOutputs;
   /// The kernel calls, in order.
   std::string body;
   llvm::DenseMap<mlir::Value, ValueInfo> values;
-  llvm::DenseMap<mlir::Value, ValueInfo> bf16Values; // constants stored as bf16
   llvm::DenseMap<mlir::Value, unsigned> outputOf; // results written straight into an output
   unsigned nextVar = 0;
   bool usesTokens = false;

@@ -1,4 +1,10 @@
 //===- Translation.cpp - the printers as MLIR translations ----------------===//
+//
+// The module is printed as it is: the planned IR that `moec compile --target
+// ... --emit=mlir` writes (after moe-cast-experts-bf16, moe-legalize-for-codegen
+// and, for CUDA, moe-plan-streams). The printers decide nothing of their own.
+//
+//===----------------------------------------------------------------------===//
 
 #include "moec/Codegen/Translation.h"
 #include "moec/Codegen/Emitter.h"
@@ -31,15 +37,6 @@ struct EmitOptions {
       cl::desc("'embedded' (default) reads every weight constant's bytes; 'external' plans "
                "weights.bin's layout only"),
       cl::init("embedded"), cl::cat(category)};
-  cl::opt<std::string> expertWeights{
-      "expert-weights",
-      cl::desc("--emit-cuda: 'f32' (default) or 'bf16' (grouped matmul weights stored as bf16)"),
-      cl::init("f32"), cl::cat(category)};
-  cl::opt<std::string> expertOutputs{
-      "expert-outputs",
-      cl::desc("--emit-cuda with --expert-weights=bf16: 'f32' (default) or 'bf16' (the experts' "
-               "output rows rounded to bf16 before the combine)"),
-      cl::init("f32"), cl::cat(category)};
 };
 
 llvm::ManagedStatic<EmitOptions> options;
@@ -51,22 +48,9 @@ LogicalResult translate(Operation *op, llvm::raw_ostream &os, Target target) {
   auto bad = [&](const Twine &message) { return module.emitError(message); };
   if (options->weights != "embedded" && options->weights != "external")
     return bad("unknown --weights='" + options->weights + "' (embedded, external)");
-  if (options->expertWeights != "f32" && options->expertWeights != "bf16")
-    return bad("unknown --expert-weights='" + options->expertWeights + "' (f32, bf16)");
-  if (options->expertOutputs != "f32" && options->expertOutputs != "bf16")
-    return bad("unknown --expert-outputs='" + options->expertOutputs + "' (f32, bf16)");
-  if (target == Target::CPU && (options->expertWeights == "bf16" ||
-                                options->expertOutputs == "bf16"))
-    return bad("--expert-weights and --expert-outputs apply to --emit-cuda (the CPU target "
-               "keeps f32)");
-  if (options->expertOutputs == "bf16" && options->expertWeights != "bf16")
-    return bad("--expert-outputs=bf16 needs --expert-weights=bf16 (the bf16-weight kernels "
-               "round their results)");
   EmitterOptions emitterOptions;
   emitterOptions.maxTokens = options->maxTokens;
   emitterOptions.externalWeights = options->weights == "external";
-  emitterOptions.bf16ExpertWeights = options->expertWeights == "bf16";
-  emitterOptions.bf16ExpertOutputs = options->expertOutputs == "bf16";
   FailureOr<EmittedModule> emitted = emitModule(module, target, emitterOptions);
   if (failed(emitted))
     return failure();

@@ -30,16 +30,6 @@ struct ArtifactOptions {
   /// Lay weights.bin out in the manifest but do not write it (splats are not
   /// expanded): the weights are filled in elsewhere (bench/write_weights.py).
   bool externalWeights = false;
-  /// CUDA: store moe.grouped_matmul's f32 weights as bf16 (rounded to nearest
-  /// even) and multiply them with the bf16-weight kernel: half the bytes to
-  /// stream, f32 rows and accumulation.
-  bool bf16ExpertWeights = false;
-  /// CUDA, with bf16ExpertWeights: round the experts' results (the down
-  /// projection's rows, which only moe.combine reads) to bf16, as transformers'
-  /// bf16 block holds them: half the bytes the combine reads and the GEMM
-  /// writes. A precision choice: the combine's sum stays f32, its terms are
-  /// rounded (docs/design.md, "bf16 expert outputs").
-  bool bf16ExpertOutputs = false;
   /// The C++ compiler ("c++" from PATH unless set; $MOEC_CXX overrides).
   std::string cxx;
   /// CUDA's compiler driver ($MOEC_NVCC, else the one moec was built with,

@@ -52,8 +52,6 @@ struct WeightEntry {
   std::shared_ptr<std::vector<char>> expanded;
   /// The size in weights.bin; `bytes` is empty for external weights.
   uint64_t size = 0;
-  /// Stored as bf16 (converted from the f32 constant): --expert-weights=bf16.
-  bool bf16 = false;
 };
 
 /// What the printers need to know beyond the module.
@@ -63,14 +61,6 @@ struct EmitterOptions {
   /// Plan weights.bin's layout without reading any constant's bytes (splats
   /// are not expanded): the weights are filled in elsewhere.
   bool externalWeights = false;
-  /// CUDA: store moe.grouped_matmul's f32 weights as bf16 (rounded to nearest
-  /// even) and multiply them with the bf16-weight kernels. The CPU printer
-  /// ignores it.
-  bool bf16ExpertWeights = false;
-  /// CUDA, with bf16ExpertWeights: round the experts' results (the down
-  /// projection's rows, which only moe.combine reads) to bf16 (docs/design.md,
-  /// "bf16 expert outputs"). The CPU printer ignores it.
-  bool bf16ExpertOutputs = false;
 };
 
 /// A printed module: the source and the layout the artifact writer records.
@@ -91,7 +81,7 @@ mlir::FailureOr<EmittedModule> emitModule(mlir::ModuleOp module, Target target,
 /// A manifest shape: `-1` for the token dimension T, `?` for a multiple of it.
 std::string shapeText(llvm::ArrayRef<Dim> dims);
 
-/// The manifest's name of an element type (f32, i32, i64, f8e4m3).
+/// The manifest's name of an element type (f32, bf16, i32, i64, f8e4m3).
 std::string manifestDType(mlir::Type type);
 
 } // namespace moec::codegen

@@ -3,8 +3,8 @@
 // `--emit-cpp` and `--emit-cuda` for moec-translate: a module in the grouped
 // (or fp8) phase printed as the CPU or CUDA target's source, to stdout or -o,
 // without writing an artifact or running a compiler. Options of the printers:
-// --max-tokens, --weights=external, and (until the precision policy lives in
-// passes) --expert-weights=bf16, --expert-outputs=bf16.
+// --max-tokens and --weights=external. The precision and the stream plan are
+// the IR's (moec compile --target=... --emit=mlir writes it).
 //
 //===----------------------------------------------------------------------===//
 

@@ -7,10 +7,10 @@
 //            combine (and partitioned across expert-parallel ranks)
 //   fp8      the experts' grouped matmuls cast to e4m3 with block scales
 //            (only with --fp8)
-// After the last phase, off by default (codegen still decides these itself
-// until it reads them from the IR): the bf16 storage policy
-// (moe-cast-experts-bf16), the CUDA stream plan (moe-plan-streams) and the
-// legalisation to func/arith/tensor/moe ops (moe-legalize-for-codegen).
+// After the last phase, for a target (`moec compile --target`), the policy its
+// printer reads from the IR: the bf16 storage (moe-cast-experts-bf16), the
+// legalisation to func/arith/tensor/moe ops (moe-legalize-for-codegen) and the
+// CUDA stream plan (moe-plan-streams).
 // docs/pipeline.md describes each pass.
 //
 //===----------------------------------------------------------------------===//
@@ -58,7 +58,8 @@ void addCodegenPolicy(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B
 /// expert-weights=f32|bf16 expert-outputs=f32|bf16 target=none|cpu|cuda
-/// legalize=B"` for moec-opt (target=cuda plans the streams).
+/// legalize=B"` for moec-opt (target=cpu|cuda legalizes for the printer;
+/// cuda plans the streams too).
 void registerPipeline();
 
 } // namespace moec

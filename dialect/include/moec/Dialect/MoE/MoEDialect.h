@@ -6,6 +6,7 @@
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <limits>
 
@@ -21,6 +22,11 @@ namespace moec::moe {
 inline constexpr int64_t kScaleBlock = 128;
 /// Largest finite f8E4M3FN value.
 inline constexpr double kE4M3Max = 448.0;
+/// The stream plan (docs/dialect.md, "Stream plan"): `moe.stream = 1 : i64`
+/// puts an op on the side stream; `moe.stream_input_view` marks a view of an
+/// input that the side branch reads, defined before either stream runs.
+inline constexpr llvm::StringLiteral kStreamAttr = "moe.stream";
+inline constexpr llvm::StringLiteral kStreamInputViewAttr = "moe.stream_input_view";
 } // namespace moec::moe
 
 #endif // MOEC_DIALECT_MOE_MOEDIALECT_H
