@@ -26,6 +26,9 @@
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
+// The kernels' internal tile choices (runtime/src/cuda, on the include path).
+#include "Tuning.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
