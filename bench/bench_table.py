@@ -86,8 +86,8 @@ def write(rows, out, meta, quiet=False):
          f"with {meta.get('moec_expert_weights', 'f32')} expert weights "
          + ("(its time includes the input/output copies host<->device)"
             if meta.get("moec_io") == "host" else
-            "(input and output in GPU memory: used in place by artifacts from v11b on, "
-            "copied through the workspace by earlier ones)")
+            "(input and output in GPU memory: used in place by artifacts that take device "
+            "pointers as they are, copied through the workspace by older ones)")
          + (". moec's call is moec_run_async on torch's current stream, timed to the same one "
             "synchronise as transformers' calls (moec_run, which waits inside and then meets an idle "
             "synchronise: the column 'moec_run')" if any(r.get("moec_clock") == "async" for r in rows)

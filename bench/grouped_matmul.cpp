@@ -26,6 +26,9 @@
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
 
+// The kernels' internal tile choices (runtime/src/cuda, on the include path).
+#include "Tuning.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -243,10 +246,10 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
       continue;
     std::string name = std::string("fp8 ") + cuda::fp8TileName(tile);
     report(name.c_str(), time([&] {
-             CHECK(cuda::groupedMatmulFP8(lhs.dataAs<uint8_t>(), slots, lhsScales.dataAs<float>(),
-                                          shape.k, weights.dataAs<uint8_t>(),
-                                          weightScales.dataAs<float>(), shape.experts, shape.n,
-                                          dOffsets.dataAs<int32_t>(), bias, epilogue,
+             CHECK(cuda::groupedMatmulFP8({lhs.dataAs<uint8_t>(), slots, lhsScales.dataAs<float>(),
+                                           shape.k, weights.dataAs<uint8_t>(),
+                                           weightScales.dataAs<float>(), shape.experts, shape.n,
+                                           dOffsets.dataAs<int32_t>(), bias, epilogue},
                                           out.dataAs<float>(), nullptr, tile));
            }),
            /*fp8=*/true);

@@ -29,7 +29,9 @@ if [[ ${FP8:-0} == 1 ]]; then # FP8 experts (the shared expert bf16): .device/be
   expert_weights=bf16
   art=$out/art-fp8
 fi
-grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude) # (a worktree's .git is a file)
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.device/' "$exclude" 2>/dev/null || echo /.device/ >>"$exclude"
 mkdir -p "$art"
 for m in ${models//,/ }; do
   python3 bench/make_block_mlir.py --model "$m" -o $out/$m.mlir
@@ -39,6 +41,6 @@ done
 syms=$(grep -o 'moec_[a-z_]*(' runtime/include/moec/moec.h | tr -d '(' | sort -u | sed 's/^/-Wl,-u,/')
 echo '{ global: moec_*; local: *; };' >$out/libmoec.map
 # shellcheck disable=SC2086
-g++ -shared -o $out/libmoec.so $syms "$build/runtime/libmoec_runtime.a" -static-libstdc++ -static-libgcc \
+g++ -shared -o $out/libmoec.so $syms "$build/lib/libmoec_runtime.a" -static-libstdc++ -static-libgcc \
   -ldl -pthread -Wl,-z,defs -Wl,--version-script=$out/libmoec.map
 du -sh $out

@@ -36,7 +36,9 @@ prepare)
   want() { [[ $sets == *" $1 "* ]]; }
   rm -rf .device/art .device/bin .device/sentinels-* .device/fp8-* .device/many-tokens-*
   mkdir -p .device/bin .device/art
-  grep -qx '/.device/' .git/info/exclude 2>/dev/null || echo /.device/ >>.git/info/exclude
+  exclude=$(git rev-parse --git-path info/exclude) # (a worktree's .git is a file)
+  mkdir -p "$(dirname "$exclude")"
+  grep -qx '/.device/' "$exclude" 2>/dev/null || echo /.device/ >>"$exclude"
   for f in $fixtures; do
     if want f32; then "$build/bin/moec" compile $fx/$f/model.onnx --target=cuda -o .device/art/$f; fi
     for w in bf16 bf16out; do
@@ -49,7 +51,7 @@ prepare)
   done
   cuda=${CUDA_HOME:-/usr/local/cuda}
   g++ -O2 -std=c++20 -DMOEC_RUN_WITH_CUDA tools/moec-run/moec-run.cpp tools/moec-run/StreamRun.cpp \
-    -Iruntime/include -I"$cuda/include" "$build/runtime/libmoec_runtime.a" \
+    -Iruntime/include -I"$cuda/include" "$build/lib/libmoec_runtime.a" "$build/lib/libmoec_tooling.a" \
     /usr/lib/x86_64-linux-gnu/libz.a "$cuda/lib64/libcudart_static.a" -static-libstdc++ \
     -static-libgcc -ldl -lrt -pthread -o $B/moec-run
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" $B/

@@ -29,12 +29,6 @@ using namespace mlir;
 
 namespace moec::interp {
 
-void registerInterpretedDialects(DialectRegistry &registry) {
-  registry.insert<func::FuncDialect, arith::ArithDialect, linalg::LinalgDialect,
-                  math::MathDialect, scf::SCFDialect, tensor::TensorDialect, moe::MoEDialect,
-                  onnx::ONNXDialect>();
-}
-
 namespace {
 
 /// Whether `tensor`'s shape fits `type` (same rank; static dims equal).

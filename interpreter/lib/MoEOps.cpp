@@ -155,6 +155,32 @@ FailureOr<int64_t> epilogueWidth(Operation *op, bool hasEpilogue, GateUpLayout l
   return n / 2;
 }
 
+/// The optional activation epilogue of a matmul (moe.grouped_matmul,
+/// moe.linear) and the columns it writes.
+struct MatmulEpilogue {
+  std::optional<ActivationAttr> activation;
+  GateUpLayout layout;
+  int64_t width;
+
+  template <typename MatmulOp>
+  static FailureOr<MatmulEpilogue> of(MatmulOp op, int64_t n) {
+    std::optional<ActivationAttr> activation = op.getEpilogue();
+    GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
+    FailureOr<int64_t> width = epilogueWidth(op, activation.has_value(), layout, n);
+    if (failed(width))
+      return failure();
+    return MatmulEpilogue{activation, layout, *width};
+  }
+
+  /// Writes one row's n accumulators to its `width` result columns.
+  void write(ArrayRef<double> acc, MutableArrayRef<double> dest) const {
+    if (activation)
+      Activation(*activation).apply(layout, acc, dest);
+    else
+      std::copy(acc.begin(), acc.end(), dest.begin());
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Routing
 //===----------------------------------------------------------------------===//
@@ -543,12 +569,10 @@ LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
       failed(expectShape(op, weightScales, "weight_scales", {e, nBlocks, kBlocks})) ||
       failed(checkOffsets(op, offsets, rows)))
     return failure();
-  std::optional<ActivationAttr> epilogue = op.getEpilogue();
-  GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
-  FailureOr<int64_t> columns = epilogueWidth(op, epilogue.has_value(), layout, n);
-  if (failed(columns))
+  FailureOr<MatmulEpilogue> epilogue = MatmulEpilogue::of(op, n);
+  if (failed(epilogue))
     return failure();
-  int64_t width = *columns;
+  int64_t width = epilogue->width;
   // Rows past offsets[E-1] are never computed.
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{rows, width}, kNaN);
   std::vector<double> acc(n);
@@ -573,11 +597,7 @@ LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
         }
         acc[col] = bias ? sum + bias->values[expert * n + col] : sum;
       }
-      MutableArrayRef<double> dest(result.values.data() + r * width, width);
-      if (epilogue)
-        Activation(*epilogue).apply(layout, acc, dest);
-      else
-        std::copy(acc.begin(), acc.end(), dest.begin());
+      epilogue->write(acc, MutableArrayRef<double>(result.values.data() + r * width, width));
     }
     begin = end;
   }
@@ -651,22 +671,16 @@ LogicalResult evalLinear(LinearOp op, Operands in, Results &out) {
   if (failed(expectShape(op, &weight, "weight", {n, k})) ||
       failed(expectShape(op, bias, "bias", {n})))
     return failure();
-  std::optional<ActivationAttr> epilogue = op.getEpilogue();
-  GateUpLayout layout = op.getEpilogueLayout().value_or(GateUpLayout::None);
-  FailureOr<int64_t> columns = epilogueWidth(op, epilogue.has_value(), layout, n);
-  if (failed(columns))
+  FailureOr<MatmulEpilogue> epilogue = MatmulEpilogue::of(op, n);
+  if (failed(epilogue))
     return failure();
-  int64_t width = *columns;
+  int64_t width = epilogue->width;
   Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, width});
   std::vector<double> acc(n);
   for (int64_t r = 0; r < m; ++r) {
     matvec(weight.values.data(), input.values.data() + r * k, bias ? bias->values.data() : nullptr,
            n, k, acc);
-    MutableArrayRef<double> dest(result.values.data() + r * width, width);
-    if (epilogue)
-      Activation(*epilogue).apply(layout, acc, dest);
-    else
-      std::copy(acc.begin(), acc.end(), dest.begin());
+    epilogue->write(acc, MutableArrayRef<double>(result.values.data() + r * width, width));
   }
   return success();
 }

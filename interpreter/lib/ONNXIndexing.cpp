@@ -50,6 +50,17 @@ std::optional<int64_t> elementAlongAxis(Operation *op, const Tensor &indices, in
   return position;
 }
 
+/// GatherElements/ScatterElements: `indices` (of data's rank) may be no larger
+/// than `data` on every dimension but `axis`.
+LogicalResult checkIndicesWithinData(Operation *op, const Tensor &indices, const Tensor &data,
+                                     int64_t axis) {
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && indices.dim(d) > data.dim(d))
+      return op->emitOpError() << "indices " << formatShape(indices.shape) << " exceed data "
+                               << formatShape(data.shape) << " on axis " << d;
+  return success();
+}
+
 LogicalResult evalGather(GatherOp op, Operands in, Results &out) {
   const Tensor &data = *in[0], &indices = *in[1];
   std::optional<int64_t> axis = normalizeAxis(attrOr(op.getAxisAttr(), 0), data.rank());
@@ -80,10 +91,8 @@ LogicalResult evalGatherElements(GatherElementsOp op, Operands in, Results &out)
     return op.emitOpError() << "indices " << formatShape(indices.shape) << " and axis "
                             << attrOr(op.getAxisAttr(), 0) << " do not fit data "
                             << formatShape(data.shape);
-  for (int64_t d = 0; d < data.rank(); ++d)
-    if (d != *axis && indices.dim(d) > data.dim(d))
-      return op.emitOpError() << "indices " << formatShape(indices.shape) << " exceed data "
-                              << formatShape(data.shape) << " on axis " << d;
+  if (failed(checkIndicesWithinData(op, indices, data, *axis)))
+    return failure();
   Tensor &result = out.emplace_back(resultElementType(op), indices.shape);
   Shape strides = stridesOf(data.shape);
   for (int64_t i = 0, e = indices.numElements(); i < e; ++i) {
@@ -187,10 +196,8 @@ LogicalResult evalScatterElements(ScatterElementsOp op, Operands in, Results &ou
                             << formatShape(updates.shape) << " and axis "
                             << attrOr(op.getAxisAttr(), 0) << " do not fit data "
                             << formatShape(data.shape);
-  for (int64_t d = 0; d < data.rank(); ++d)
-    if (d != *axis && indices.dim(d) > data.dim(d))
-      return op.emitOpError() << "indices " << formatShape(indices.shape) << " exceed data "
-                              << formatShape(data.shape) << " on axis " << d;
+  if (failed(checkIndicesWithinData(op, indices, data, *axis)))
+    return failure();
   Tensor &result = out.emplace_back(data);
   result.elementType = resultElementType(op);
   Shape strides = stridesOf(data.shape);

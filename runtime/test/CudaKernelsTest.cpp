@@ -1011,25 +1011,19 @@ TEST(CudaKernels, FP8SettledOffsetsChainMatchesPlainInAGraph) {
                                              dValid.dataAs<int32_t>(), dInverse.dataAs<int32_t>(),
                                              S, K, dRows.dataAs<uint8_t>(),
                                              dRowScales.dataAs<float>(), stream);
-        auto gateUpMatmul = [&](auto &&...args) {
-          return settled ? cuda::groupedMatmulFP8QuantizedSettledOffsets(args...)
-                         : cuda::groupedMatmulFP8Quantized(args...);
-        };
-        auto downMatmul = [&](auto &&...args) {
-          return settled ? cuda::groupedMatmulFP8SettledOffsets(args...)
-                         : cuda::groupedMatmulFP8(args...);
-        };
         if (status)
-          status = gateUpMatmul(dRows.dataAs<uint8_t>(), S, dRowScales.dataAs<float>(), H,
-                                dGateUp.dataAs<uint8_t>(), dGateUpScales.dataAs<float>(), E, 2 * I,
-                                dOffsets.dataAs<int32_t>(), nullptr, act, dH.dataAs<uint8_t>(),
-                                dHScales.dataAs<float>(), settled ? dPlanned.dataAs<float>() : nullptr,
-                                settled ? S * I : 0, stream, cuda::FP8Tile::Auto);
+          status = cuda::groupedMatmulFP8Quantized(
+              {dRows.dataAs<uint8_t>(), S, dRowScales.dataAs<float>(), H,
+               dGateUp.dataAs<uint8_t>(), dGateUpScales.dataAs<float>(), E, 2 * I,
+               dOffsets.dataAs<int32_t>(), nullptr, act},
+              dH.dataAs<uint8_t>(), dHScales.dataAs<float>(),
+              settled ? dPlanned.dataAs<float>() : nullptr, settled ? S * I : 0, stream,
+              cuda::FP8Tile::Auto, settled);
         if (status)
-          status = downMatmul(dH.dataAs<uint8_t>(), S, dHScales.dataAs<float>(), I,
-                              dDown.dataAs<uint8_t>(), dDownScales.dataAs<float>(), E, H,
-                              dOffsets.dataAs<int32_t>(), nullptr, cuda::Epilogue{},
-                              dY.dataAs<float>(), stream, cuda::FP8Tile::Auto);
+          status = cuda::groupedMatmulFP8({dH.dataAs<uint8_t>(), S, dHScales.dataAs<float>(), I,
+                                           dDown.dataAs<uint8_t>(), dDownScales.dataAs<float>(), E,
+                                           H, dOffsets.dataAs<int32_t>(), nullptr, cuda::Epilogue{}},
+                                          dY.dataAs<float>(), stream, cuda::FP8Tile::Auto, settled);
         return status;
       });
       ASSERT_NO_FATAL_FAILURE(downloadValidRows(dValid, dY, H, results[settled]));
@@ -1466,10 +1460,11 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
         cpu::groupedMatmulFP8(pool, lq.data(), lscale.data(), K, wq.data(), wscale.data(), E, N,
                               offsets.data(), bias.data(), epilogue, want.data());
         DeviceBuffer dOut = poisoned(S * width * 4);
-        ASSERT_OK(cuda::groupedMatmulFP8(dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
-                                         dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N,
-                                         dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
-                                         epilogue, dOut.dataAs<float>(), nullptr, tile));
+        ASSERT_OK(cuda::groupedMatmulFP8({dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
+                                          dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N,
+                                          dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
+                                          epilogue},
+                                         dOut.dataAs<float>(), nullptr, tile));
         ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
         std::vector<float> got = download<float>(dOut, S * width);
         double atol = 1e-4;
@@ -1533,10 +1528,10 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
         DeviceBuffer dResult = poisoned(S * width * 4), dWantQ = poisoned(S * width),
                      dWantScales = poisoned(S * groups * 4);
         const int32_t *o = dOffsets.dataAs<int32_t>();
-        ASSERT_OK(cuda::groupedMatmulFP8(dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
+        cuda::FP8MatmulOperands operands{dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
                                          dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N, o,
-                                         dBias.dataAs<float>(), epilogue, dResult.dataAs<float>(),
-                                         nullptr, tile));
+                                         dBias.dataAs<float>(), epilogue};
+        ASSERT_OK(cuda::groupedMatmulFP8(operands, dResult.dataAs<float>(), nullptr, tile));
         ASSERT_OK(cuda::quantizeE4M3(dResult.dataAs<float>(), S, width, o + E - 1,
                                      dWantQ.dataAs<uint8_t>(), dWantScales.dataAs<float>(),
                                      nullptr));
@@ -1547,9 +1542,7 @@ void checkFP8Quantized(const std::vector<int32_t> &offsets) {
           DeviceBuffer dPlanned = poisoned(std::max<int64_t>(1, plannedFloats) * 4),
                        dQ = poisoned(S * width), dScales = poisoned(S * groups * 4);
           ASSERT_OK(cuda::groupedMatmulFP8Quantized(
-              dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K, dWq.dataAs<uint8_t>(),
-              dWs.dataAs<float>(), E, N, o, dBias.dataAs<float>(), epilogue,
-              dQ.dataAs<uint8_t>(), dScales.dataAs<float>(),
+              operands, dQ.dataAs<uint8_t>(), dScales.dataAs<float>(),
               plannedFloats ? dPlanned.dataAs<float>() : nullptr, plannedFloats, nullptr, tile));
           ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
           // Both whole buffers, sentinel tails (still poisoned) included; the

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moec/Compiler/InitAllDialects.h"
 #include "moec/Frontends/ONNX/Import.h"
 #include "moec/Interpreter/HostIO.h"
 #include "moec/Interpreter/Interpreter.h"
@@ -188,7 +189,7 @@ int main(int argc, char **argv) {
                               "inputs\n");
 
   DialectRegistry registry;
-  interp::registerInterpretedDialects(registry);
+  moec::registerAllDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;

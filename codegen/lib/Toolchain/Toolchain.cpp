@@ -15,9 +15,6 @@
 #ifndef MOEC_NVCC
 #define MOEC_NVCC ""
 #endif
-#ifndef MOEC_SOURCE_RUNTIME_INCLUDE_DIR
-#define MOEC_SOURCE_RUNTIME_INCLUDE_DIR ""
-#endif
 
 namespace moec::codegen {
 
@@ -36,14 +33,6 @@ static std::string join(llvm::StringRef a, llvm::StringRef b, llvm::StringRef c 
   return std::string(path);
 }
 
-/// The first of `candidates` that exists, else the first (for messages).
-static std::string firstExisting(std::initializer_list<std::string> candidates) {
-  for (const std::string &candidate : candidates)
-    if (!candidate.empty() && llvm::sys::fs::exists(candidate))
-      return candidate;
-  return *candidates.begin();
-}
-
 std::string defaultRuntimeDir() {
   static int anchor;
   std::string executable = llvm::sys::fs::getMainExecutable(nullptr, &anchor);
@@ -60,17 +49,6 @@ RuntimeLayout findRuntime(llvm::StringRef runtimeDir) {
   layout.includeDir = join(prefix, "include");
   layout.cpuKernels = join(prefix, "lib", "libmoec_kernels.a");
   layout.cudaKernels = join(prefix, "lib", "libmoec_kernels_cuda.a");
-  // A build tree that does not have the install layout yet keeps the
-  // runtime's archives under runtime/ with their old names and the headers in
-  // the source tree. This fallback goes once the build tree has the layout.
-  if (llvm::sys::fs::exists(join(prefix, "CMakeCache.txt"))) {
-    if (!llvm::sys::fs::exists(join(layout.includeDir, "moec", "runtime", "ArtifactABI.h")))
-      layout.includeDir = MOEC_SOURCE_RUNTIME_INCLUDE_DIR;
-    layout.cpuKernels =
-        firstExisting({layout.cpuKernels, join(prefix, "runtime", "libmoec_runtime.a")});
-    layout.cudaKernels =
-        firstExisting({layout.cudaKernels, join(prefix, "runtime", "libmoec_runtime_cuda.a")});
-  }
   layout.runProgram = join(prefix, "bin", "moec-run");
   return layout;
 }

@@ -409,13 +409,11 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
                                  scales);
 }
 
-namespace {
-/// groupedMatmulFP8; `settledOffsets` as for groupedMatmulBF16SettledOffsets.
-Status groupedMatmulFP8Impl(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
-                            const uint8_t *weights, const float *weightScales, int64_t experts,
-                            int64_t n, const int32_t *offsets, const float *bias,
-                            const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile,
-                            bool settledOffsets) {
+// `settledOffsets` as for groupedMatmulBF16SettledOffsets.
+Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStream_t stream,
+                        FP8Tile tile, bool settledOffsets) {
+  const auto &[lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets, bias,
+               epilogue] = operands;
   if (k % 4 != 0)
     return Status::error("groupedMatmulFP8: K = " + std::to_string(k) +
                          " is not a multiple of 4 (4-byte loads of e4m3 rows)");
@@ -450,12 +448,11 @@ Status groupedMatmulFP8Impl(const uint8_t *lhs, int64_t slots, const float *lhsS
   return Status::ok();
 }
 
-Status groupedMatmulFP8QuantizedImpl(const uint8_t *lhs, int64_t slots, const float *lhsScales,
-                                     int64_t k, const uint8_t *weights, const float *weightScales,
-                                     int64_t experts, int64_t n, const int32_t *offsets,
-                                     const float *bias, const Epilogue &epilogue, uint8_t *q,
-                                     float *scales, float *planned, int64_t plannedFloats,
-                                     cudaStream_t stream, FP8Tile tile, bool settledOffsets) {
+Status groupedMatmulFP8Quantized(const FP8MatmulOperands &operands, uint8_t *q, float *scales,
+                                 float *planned, int64_t plannedFloats, cudaStream_t stream,
+                                 FP8Tile tile, bool settledOffsets) {
+  const auto &[lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets, bias,
+               epilogue] = operands;
   bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
   if (gated && n % 2 != 0)
     return Status::error("groupedMatmulFP8Quantized: gated N = " + std::to_string(n) + " is odd");
@@ -476,53 +473,9 @@ Status groupedMatmulFP8QuantizedImpl(const uint8_t *lhs, int64_t slots, const fl
   float *result = planned && slots * width <= plannedFloats ? planned : nullptr;
   if (!result)
     MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(slots * width), result));
-  MOEC_RETURN_IF_ERROR(groupedMatmulFP8Impl(lhs, slots, lhsScales, k, weights, weightScales,
-                                            experts, n, offsets, bias, epilogue, result, stream,
-                                            tile, settledOffsets));
+  MOEC_RETURN_IF_ERROR(groupedMatmulFP8(operands, result, stream, tile, settledOffsets));
   return quantizeE4M3(result, slots, width, offsets ? offsets + experts - 1 : nullptr, q, scales,
                       stream);
-}
-} // namespace
-
-Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
-                        const uint8_t *weights, const float *weightScales, int64_t experts,
-                        int64_t n, const int32_t *offsets, const float *bias,
-                        const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile) {
-  return groupedMatmulFP8Impl(lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
-                              bias, epilogue, out, stream, tile, false);
-}
-
-Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
-                                      int64_t k, const uint8_t *weights, const float *weightScales,
-                                      int64_t experts, int64_t n, const int32_t *offsets,
-                                      const float *bias, const Epilogue &epilogue, float *out,
-                                      cudaStream_t stream, FP8Tile tile) {
-  return groupedMatmulFP8Impl(lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
-                              bias, epilogue, out, stream, tile, true);
-}
-
-Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
-                                 int64_t k, const uint8_t *weights, const float *weightScales,
-                                 int64_t experts, int64_t n, const int32_t *offsets,
-                                 const float *bias, const Epilogue &epilogue, uint8_t *q,
-                                 float *scales, float *scratch, int64_t scratchFloats,
-                                 cudaStream_t stream, FP8Tile tile) {
-  return groupedMatmulFP8QuantizedImpl(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
-                                       offsets, bias, epilogue, q, scales, scratch, scratchFloats,
-                                       stream, tile, false);
-}
-
-Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
-                                               const float *lhsScales, int64_t k,
-                                               const uint8_t *weights, const float *weightScales,
-                                               int64_t experts, int64_t n, const int32_t *offsets,
-                                               const float *bias, const Epilogue &epilogue,
-                                               uint8_t *q, float *scales, float *scratch,
-                                               int64_t scratchFloats, cudaStream_t stream,
-                                               FP8Tile tile) {
-  return groupedMatmulFP8QuantizedImpl(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
-                                       offsets, bias, epilogue, q, scales, scratch, scratchFloats,
-                                       stream, tile, true);
 }
 
 // What generated code calls: the tile Auto picks.
@@ -530,8 +483,9 @@ Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScale
                         const uint8_t *weights, const float *weightScales, int64_t experts,
                         int64_t n, const int32_t *offsets, const float *bias,
                         const Epilogue &epilogue, float *out, cudaStream_t stream) {
-  return groupedMatmulFP8(lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
-                          bias, epilogue, out, stream, FP8Tile::Auto);
+  return groupedMatmulFP8({lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
+                           bias, epilogue},
+                          out, stream, FP8Tile::Auto);
 }
 
 Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
@@ -539,8 +493,9 @@ Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const f
                                       int64_t experts, int64_t n, const int32_t *offsets,
                                       const float *bias, const Epilogue &epilogue, float *out,
                                       cudaStream_t stream) {
-  return groupedMatmulFP8SettledOffsets(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
-                                        offsets, bias, epilogue, out, stream, FP8Tile::Auto);
+  return groupedMatmulFP8({lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
+                           bias, epilogue},
+                          out, stream, FP8Tile::Auto, /*settledOffsets=*/true);
 }
 
 Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
@@ -549,9 +504,9 @@ Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float 
                                  const float *bias, const Epilogue &epilogue, uint8_t *q,
                                  float *scales, float *scratch, int64_t scratchFloats,
                                  cudaStream_t stream) {
-  return groupedMatmulFP8Quantized(lhs, slots, lhsScales, k, weights, weightScales, experts, n,
-                                   offsets, bias, epilogue, q, scales, scratch, scratchFloats,
-                                   stream, FP8Tile::Auto);
+  return groupedMatmulFP8Quantized({lhs, slots, lhsScales, k, weights, weightScales, experts, n,
+                                    offsets, bias, epilogue},
+                                   q, scales, scratch, scratchFloats, stream, FP8Tile::Auto);
 }
 
 Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
@@ -561,9 +516,10 @@ Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots
                                                const float *bias, const Epilogue &epilogue,
                                                uint8_t *q, float *scales, float *scratch,
                                                int64_t scratchFloats, cudaStream_t stream) {
-  return groupedMatmulFP8QuantizedSettledOffsets(lhs, slots, lhsScales, k, weights, weightScales,
-                                                 experts, n, offsets, bias, epilogue, q, scales,
-                                                 scratch, scratchFloats, stream, FP8Tile::Auto);
+  return groupedMatmulFP8Quantized({lhs, slots, lhsScales, k, weights, weightScales, experts, n,
+                                    offsets, bias, epilogue},
+                                   q, scales, scratch, scratchFloats, stream, FP8Tile::Auto,
+                                   /*settledOffsets=*/true);
 }
 
 } // namespace moec::rt::cuda

@@ -29,11 +29,12 @@ inline constexpr int64_t kSortCountingMaxExperts = 256;
 /// grouped GEMM (TMA + wgmma) for prefill, in runtimes built with CUTLASS:
 /// Wgmma with 128x128 pingpong tiles (rows x weight rows), Wgmma128x256 with
 /// 128x256 cooperative tiles (no clusters), Wgmma128x256C21 the same with 2x1
-/// clusters (two row tiles share a weight tile: torch's _grouped_mm, and moec
-/// until v12), Wgmma128x256C12 with 1x2 clusters (two weight tiles share a row
-/// tile), Wgmma64x256 with 64x256 pingpong tiles (each warp group its own
-/// tile, so one's epilogue runs under the other's mainloop). Auto picks by
-/// shape (chooseBF16Tile); the others exist for benchmarks and tests.
+/// clusters (two row tiles share a weight tile, as torch's _grouped_mm does;
+/// Auto takes no clusters), Wgmma128x256C12 with 1x2 clusters (two weight
+/// tiles share a row tile), Wgmma64x256 with 64x256 pingpong tiles (each warp
+/// group its own tile, so one's epilogue runs under the other's mainloop).
+/// Auto picks by shape (chooseBF16Tile); the others exist for benchmarks and
+/// tests.
 enum class BF16Tile {
   Auto,
   Tok8,       // 8-row tiles; 4-warp blocks, or 2-warp ones for some grids (groupedMatmulBF16Impl)
@@ -95,31 +96,29 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
 bool fp8TileAvailable(FP8Tile tile);
 const char *fp8TileName(FP8Tile tile);
 
+/// The operands the FP8 grouped matmuls share (MoEKernels.h's
+/// groupedMatmulFP8*, whose parameters of the same names these are).
+struct FP8MatmulOperands {
+  const uint8_t *lhs;
+  int64_t slots;
+  const float *lhsScales;
+  int64_t k;
+  const uint8_t *weights;
+  const float *weightScales;
+  int64_t experts;
+  int64_t n;
+  const int32_t *offsets;
+  const float *bias;
+  const Epilogue &epilogue;
+};
+
 /// The FP8 grouped matmuls on a tile of one's choosing (Auto: what the public
-/// overloads run).
-Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
-                        const uint8_t *weights, const float *weightScales, int64_t experts,
-                        int64_t n, const int32_t *offsets, const float *bias,
-                        const Epilogue &epilogue, float *out, cudaStream_t stream, FP8Tile tile);
-Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
-                                      int64_t k, const uint8_t *weights, const float *weightScales,
-                                      int64_t experts, int64_t n, const int32_t *offsets,
-                                      const float *bias, const Epilogue &epilogue, float *out,
-                                      cudaStream_t stream, FP8Tile tile);
-Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
-                                 int64_t k, const uint8_t *weights, const float *weightScales,
-                                 int64_t experts, int64_t n, const int32_t *offsets,
-                                 const float *bias, const Epilogue &epilogue, uint8_t *q,
-                                 float *scales, float *scratch, int64_t scratchFloats,
-                                 cudaStream_t stream, FP8Tile tile);
-Status groupedMatmulFP8QuantizedSettledOffsets(const uint8_t *lhs, int64_t slots,
-                                               const float *lhsScales, int64_t k,
-                                               const uint8_t *weights, const float *weightScales,
-                                               int64_t experts, int64_t n, const int32_t *offsets,
-                                               const float *bias, const Epilogue &epilogue,
-                                               uint8_t *q, float *scales, float *scratch,
-                                               int64_t scratchFloats, cudaStream_t stream,
-                                               FP8Tile tile);
+/// overloads run); `settledOffsets`: their SettledOffsets variants.
+Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStream_t stream,
+                        FP8Tile tile, bool settledOffsets = false);
+Status groupedMatmulFP8Quantized(const FP8MatmulOperands &operands, uint8_t *q, float *scales,
+                                 float *scratch, int64_t scratchFloats, cudaStream_t stream,
+                                 FP8Tile tile, bool settledOffsets = false);
 
 } // namespace moec::rt::cuda
 

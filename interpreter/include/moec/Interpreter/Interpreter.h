@@ -24,14 +24,9 @@
 #include "moec/Interpreter/Tensor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/LLVM.h"
 
 namespace moec::interp {
-
-/// Adds the dialects whose ops the interpreter evaluates (func, arith, math,
-/// scf, tensor, linalg, moe, onnx) to `registry`.
-void registerInterpretedDialects(mlir::DialectRegistry &registry);
 
 /// Runs `function` on `arguments`, one per function argument, whose element
 /// types and shapes must fit the argument types (dynamic dimensions take the

@@ -160,7 +160,8 @@ Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const f
 /// f32 result goes to `scratch` when it holds slots·N' floats (`scratchFloats`;
 /// the generated code plans decode's in its workspace), else to stream-ordered
 /// scratch, whose allocation and free in a captured graph keep the kernels on
-/// either side from launching under their predecessors (v17's timelines).
+/// either side from launching under their predecessors (as in-graph kernel
+/// timelines show), which planned scratch avoids.
 Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
                                  int64_t k, const uint8_t *weights, const float *weightScales,
                                  int64_t experts, int64_t n, const int32_t *offsets,

@@ -1,0 +1,186 @@
+//===- Compile.cpp - moec compile as a library ------------------------------===//
+
+#include "moec/Compiler/Compile.h"
+
+#include "moec/Frontends/ONNX/Import.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+char moec::DiagnosedError::ID = 0;
+
+void moec::DiagnosedError::log(llvm::raw_ostream &os) const {
+  os << "failed; the diagnostics say why";
+}
+
+std::error_code moec::DiagnosedError::convertToErrorCode() const {
+  return llvm::inconvertibleErrorCode();
+}
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+llvm::Error diagnosed() { return llvm::make_error<moec::DiagnosedError>(); }
+
+/// The phase `options` asks for: --compile-to's, else grouped, or fp8 with
+/// --fp8 (the pipeline then runs through the fp8 phase unless told to stop
+/// earlier). None for an unknown phase name.
+std::optional<moec::Phase> requestedPhase(const moec::CompileOptions &options) {
+  if (options.fp8 && !options.compileTo)
+    return moec::Phase::FP8;
+  return moec::parsePhase(options.compileTo.value_or("grouped"));
+}
+
+/// The checks of the flags that only apply with --target.
+llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phase) {
+  const std::string &target = options.target;
+  std::string emit = options.emit.value_or("artifact");
+  std::string weights = options.weights.value_or("embedded");
+  std::string expertWeights = options.expertWeights.value_or("f32");
+  std::string expertOutputs = options.expertOutputs.value_or("f32");
+  if (target != "cpu" && target != "cuda")
+    return fail("unknown target '" + target + "' (cpu, cuda)");
+  if (phase != moec::Phase::Grouped && phase != moec::Phase::FP8)
+    return fail("--target compiles the grouped (or fp8) phase; drop --compile-to=" +
+                options.compileTo.value_or("grouped"));
+  if (emit != "artifact" && emit != "exe" && emit != "mlir")
+    return fail("unknown --emit='" + emit + "' (artifact, exe, mlir)");
+  if (emit == "exe" && weights == "external")
+    return fail("--emit=exe needs the weights (drop --weights=external)");
+  if (options.outputPath == "-" && emit != "mlir")
+    return fail("--target=" + target +
+                (emit == "exe" ? " --emit=exe writes an executable; name it with -o FILE"
+                               : " writes an artifact directory; name it with -o DIR"));
+  if (options.maxTokens < 1)
+    return fail("--max-tokens must be at least 1");
+  if (weights != "embedded" && weights != "external")
+    return fail("unknown --weights='" + weights + "' (embedded, external)");
+  if (expertWeights != "f32" && expertWeights != "bf16")
+    return fail("unknown --expert-weights='" + expertWeights + "' (f32, bf16)");
+  if (expertWeights == "bf16" && target != "cuda")
+    return fail("--expert-weights=bf16 needs --target=cuda (the CPU target keeps f32)");
+  if (expertOutputs != "f32" && expertOutputs != "bf16")
+    return fail("unknown --expert-outputs='" + expertOutputs + "' (f32, bf16)");
+  if (expertOutputs == "bf16" && (target != "cuda" || expertWeights != "bf16"))
+    return fail("--expert-outputs=bf16 needs --target=cuda --expert-weights=bf16 (the "
+                "bf16-weight kernels round their results)");
+  if (expertOutputs == "bf16" && options.fp8)
+    return fail("--expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay "
+                "f32)");
+  return llvm::Error::success();
+}
+
+/// Imports (.onnx) or parses the model. `input` must outlive the module: the
+/// importer's weights point into it. Diagnostics quote .mlir inputs' lines
+/// through `sourceMgr`.
+OwningOpRef<ModuleOp> readModel(std::unique_ptr<llvm::MemoryBuffer> &input,
+                                llvm::StringRef path, llvm::SourceMgr &sourceMgr,
+                                MLIRContext &context) {
+  if (path.ends_with(".onnx"))
+    return moec::onnx::importModel(*input, path, context);
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
+
+} // namespace
+
+llvm::Error moec::validate(const CompileOptions &options) {
+  std::optional<Phase> phase = requestedPhase(options);
+  if (!phase) {
+    if (options.compileTo == "codegen")
+      return fail("--compile-to=codegen: code generation writes an artifact; use "
+                  "--target=cpu -o DIR");
+    return fail("unknown phase '" + *options.compileTo + "' (input, moe, grouped, fp8)");
+  }
+  if (*phase == Phase::FP8 && !options.fp8)
+    return fail("--compile-to=fp8 needs --fp8");
+  if (options.epSize < 1 || options.epRank < 0 || options.epRank >= options.epSize)
+    return fail("--ep-rank must be in [0, --ep-size)");
+  if (!options.target.empty())
+    return validateTarget(options, *phase);
+  if (options.emit)
+    return fail("--emit needs --target");
+  if (options.runtimeDir)
+    return fail("--runtime-dir needs --target");
+  if (options.weights)
+    return fail("--weights needs --target");
+  if (options.expertWeights)
+    return fail("--expert-weights needs --target=cuda");
+  if (options.expertOutputs)
+    return fail("--expert-outputs needs --target=cuda");
+  return llvm::Error::success();
+}
+
+moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
+  PipelineOptions pipeline;
+  pipeline.stopAfter = requestedPhase(options).value_or(Phase::Grouped);
+  pipeline.epSize = options.epSize;
+  pipeline.epRank = options.epRank;
+  pipeline.fp8 = options.fp8;
+  if (!options.target.empty()) {
+    // The target's policy, as IR its printer reads (docs/pipeline.md, "Codegen
+    // policy").
+    pipeline.bf16ExpertWeights = options.expertWeights == "bf16";
+    pipeline.bf16ExpertOutputs = options.expertOutputs == "bf16";
+    pipeline.legalizeForCodegen = true;
+    pipeline.planStreams = options.target == "cuda";
+  }
+  return pipeline;
+}
+
+moec::codegen::ArtifactOptions moec::artifactOptionsFor(const CompileOptions &options) {
+  codegen::ArtifactOptions artifact;
+  artifact.target = options.target == "cuda" ? codegen::Target::CUDA : codegen::Target::CPU;
+  artifact.outputDir = options.outputPath;
+  artifact.maxTokens = options.maxTokens;
+  artifact.externalWeights = options.weights == "external";
+  artifact.executable = options.emit == "exe";
+  artifact.runtimeDir = options.runtimeDir.value_or("");
+  return artifact;
+}
+
+llvm::Error moec::compile(const CompileOptions &options, MLIRContext &context,
+                          llvm::function_ref<LogicalResult(PassManager &)> configurePassManager) {
+  if (llvm::Error error = validate(options))
+    return error;
+  context.loadAllAvailableDialects();
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(options.inputPath, &error);
+  if (!input)
+    return fail(error);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = readModel(input, options.inputPath, sourceMgr, context);
+  if (!module)
+    return diagnosed(); // the importer or parser has reported why
+
+  PassManager pm(&context);
+  if (configurePassManager && failed(configurePassManager(pm)))
+    return diagnosed();
+  buildPipeline(pm, pipelineOptionsFor(options));
+  if (failed(pm.run(*module)))
+    return diagnosed();
+
+  if (!options.target.empty() && options.emit != "mlir")
+    return failed(codegen::emitArtifact(*module, artifactOptionsFor(options))) ? diagnosed()
+                                                                              : llvm::Error::success();
+
+  std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(options.outputPath, &error);
+  if (!output)
+    return fail(error);
+  module->print(output->os());
+  output->keep();
+  return llvm::Error::success();
+}

@@ -1,0 +1,111 @@
+//===- CompileCL.cpp - moec compile's command-line flags --------------------===//
+//
+// The flags are declared when registerCompileCLOptions() is called (not at
+// load time), so linking the library into another tool adds none of them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Compiler/Compile.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ManagedStatic.h"
+
+#include <cassert>
+
+namespace cl = llvm::cl;
+
+cl::OptionCategory &moec::compileCLCategory() {
+  static cl::OptionCategory category("moec compile options");
+  return category;
+}
+
+namespace {
+
+/// A flag in moec compile's category.
+template <typename T> struct Flag : cl::opt<T> {
+  template <typename... Mods>
+  explicit Flag(const Mods &...mods) : cl::opt<T>(mods..., cl::cat(moec::compileCLCategory())) {}
+};
+
+struct CompileCLOptions {
+  Flag<std::string> inputPath{cl::Positional, cl::desc("<model.onnx or model.mlir>"), cl::Required};
+  Flag<std::string> outputPath{"o", cl::desc("output file"), cl::init("-")};
+  Flag<std::string> compileTo{
+      "compile-to", cl::desc("stop after this phase and print the IR: input, moe, grouped, fp8"),
+      cl::init("grouped")};
+  Flag<int64_t> epSize{"ep-size", cl::desc("expert-parallel ranks"), cl::init(1)};
+  Flag<int64_t> epRank{"ep-rank", cl::desc("this rank, in [0, ep-size)"), cl::init(0)};
+  Flag<bool> fp8{"fp8",
+                 cl::desc("cast the experts to FP8 e4m3 with 128x128 block "
+                          "scales (the fp8 phase)"),
+                 cl::init(false)};
+  Flag<std::string> target{
+      "target", cl::desc("generate code for this target and write an artifact (-o): cpu, cuda"),
+      cl::init("")};
+  Flag<int64_t> maxTokens{"max-tokens",
+                          cl::desc("largest token count the artifact accepts (--target)"),
+                          cl::init(8192)};
+  Flag<std::string> runtimeDir{
+      "runtime-dir",
+      cl::desc("with --target: the prefix the runtime is installed under (include/, "
+               "lib/libmoec_kernels*.a, bin/moec-run); default: the prefix of this moec"),
+      cl::init("")};
+  Flag<std::string> weights{
+      "weights",
+      cl::desc("with --target: 'embedded' writes weights.bin (default); 'external' writes only "
+               "its layout (the manifest's weight lines), to be filled elsewhere"),
+      cl::init("embedded")};
+  Flag<std::string> emit{
+      "emit",
+      cl::desc("with --target: 'artifact' writes the artifact directory -o DIR (default); 'exe' "
+               "writes one executable -o FILE that runs the model with moec-run's flags; 'mlir' "
+               "prints the planned IR the target's printer reads (-o FILE, default stdout)"),
+      cl::init("artifact")};
+  Flag<std::string> expertWeights{
+      "expert-weights",
+      cl::desc("with --target=cuda: 'f32' (default) or 'bf16' (grouped matmul weights stored "
+               "as bf16, f32 accumulation: half the bytes to stream)"),
+      cl::init("f32")};
+  Flag<std::string> expertOutputs{
+      "expert-outputs",
+      cl::desc("with --target=cuda --expert-weights=bf16: 'f32' (default) or 'bf16' (each "
+               "expert's output rows rounded to bf16 before the f32 weighted combine, as "
+               "transformers' bf16 block holds them: half the bytes the combine reads)"),
+      cl::init("f32")};
+};
+
+llvm::ManagedStatic<CompileCLOptions> clOptions;
+
+/// The flag's value if it was given on the command line.
+std::optional<std::string> given(const cl::opt<std::string> &flag) {
+  if (flag.getNumOccurrences() == 0)
+    return std::nullopt;
+  return flag.getValue();
+}
+
+} // namespace
+
+void moec::registerCompileCLOptions() {
+  // Make sure the flags are constructed (and so registered).
+  *clOptions;
+}
+
+moec::CompileOptions moec::compileOptionsFromCL() {
+  assert(clOptions.isConstructed() && "registerCompileCLOptions() was not called");
+  const CompileCLOptions &flags = *clOptions;
+  CompileOptions options;
+  options.inputPath = flags.inputPath;
+  options.outputPath = flags.outputPath;
+  options.compileTo = given(flags.compileTo);
+  options.epSize = flags.epSize;
+  options.epRank = flags.epRank;
+  options.fp8 = flags.fp8;
+  options.target = flags.target;
+  options.maxTokens = flags.maxTokens;
+  options.runtimeDir = given(flags.runtimeDir);
+  options.weights = given(flags.weights);
+  options.emit = given(flags.emit);
+  options.expertWeights = given(flags.expertWeights);
+  options.expertOutputs = given(flags.expertOutputs);
+  return options;
+}
