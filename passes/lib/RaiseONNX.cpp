@@ -1,5 +1,9 @@
 //===- RaiseONNX.cpp - transformers' batched_mm exports to moe.layer -------===//
 //
+// (Past 800 lines on purpose: one pattern, whose router, slot, expert and
+// combine matchers are read together and share their helpers; split, each part
+// would only make sense beside the others.)
+//
 // torch.onnx.export writes a transformers MoE block (batched_mm experts) as:
 //
 //   router   logits = Gemm(x, Wr[, br]); ids, w from TopK over Softmax(logits)

@@ -4,6 +4,9 @@
 // here every CUDA kernel must agree with them on random inputs, with device
 // outputs poisoned (NaN) before each run and every CUDA call checked. Integer
 // results (ids, permutation, offsets) must match exactly.
+// (Past 800 lines on purpose: one GPU test binary whose cases share the
+// device-buffer, poisoning and CPU-comparison helpers at its top; grouped by
+// kernel, in pipeline order.)
 //
 //===----------------------------------------------------------------------===//
 

@@ -4,6 +4,9 @@
 // the f32-weight grouped matmul (one thread per output: the reference path; bf16
 // weights take GroupedMatmulBF16.cu, moe.linear takes Linear.cu). Every count
 // that depends on the routing is read on the device.
+// (Past 800 lines on purpose: the kernels of the grouped phase's data movement
+// share their launch helpers and the sentinel conventions stated once here;
+// the matmuls live in files of their own.)
 //
 //===----------------------------------------------------------------------===//
 
