@@ -82,17 +82,20 @@ bool parseShape(std::string_view text, std::vector<int64_t> &shape) {
   return true;
 }
 
-std::string printManifest(const Manifest &manifest) {
+namespace {
+/// The manifest's entries; with `comments`, the explanatory lines too.
+std::string printEntries(const Manifest &manifest, bool comments) {
   std::ostringstream os;
-  os << kManifestMagic << " " << kManifestVersion << "\n"
-     << "# written by moec compile --target=" << manifest.target << "; docs/artifact.md\n"
-     << "target " << manifest.target << "\n"
+  os << kManifestMagic << " " << kManifestVersion << "\n";
+  if (comments)
+    os << "# written by moec compile --target=" << manifest.target << "; docs/artifact.md\n";
+  os << "target " << manifest.target << "\n"
      << "library " << manifest.library << "\n";
-  if (manifest.externalWeights)
+  if (comments && manifest.externalWeights)
     os << "# --weights=external: weights.bin is not written; fill it in the layout\n"
           "# of the weight lines below (bench/write_weights.py)\n";
   os << "weights " << manifest.weightsFile << " " << manifest.weightsBytes << "\n";
-  if (manifest.target == "cuda")
+  if (comments && manifest.target == "cuda")
     os << "# device workspace, without CUB's sort workspace (sized at load)\n";
   os << "workspace_bytes " << manifest.workspaceBytes << "\n"
      << "max_tokens " << manifest.maxTokens << "\n";
@@ -106,6 +109,83 @@ std::string printManifest(const Manifest &manifest) {
   return os.str();
 }
 
+/// A hash line's value: 16 hex digits, or "-" (not recorded) where `optional`.
+bool parseHash(const std::string &text, bool optional, std::string &hash) {
+  if (optional && text == "-") {
+    hash.clear();
+    return true;
+  }
+  if (text.size() != 16 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return false;
+  hash = text;
+  return true;
+}
+
+constexpr const char *kManifestHashKey = "manifest_hash";
+} // namespace
+
+std::string printPlan(const Manifest &manifest) { return printEntries(manifest, false); }
+
+std::string printManifest(const Manifest &manifest) {
+  std::string text = printEntries(manifest, true);
+  auto orNone = [](const std::string &hash) { return hash.empty() ? std::string("-") : hash; };
+  text += "# content hashes (docs/artifact.md, \"What the loader verifies\")\n";
+  text += "library_hash " + manifest.libraryHash + "\n";
+  text += "weights_sample_hash " + orNone(manifest.weightsSampleHash) + "\n";
+  text += "weights_hash " + orNone(manifest.weightsHash) + "\n";
+  text += std::string(kManifestHashKey) + " " + hashText(contentHash(text.data(), text.size())) +
+          "\n";
+  return text;
+}
+
+uint64_t contentHash(const void *data, uint64_t bytes) {
+  constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+  auto mix = [](uint64_t h) {
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h;
+  };
+  const auto *p = static_cast<const unsigned char *>(data);
+  uint64_t lanes[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
+                       0x082efa98ec4e6c89ull};
+  uint64_t i = 0;
+  for (; i + 32 <= bytes; i += 32)
+    for (int lane = 0; lane < 4; ++lane) {
+      uint64_t word;
+      std::memcpy(&word, p + i + 8 * lane, 8);
+      lanes[lane] = (lanes[lane] ^ word) * kMul;
+      lanes[lane] ^= lanes[lane] >> 32;
+    }
+  uint64_t h = bytes * kMul;
+  for (uint64_t lane : lanes)
+    h = mix(h ^ mix(lane));
+  for (; i < bytes; ++i)
+    h = (h ^ p[i]) * kMul;
+  return mix(h);
+}
+
+uint64_t weightsSampleHash(const unsigned char *data, uint64_t bytes) {
+  constexpr uint64_t kEdge = 64 * 1024, kBlock = 4096, kBlocks = 64;
+  if (bytes <= 2 * kEdge + kBlocks * kBlock)
+    return contentHash(data, bytes);
+  uint64_t h = contentHash(data, kEdge) ^ contentHash(data + bytes - kEdge, kEdge) * 3;
+  uint64_t span = bytes - 2 * kEdge - kBlock;
+  for (uint64_t i = 0; i < kBlocks; ++i) {
+    uint64_t at = kEdge + span / (kBlocks - 1) * i;
+    h = contentHash(&h, 8) ^ contentHash(data + at, kBlock);
+  }
+  return contentHash(&h, 8) ^ bytes;
+}
+
+std::string hashText(uint64_t hash) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text(16, '0');
+  for (int i = 15; i >= 0; --i, hash >>= 4)
+    text[static_cast<size_t>(i)] = digits[hash & 15];
+  return text;
+}
+
 Status parseManifest(std::string_view text, const std::string &path, Manifest &out) {
   Manifest manifest;
   manifest.library.clear();
@@ -113,12 +193,15 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
   std::istringstream file{std::string(text)};
   std::string line;
   int lineNumber = 0;
-  bool sawHeader = false, sawWorkspace = false;
+  bool sawHeader = false, sawWorkspace = false, sawHashes = false, sawManifestHash = false;
+  size_t lineStart = 0; // of `line` in `text`
   auto error = [&](const std::string &why) {
     return Status::error(path + ":" + std::to_string(lineNumber) + ": " + why);
   };
-  while (std::getline(file, line)) {
+  for (; std::getline(file, line); lineStart += line.size() + 1) {
     ++lineNumber;
+    if (sawManifestHash)
+      return error("text after the manifest_hash line");
     if (line.empty() || line[0] == '#')
       continue;
     std::istringstream fields(line);
@@ -153,7 +236,7 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
       sawWorkspace = ok;
     } else if (key == "max_tokens") {
       ok = fields >> a && parseCount(a, count) && count >= 1 &&
-           count <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max());
+           count <= static_cast<uint64_t>(kMaxTokensLimit);
       manifest.maxTokens = static_cast<int64_t>(count);
     } else if (key == "input" || key == "output") {
       TensorEntry tensor;
@@ -164,6 +247,19 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
         dynamic += size < 0;
       ok = ok && dynamic <= 1;
       (key == "input" ? manifest.inputs : manifest.outputs).push_back(std::move(tensor));
+    } else if (key == kManifestHashKey) {
+      ok = static_cast<bool>(fields >> a) && a.size() == 16;
+      if (ok && a != hashText(contentHash(text.data(), lineStart)))
+        return error("the manifest's content does not match its manifest_hash (damaged or "
+                     "edited)");
+      sawManifestHash = true;
+    } else if (key == "library_hash") {
+      ok = fields >> a && parseHash(a, false, manifest.libraryHash);
+      sawHashes = true;
+    } else if (key == "weights_sample_hash") {
+      ok = fields >> a && parseHash(a, true, manifest.weightsSampleHash);
+    } else if (key == "weights_hash") {
+      ok = fields >> a && parseHash(a, true, manifest.weightsHash);
     } else if (key == "weight") {
       WeightEntry weight;
       ok = fields >> weight.name >> weight.dtype >> a >> b >> c &&
@@ -200,6 +296,11 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
                            std::to_string(weight.offset) + " (" + std::to_string(weight.bytes) +
                            " bytes) lies outside weights of " +
                            std::to_string(manifest.weightsBytes) + " bytes");
+  if (!sawManifestHash || !sawHashes)
+    return Status::error(path + ": no content hashes (library_hash ... manifest_hash): not "
+                                "written by this moec, or cut short");
+  if (manifest.weightsSampleHash.empty() != manifest.weightsHash.empty())
+    return Status::error(path + ": weights_sample_hash and weights_hash are recorded together");
   out = std::move(manifest);
   return Status::ok();
 }

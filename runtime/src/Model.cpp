@@ -6,6 +6,11 @@
 // --emit=exe` carries the same three files (moec/runtime/Bundle.h) and loads
 // the same way. Errors carry the file or tensor at fault.
 //
+// Nothing read is trusted (docs/artifact.md, "What the loader verifies"): the
+// manifest's own hash, model.so's hash before dlopen, weights.bin's header and
+// sampled hash (all of it with MOEC_VERIFY_WEIGHTS=full), and the plan model.so
+// was compiled for against the manifest's, before any kernel runs.
+//
 //===----------------------------------------------------------------------===//
 
 #include "moec/moec.h"
@@ -49,6 +54,9 @@ struct Manifest {
   uint64_t weightsBytes = 0, workspaceBytes = 0;
   int64_t maxTokens = 0;
   std::vector<TensorDecl> inputs, outputs;
+  /// artifact::printPlan of the manifest, which model.so must return.
+  std::string plan;
+  std::string libraryHash, weightsSampleHash, weightsHash;
 };
 
 namespace artifact = moec::rt::artifact;
@@ -84,6 +92,10 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &m
   parsed.weightsBytes = format.weightsBytes;
   parsed.workspaceBytes = format.workspaceBytes;
   parsed.maxTokens = format.maxTokens;
+  parsed.plan = artifact::printPlan(format);
+  parsed.libraryHash = format.libraryHash;
+  parsed.weightsSampleHash = format.weightsSampleHash;
+  parsed.weightsHash = format.weightsHash;
   for (auto [entries, decls] : {std::pair{&format.inputs, &parsed.inputs},
                                 std::pair{&format.outputs, &parsed.outputs}})
     for (const artifact::TensorEntry &entry : *entries) {
@@ -166,7 +178,52 @@ Status mapWeights(moec_model &model, const std::string &path, uint64_t offset, u
     return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
   model.weights = mapped;
   model.weightsMapped = bytes;
-  return artifact::checkWeightsHeader(static_cast<const unsigned char *>(mapped), bytes, path);
+  const auto *data = static_cast<const unsigned char *>(mapped);
+  MOEC_RETURN_IF_ERROR(artifact::checkWeightsHeader(data, bytes, path));
+  // Sampled always (a cost independent of the size), in full on request.
+  // Weights laid out by --weights=external and filled elsewhere carry no hash.
+  if (manifest.weightsSampleHash.empty())
+    return Status::ok();
+  if (artifact::hashText(artifact::weightsSampleHash(data, bytes)) != manifest.weightsSampleHash)
+    return Status::error(path + ": the weights do not match the manifest's weights_sample_hash "
+                                "(damaged, or from another build)");
+  const char *verify = std::getenv("MOEC_VERIFY_WEIGHTS");
+  if (verify && std::string_view(verify) == "full" &&
+      artifact::hashText(artifact::contentHash(data, bytes)) != manifest.weightsHash)
+    return Status::error(path + ": the weights do not match the manifest's weights_hash "
+                                "(damaged, or from another build)");
+  return Status::ok();
+}
+
+/// Checks model library bytes against the manifest's hash before dlopen reads
+/// them: a truncated, damaged or swapped model.so never reaches the loader.
+Status checkLibraryHash(const Manifest &manifest, const unsigned char *bytes, uint64_t size,
+                        const std::string &path) {
+  if (artifact::hashText(artifact::contentHash(bytes, size)) != manifest.libraryHash)
+    return Status::error(path + ": does not match the manifest's library_hash (damaged, "
+                                "truncated, or from another build); recompile the model");
+  return Status::ok();
+}
+
+/// Hashes the file at `file` (mapped, read once) against the manifest.
+Status checkLibraryFile(const Manifest &manifest, const std::string &file) {
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error(file + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    return Status::error(file + ": not a regular file");
+  }
+  uint64_t size = static_cast<uint64_t>(info.st_size);
+  void *mapped = size ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  close(fd);
+  if (mapped == MAP_FAILED)
+    return Status::error(file + ": mmap failed (" + std::strerror(errno) + ")");
+  Status status = checkLibraryHash(manifest, static_cast<const unsigned char *>(mapped), size, file);
+  if (mapped)
+    munmap(mapped, size);
+  return status;
 }
 
 /// dlopens the model library at `file`; `path` names it in errors.
@@ -181,7 +238,8 @@ Status openLibrary(moec_model &model, const std::string &file, const std::string
                : Status::error(path + ": no symbol '" + name +
                                "' (not a library written by moec compile?)");
   };
-  void *version = nullptr, *create = nullptr, *destroy = nullptr, *run = nullptr;
+  void *version = nullptr, *plan = nullptr, *create = nullptr, *destroy = nullptr,
+       *run = nullptr;
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_abi_version", version));
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_create", create));
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_destroy", destroy));
@@ -191,6 +249,15 @@ Status openLibrary(moec_model &model, const std::string &file, const std::string
     return Status::error(path + ": written for artifact ABI " + std::to_string(abi) +
                          ", this runtime speaks " + std::to_string(MOEC_ARTIFACT_ABI_VERSION) +
                          "; recompile the model");
+  // The plan the library was compiled for (target, sizes, max tokens, the
+  // tensor tables) must be the manifest's: no edited or swapped file reaches a
+  // kernel.
+  MOEC_RETURN_IF_ERROR(symbol("moec_artifact_plan", plan));
+  const char *compiled = reinterpret_cast<moec_artifact_plan_fn>(plan)();
+  if (!compiled || model.manifest.plan != compiled)
+    return Status::error(path + ": was compiled for another plan than the manifest states "
+                                "(target, sizes, max tokens or tensors differ); the files "
+                                "belong to different builds");
   model.destroy = reinterpret_cast<moec_artifact_destroy_fn>(destroy);
   model.run = reinterpret_cast<moec_artifact_run_fn>(run);
   // MOEC_NUM_THREADS bounds the model's thread pool (benchmarks, shared hosts);
@@ -245,6 +312,9 @@ Status loadBundle(const std::string &path, const moec::rt::BundleTrailer &traile
   MOEC_RETURN_IF_ERROR(
       mapWeights(model, path, trailer.weightsOffset, trailer.weightsBytes, /*bundled=*/true));
   MOEC_RETURN_IF_ERROR(readPart(path, trailer.libraryOffset, trailer.libraryBytes, library));
+  MOEC_RETURN_IF_ERROR(checkLibraryHash(model.manifest,
+                                        reinterpret_cast<const unsigned char *>(library.data()),
+                                        library.size(), path + " (bundled model library)"));
   int fd = static_cast<int>(syscall(SYS_memfd_create, "moec-model.so", 1u /*MFD_CLOEXEC*/));
   if (fd < 0)
     return Status::error(path + ": cannot create a memory file for the bundled model library (" +
@@ -277,6 +347,7 @@ Status load(const char *dir, moec_model &model) {
     MOEC_RETURN_IF_ERROR(mapWeights(model, model.dir + "/" + model.manifest.weightsFile, 0, 0,
                                     /*bundled=*/false));
     std::string library = model.dir + "/" + model.manifest.library;
+    MOEC_RETURN_IF_ERROR(checkLibraryFile(model.manifest, library));
     MOEC_RETURN_IF_ERROR(openLibrary(model, library, library));
   } else {
     moec::rt::BundleTrailer trailer;

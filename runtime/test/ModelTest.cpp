@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/moec.h"
+#include "moec/runtime/ArtifactFormat.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 extern "C" const char *moecCApiHeaderCompilesAsC(void);
 
@@ -43,14 +45,38 @@ protected:
   fs::path dir;
 };
 
-const char *kManifest = "moec-artifact 1\n"
-                        "target cpu\n"
-                        "library model.so\n"
-                        "weights weights.bin 64\n"
-                        "workspace_bytes 0\n"
-                        "max_tokens 16\n"
-                        "input x f32 [-1,4]\n"
-                        "output y f32 [-1,4]\n";
+const char *kEntries = "moec-artifact 2\n"
+                       "target cpu\n"
+                       "library model.so\n"
+                       "weights weights.bin 64\n"
+                       "workspace_bytes 0\n"
+                       "max_tokens 16\n"
+                       "input x f32 [-1,4]\n"
+                       "output y f32 [-1,4]\n";
+
+/// A manifest of `entries`, with the hash lines a compiled one ends with:
+/// model.so's hash (of `library`), the weights' (`weights`, or not recorded),
+/// and the manifest's own.
+std::string withHashes(const std::string &entries, const std::string &library = "",
+                       const std::string *weights = nullptr) {
+  namespace artifact = moec::rt::artifact;
+  std::string text = entries + "library_hash " +
+                     artifact::hashText(artifact::contentHash(library.data(), library.size())) +
+                     "\n";
+  const auto *bytes = weights ? reinterpret_cast<const unsigned char *>(weights->data()) : nullptr;
+  text += "weights_sample_hash " +
+          (weights ? artifact::hashText(artifact::weightsSampleHash(bytes, weights->size()))
+                   : std::string("-")) +
+          "\n";
+  text += "weights_hash " +
+          (weights ? artifact::hashText(artifact::contentHash(bytes, weights->size()))
+                   : std::string("-")) +
+          "\n";
+  return text + "manifest_hash " + artifact::hashText(artifact::contentHash(text.data(), text.size())) +
+         "\n";
+}
+
+const std::string kManifest = withHashes(kEntries);
 
 std::string weightsHeader(uint64_t size) {
   std::string header(64, '\0');
@@ -78,16 +104,35 @@ TEST_F(ModelTest, NotAManifest) {
 }
 
 TEST_F(ModelTest, NewerManifestVersion) {
-  write("manifest.txt", "moec-artifact 2\n");
-  EXPECT_NE(loadError().find("manifest version 2 is not supported"), std::string::npos);
+  write("manifest.txt", "moec-artifact 3\n");
+  EXPECT_NE(loadError().find("manifest version 3 is not supported"), std::string::npos);
+}
+
+// The manifest's own hash covers every byte before it; a manifest without the
+// hash lines is refused.
+TEST_F(ModelTest, ManifestHashChecked) {
+  std::string manifest = kManifest;
+  manifest.replace(manifest.find("max_tokens 16"), 13, "max_tokens 17");
+  write("manifest.txt", manifest);
+  EXPECT_NE(loadError().find("manifest.txt:12: the manifest's content does not match its "
+                             "manifest_hash"),
+            std::string::npos)
+      << loadError();
+  write("manifest.txt", kEntries);
+  EXPECT_NE(loadError().find("no content hashes"), std::string::npos) << loadError();
+  write("manifest.txt", kManifest + "max_tokens 4\n");
+  EXPECT_NE(loadError().find("text after the manifest_hash line"), std::string::npos)
+      << loadError();
 }
 
 TEST_F(ModelTest, MalformedEntries) {
-  write("manifest.txt", std::string(kManifest) + "input z f32 [4,x]\n");
+  write("manifest.txt", withHashes(std::string(kEntries) + "input z f32 [4,x]\n"));
   EXPECT_NE(loadError().find("manifest.txt:9: malformed 'input' entry"), std::string::npos);
-  write("manifest.txt", std::string(kManifest) + "colour blue\n");
+  write("manifest.txt", withHashes(std::string(kEntries) + "colour blue\n"));
   EXPECT_NE(loadError().find("manifest.txt:9: unknown entry 'colour'"), std::string::npos);
-  write("manifest.txt", std::string(kManifest) + "library ../elsewhere.so\n");
+  write("manifest.txt", withHashes(std::string(kEntries) + "library_hash 12345\n"));
+  EXPECT_NE(loadError().find("manifest.txt:9: malformed 'library_hash' entry"), std::string::npos);
+  write("manifest.txt", withHashes(std::string(kEntries) + "library ../elsewhere.so\n"));
   EXPECT_NE(loadError().find("must name a file inside the artifact"), std::string::npos);
 }
 
@@ -101,23 +146,57 @@ TEST_F(ModelTest, WeightsChecked) {
   EXPECT_NE(loadError().find("weights.bin: not a moec weights file (bad magic)"),
             std::string::npos);
   write("weights.bin", weightsHeader(64));
-  EXPECT_NE(loadError().find("model.so: cannot load"), std::string::npos);
+  EXPECT_NE(loadError().find("model.so: cannot open"), std::string::npos);
+  // model.so is hashed before dlopen reads it.
   write("model.so", "not an ELF file");
-  EXPECT_NE(loadError().find("model.so: cannot load"), std::string::npos);
+  EXPECT_NE(loadError().find("model.so: does not match the manifest's library_hash"),
+            std::string::npos)
+      << loadError();
+  write("manifest.txt", withHashes(kEntries, "not an ELF file"));
+  EXPECT_NE(loadError().find("model.so: cannot load"), std::string::npos) << loadError();
+}
+
+// Weights with recorded hashes are checked: a sample always (here, being
+// small, all of them), in full with MOEC_VERIFY_WEIGHTS=full.
+TEST_F(ModelTest, WeightsHashChecked) {
+  std::string weights = weightsHeader(64);
+  write("manifest.txt", withHashes(kEntries, "", &weights));
+  weights[40] = 1; // the header's padding: the header check passes
+  write("weights.bin", weights);
+  EXPECT_NE(loadError().find("weights.bin: the weights do not match the manifest's "
+                             "weights_sample_hash"),
+            std::string::npos)
+      << loadError();
+}
+
+// The hashes of a large file: the sample reads a size-independent part, so a
+// flip outside it is seen only by the full hash.
+TEST_F(ModelTest, SampledWeightsHash) {
+  namespace artifact = moec::rt::artifact;
+  std::vector<unsigned char> data(4 << 20, 7);
+  uint64_t sample = artifact::weightsSampleHash(data.data(), data.size());
+  uint64_t full = artifact::contentHash(data.data(), data.size());
+  data[200000] ^= 1; // between the sampled blocks
+  EXPECT_EQ(artifact::weightsSampleHash(data.data(), data.size()), sample);
+  EXPECT_NE(artifact::contentHash(data.data(), data.size()), full);
+  data[100] ^= 1; // in the first 64 KiB
+  EXPECT_NE(artifact::weightsSampleHash(data.data(), data.size()), sample);
+  data.pop_back(); // the length counts
+  EXPECT_NE(artifact::contentHash(data.data(), data.size()), full);
 }
 
 // A cuda artifact is checked like a cpu one; its model.so brings CUDA along,
 // so this loader (built with or without CUDA) accepts the target.
 TEST_F(ModelTest, CudaTargetAccepted) {
-  std::string manifest = kManifest;
-  manifest.replace(manifest.find("target cpu"), 10, "target cuda");
-  write("manifest.txt", manifest);
+  std::string entries = kEntries;
+  entries.replace(entries.find("target cpu"), 10, "target cuda");
+  write("manifest.txt", withHashes(entries));
   write("weights.bin", weightsHeader(64));
   std::string error = loadError();
   EXPECT_EQ(error.find("cannot run here"), std::string::npos) << error;
-  EXPECT_NE(error.find("model.so: cannot load"), std::string::npos) << error;
-  manifest.replace(manifest.find("target cuda"), 11, "target rocm");
-  write("manifest.txt", manifest);
+  EXPECT_NE(error.find("model.so: cannot open"), std::string::npos) << error;
+  entries.replace(entries.find("target cuda"), 11, "target rocm");
+  write("manifest.txt", withHashes(entries));
   EXPECT_NE(loadError().find("target 'rocm' cannot run here (this runtime runs 'cpu' and 'cuda' "
                              "artifacts)"),
             std::string::npos);

@@ -6,18 +6,22 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/mixtral
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/mixtral/manifest.txt
-// MANIFEST: moec-artifact 1
+// MANIFEST: moec-artifact 2
 // MANIFEST: target cuda
 // MANIFEST: library model.so
 // MANIFEST: max_tokens 16
 // MANIFEST: input hidden_states f32 [1,-1,64]
 // MANIFEST: output output f32 [1,-1,64]
+// MANIFEST: library_hash {{[0-9a-f]{16}$}}
+// MANIFEST: weights_sample_hash {{[0-9a-f]{16}$}}
+// MANIFEST: weights_hash {{[0-9a-f]{16}$}}
+// MANIFEST-NEXT: manifest_hash {{[0-9a-f]{16}$}}
 // RUN: ls %t/mixtral/model.so %t/mixtral/weights.bin %t/mixtral/model.cu
 // The printed source is the translation's.
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --emit=mlir -o %t/mixtral.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
-// RUN: grep -v '^ *// ' %t/mixtral/model.cu > %t/artifact.cu
-// RUN: grep -v '^ *// ' %t/mixtral.cu > %t/translated.cu
+// RUN: sed '/moec_artifact_plan()/,$d' %t/mixtral/model.cu | grep -v '^ *// ' | grep -v '^$' > %t/artifact.cu
+// RUN: grep -v '^ *// ' %t/mixtral.cu | grep -v '^$' > %t/translated.cu
 // RUN: diff %t/artifact.cu %t/translated.cu
 
 // Without a device, loading reports it (a GPU machine runs the e2e.cuda tests).

@@ -36,6 +36,14 @@
 // RUN: not %t/manifest --inputs %fixtures/mixtral/inputs.npz 2>&1 | FileCheck %s --check-prefix=MANIFEST
 // MANIFEST: error: {{.*}}manifest (bundled manifest):1: not a moec artifact manifest
 
+// Damaged bundled weights or model library: their hashes say so.
+// RUN: %python %S/Inputs/damage-bundle.py weight %t/mixtral %t/weight
+// RUN: not %t/weight --inputs %fixtures/mixtral/inputs.npz 2>&1 | FileCheck %s --check-prefix=WEIGHT
+// WEIGHT: error: {{.*}}weight: the weights do not match the manifest's weights_sample_hash
+// RUN: %python %S/Inputs/damage-bundle.py library %t/mixtral %t/library
+// RUN: not %t/library --inputs %fixtures/mixtral/inputs.npz 2>&1 | FileCheck %s --check-prefix=LIB
+// LIB: error: {{.*}}library (bundled model library): does not match the manifest's library_hash
+
 // A file that is neither an artifact directory nor a moec executable.
 // RUN: not moec-run %fixtures/mixtral/inputs.npz --inputs %fixtures/mixtral/inputs.npz 2>&1 | FileCheck %s --check-prefix=NEITHER
 // NEITHER: moec-run: error: {{.*}}inputs.npz: neither an artifact directory nor an executable written by `moec compile --emit=exe`

@@ -13,7 +13,9 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Alignment.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -106,6 +108,37 @@ LogicalResult writeExecutable(StringRef program, StringRef dir, StringRef file,
   return success();
 }
 
+/// `text` as a C string literal, a line of it per source line.
+std::string planLiteral(llvm::StringRef text) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "\"";
+  for (char c : text) {
+    if (c == '\n') {
+      os << "\\n\"\n         \"";
+    } else if (c == '"' || c == '\\') {
+      os << '\\' << c;
+    } else if (llvm::isPrint(c)) {
+      os << c;
+    } else {
+      os << llvm::format("\\%03o", static_cast<unsigned char>(c));
+    }
+  }
+  os << "\"";
+  return out;
+}
+
+/// The content hash of the file at `path` (moec/runtime/ArtifactFormat.h).
+FailureOr<uint64_t> hashFile(const std::string &path, std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    error = "cannot read back " + path + ": " + buffer.getError().message();
+    return failure();
+  }
+  return rt::artifact::contentHash((*buffer)->getBufferStart(), (*buffer)->getBufferSize());
+}
+
 constexpr const char *kArtifactFiles[] = {"manifest.txt", "weights.bin", "model.so", "model.cpp",
                                           "model.cu", "compile.log"};
 
@@ -186,33 +219,10 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
     return fail("cannot create " + staging + ": " + ec.message());
   llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(staging); });
 
-  std::string error;
-  std::string sourceName = cuda ? "model.cu" : "model.cpp";
-  if (!writeFile(staging + "/" + sourceName, [&](llvm::raw_ostream &os) { os << emitter.source; },
-                 error))
-    return fail(error);
-
-  uint64_t total = emitter.weightsBytes;
-  if (!options.externalWeights &&
-      !writeFile(
-          staging + "/" + rt::artifact::kWeightsFile,
-          [&](llvm::raw_ostream &os) {
-            char header[rt::artifact::kWeightsHeaderBytes];
-            rt::artifact::writeWeightsHeader(emitter.weights.size(), total, header);
-            os.write(header, sizeof(header));
-            uint64_t at = rt::artifact::kWeightsHeaderBytes;
-            for (const WeightEntry &weight : emitter.weights) {
-              os.write_zeros(weight.offset - at);
-              os.write(weight.bytes.data(), weight.bytes.size());
-              at = weight.offset + weight.size;
-            }
-          },
-          error))
-    return fail(error);
 
   rt::artifact::Manifest manifest;
   manifest.target = targetName.str();
-  manifest.weightsBytes = total;
+  manifest.weightsBytes = emitter.weightsBytes;
   manifest.workspaceBytes = emitter.workspaceBytes;
   manifest.maxTokens = options.maxTokens;
   manifest.externalWeights = options.externalWeights;
@@ -234,10 +244,40 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
                                 manifestDType(weight.elementType),
                                 std::vector<int64_t>(weight.shape.begin(), weight.shape.end()),
                                 weight.offset, weight.size});
+
+  // model.so carries the plan it is compiled for, which the loader checks
+  // against the manifest (moec/runtime/ArtifactABI.h, moec_artifact_plan).
+  std::string error;
+  std::string sourceName = cuda ? "model.cu" : "model.cpp";
   if (!writeFile(
-          staging + "/" + rt::artifact::kManifestFile,
-          [&](llvm::raw_ostream &os) { os << rt::artifact::printManifest(manifest); }, error))
+          staging + "/" + sourceName,
+          [&](llvm::raw_ostream &os) {
+            os << emitter.source << "\n// The plan this library is compiled for; the loader "
+                                    "refuses a manifest that states another.\n"
+               << "MOEC_EXPORT const char *moec_artifact_plan() {\n  return "
+               << planLiteral(rt::artifact::printPlan(manifest)) << ";\n}\n";
+          },
+          error))
     return fail(error);
+
+  uint64_t total = emitter.weightsBytes;
+  if (!options.externalWeights &&
+      !writeFile(
+          staging + "/" + rt::artifact::kWeightsFile,
+          [&](llvm::raw_ostream &os) {
+            char header[rt::artifact::kWeightsHeaderBytes];
+            rt::artifact::writeWeightsHeader(emitter.weights.size(), total, header);
+            os.write(header, sizeof(header));
+            uint64_t at = rt::artifact::kWeightsHeaderBytes;
+            for (const WeightEntry &weight : emitter.weights) {
+              os.write_zeros(weight.offset - at);
+              os.write(weight.bytes.data(), weight.bytes.size());
+              at = weight.offset + weight.size;
+            }
+          },
+          error))
+    return fail(error);
+
 
   // Compile: the runtime's kernel archives are linked statically and their
   // symbols kept local, so model.so needs nothing of moec and two artifacts
@@ -255,6 +295,28 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
                                      staging + "/" + sourceName, staging + "/model.so", log))
     return fail(llvm::toString(std::move(err)));
   llvm::sys::fs::remove(log);
+
+  // The content hashes, then the manifest, written last (docs/artifact.md,
+  // "What the loader verifies").
+  FailureOr<uint64_t> libraryHash = hashFile(staging + "/model.so", error);
+  if (failed(libraryHash))
+    return fail(error);
+  manifest.libraryHash = rt::artifact::hashText(*libraryHash);
+  if (!options.externalWeights) {
+    auto weights = llvm::MemoryBuffer::getFile(staging + "/" + rt::artifact::kWeightsFile,
+                                               /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    if (!weights)
+      return fail("cannot read back " + staging + "/" + rt::artifact::kWeightsFile + ": " +
+                  weights.getError().message());
+    const auto *data = reinterpret_cast<const unsigned char *>((*weights)->getBufferStart());
+    uint64_t size = (*weights)->getBufferSize();
+    manifest.weightsSampleHash = rt::artifact::hashText(rt::artifact::weightsSampleHash(data, size));
+    manifest.weightsHash = rt::artifact::hashText(rt::artifact::contentHash(data, size));
+  }
+  if (!writeFile(
+          staging + "/" + rt::artifact::kManifestFile,
+          [&](llvm::raw_ostream &os) { os << rt::artifact::printManifest(manifest); }, error))
+    return fail(error);
 
   if (options.executable) {
     std::string file = staging + ".exe";

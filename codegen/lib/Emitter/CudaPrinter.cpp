@@ -132,9 +132,8 @@ private:
 // (cudaMemcpyDefault).
 void CudaPrinter::declareInput(unsigned i, ValueInfo &info, const std::string &cppType) {
   std::optional<Dim> count = countOf(info.dims);
-  uint64_t offset = reserve(static_cast<uint64_t>(count->size) *
-                            (count->perToken ? maxTokens : 1) *
-                            (info.elementType.getIntOrFloatBitWidth() / 8));
+  uint64_t offset =
+      reserve(bytesAtMaxTokens(*count, info.elementType.getIntOrFloatBitWidth() / 8));
   decl(cppType + " *" + info.var + " = inPlace ? static_cast<" + cppType +
        " *>(const_cast<void *>(inputs[" + std::to_string(i) + "])) : reinterpret_cast<" +
        cppType + " *>(workspace + " + std::to_string(offset) + ");");
@@ -221,7 +220,7 @@ void CudaPrinter::addSortArgs(moe::SortOp op, Dim slots, std::vector<std::string
   args.push_back(rowOfSlot);
   // CUB's workspace, sized for max tokens when the model is created.
   size_t index = sortSlots.size();
-  sortSlots.push_back(static_cast<uint64_t>(slots.size) * (slots.perToken ? maxTokens : 1));
+  sortSlots.push_back(bytesAtMaxTokens(slots, 1));
   args.push_back("sortWorkspace + state.sortOffset[" + std::to_string(index) + "]");
   args.push_back("state.sortBytes[" + std::to_string(index) + "]");
 }
@@ -326,7 +325,7 @@ LogicalResult CudaPrinter::emitMatmulQuantize(moe::QuantizeOp op, moe::GroupedMa
   // this kernel and the next from launching under their predecessors.
   constexpr uint64_t kDecodeSlots = 16; // runtime: kFP8WgmmaMinSlots
   Dim rows = fp8MatmulRows(matmul);
-  uint64_t maxRows = static_cast<uint64_t>(rows.size) * (rows.perToken ? maxTokens : 1);
+  uint64_t maxRows = bytesAtMaxTokens(rows, 1);
   uint64_t scratchFloats = std::min(maxRows, kDecodeSlots) *
                            static_cast<uint64_t>(codes->first->dims.back().size);
   std::string scratch = "v" + std::to_string(nextVar++);
@@ -403,7 +402,7 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "#include \"moec/runtime/Cuda.h\"\n"
      << "#include \"moec/runtime/cuda/Artifact.h\"\n"
      << "#include \"moec/runtime/cuda/MoEKernels.h\"\n\n"
-     << "#include <cstdint>\n#include <limits>\n#include <new>\n\n"
+     << "#include <cstdint>\n#include <limits>\n#include <new>\n#include <string>\n\n"
      << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
      << "using namespace moec::rt;\nusing namespace moec::rt::cuda;\n"
      << "using moec::rt::cpu::ActivationKind;\nusing moec::rt::cpu::GateUpLayout;\n"
@@ -438,6 +437,10 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "/// `caller`: null (moec_run: the host waits), or the stream of moec_run_async.\n"
      << "Status run(State &state, const void *const *inputs, void *const *outputs, int64_t T,\n"
      << "           const cudaStream_t *caller) {\n"
+     << "  // The buffers are planned for " << maxTokens << " tokens at most.\n"
+     << "  if (T < 0 || T > " << maxTokens << ")\n"
+     << "    return Status::error(\"the token count \" + std::to_string(T) +\n"
+     << "                         \" is outside the plan of this library (0 to " << maxTokens << ")\");\n"
      << "  cudaStream_t stream = state.model.stream();\n"
      << "  const unsigned char *weights = state.model.weights();\n"
      << "  unsigned char *workspace = state.model.workspace();\n"

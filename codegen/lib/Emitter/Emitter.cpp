@@ -20,6 +20,7 @@
 #include "moec/Dialect/MoE/MoEDialect.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 #include "moec/Dialect/Utils/ConstantData.h"
+#include "moec/runtime/ArtifactFormat.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -221,8 +222,7 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   auto output = outputOf.find(result);
   // Planned for the largest T; every intermediate keeps its own slot (the
   // grouped phase has a handful, so reuse would save little).
-  uint64_t elements = static_cast<uint64_t>(count->size) * (count->perToken ? maxTokens : 1);
-  declareResult(info, cppType, elements * (element.getIntOrFloatBitWidth() / 8),
+  declareResult(info, cppType, bytesAtMaxTokens(*count, element.getIntOrFloatBitWidth() / 8),
                 output == outputOf.end() ? std::nullopt : std::optional<unsigned>(output->second));
   return &info;
 }
@@ -401,6 +401,10 @@ LogicalResult Emitter::run() {
   };
   if (failed(emitOps(emitOp)))
     return failure();
+  if (sizeOverflow || result.weightsBytes > kMaxPlannedBytes)
+    return function.emitError() << "cannot generate code for @" << function.getSymName()
+                                << ": its buffers for " << maxTokens << " tokens would exceed "
+                                << kMaxPlannedBytes << " bytes; lower --max-tokens";
 
   // Assemble the translation unit.
   llvm::raw_string_ostream os(result.source);
@@ -418,7 +422,7 @@ LogicalResult Emitter::emitOps(llvm::function_ref<LogicalResult(Operation &)> em
 std::string Emitter::workspaceInt32(const Dim &count) {
   std::string var = "v" + std::to_string(nextVar++);
   uint64_t offset =
-      reserve(4 * static_cast<uint64_t>(count.size) * (count.perToken ? maxTokens : 1));
+      reserve(bytesAtMaxTokens(count, 4));
   decl("int32_t *" + var + " = reinterpret_cast<int32_t *>(workspace + " +
        std::to_string(offset) + ");");
   return var;
@@ -451,8 +455,8 @@ FailureOr<EmittedModule> emitModule(ModuleOp module, Target target,
     emitError(module.getLoc()) << message;
     return failure();
   };
-  if (options.maxTokens < 1)
-    return fail("--max-tokens must be at least 1");
+  if (options.maxTokens < 1 || options.maxTokens > moec::rt::artifact::kMaxTokensLimit)
+    return fail("--max-tokens must be in [1, " + Twine(moec::rt::artifact::kMaxTokensLimit) + "]");
   SmallVector<func::FuncOp> functions;
   for (auto function : module.getOps<func::FuncOp>())
     if (!function.isExternal())

@@ -42,6 +42,9 @@ constexpr uint64_t kAlignment = 256;
 constexpr uint64_t kWeightsHeaderBytes = 64;
 
 inline uint64_t alignUp(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+/// The largest workspace or weights file planned (2^48 bytes): far beyond any
+/// device, and far from wrapping when offsets are added.
+constexpr uint64_t kMaxPlannedBytes = uint64_t{1} << 48;
 
 /// The element count of `dims` as a Dim (at most one may scale with T).
 std::optional<Dim> countOf(mlir::ArrayRef<Dim> dims);
@@ -158,11 +161,28 @@ protected:
   void kernel(mlir::StringRef name, std::vector<std::string> args, bool pool = true) {
     printKernel(name, std::move(args), pool);
   }
-  /// A workspace slot of `bytes` bytes; returns its offset.
+  /// A workspace slot of `bytes` bytes; returns its offset. Sizes are
+  /// checked: past kMaxPlannedBytes the plan is refused (run() says so).
   uint64_t reserve(uint64_t bytes) {
     uint64_t offset = result.workspaceBytes;
-    result.workspaceBytes = alignUp(offset + bytes);
+    if (bytes > kMaxPlannedBytes || offset + bytes > kMaxPlannedBytes)
+      sizeOverflow = true;
+    else
+      result.workspaceBytes = alignUp(offset + bytes);
     return offset;
+  }
+  /// `count` elements of `elementBytes` each at max tokens, checked: an
+  /// overflow is recorded and refused at the end of run().
+  uint64_t bytesAtMaxTokens(Dim count, uint64_t elementBytes) {
+    uint64_t elements = 0, bytes = 0;
+    if (count.size < 0 ||
+        __builtin_mul_overflow(static_cast<uint64_t>(count.size),
+                               count.perToken ? static_cast<uint64_t>(maxTokens) : 1, &elements) ||
+        __builtin_mul_overflow(elements, elementBytes, &bytes) || bytes > kMaxPlannedBytes) {
+      sizeOverflow = true;
+      return 0;
+    }
+    return bytes;
   }
   /// A new `int32_t *` variable over `count` int32 of the workspace (`count`
   /// per token: sized for max tokens); returns its name.
@@ -224,6 +244,8 @@ protected:
   llvm::DenseMap<mlir::Value, unsigned> outputOf; // results written straight into an output
   unsigned nextVar = 0;
   bool usesTokens = false;
+  /// A planned size exceeded kMaxPlannedBytes (bytesAtMaxTokens, reserve).
+  bool sizeOverflow = false;
 };
 
 std::unique_ptr<Emitter> createCpuPrinter(mlir::func::FuncOp function,

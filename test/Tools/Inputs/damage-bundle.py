@@ -4,6 +4,8 @@ loader's error tests: damage-bundle.py MODE IN OUT, MODE one of
   cut       1000 bytes removed before the 64-byte trailer (the parts no longer fit)
   version   the trailer's format version set to 7
   manifest  the bundled manifest's first line garbled
+  weight    one bit of the bundled weights flipped (past their header)
+  library   one bit of the bundled model library flipped
 The trailer (runtime/include/moec/runtime/Bundle.h): magic[8], u32 version,
 u32 reserved, then u64 offset/size pairs of manifest, library, weights."""
 import os
@@ -21,6 +23,10 @@ elif mode == "version":
 elif mode == "manifest":
     offset = struct.unpack("<Q", bytes(trailer[16:24]))[0]
     data[offset:offset + 13] = b"moec-artifaX "
+elif mode in ("weight", "library"):
+    pair = 48 if mode == "weight" else 32
+    offset = struct.unpack("<Q", bytes(trailer[pair:pair + 8]))[0]
+    data[offset + 100] ^= 0x10
 else:
     sys.exit(f"unknown mode {mode}")
 with open(dst, "wb") as f:

@@ -1,6 +1,6 @@
 //===- ArtifactABI.h - the contract between model.so and the loader -*- C++ -*-===//
 //
-// The generated code of an artifact (codegen/lib/EmitCpp) exports these C
+// The generated code of an artifact (codegen/lib/Emitter) exports these C
 // functions; the loader (runtime/src/Model.cpp) dlopens model.so and calls them.
 // Each model.so links its own static copy of the CPU (or CUDA) kernels (and hides it), so
 // nothing of moec is needed at run time and the loader passes only plain
@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define MOEC_ARTIFACT_ABI_VERSION 3
+#define MOEC_ARTIFACT_ABI_VERSION 4
 
 // Errors: create and run return 0 on success; otherwise they write a
 // NUL-terminated message (at most `error_bytes` bytes, truncated) into `error`
@@ -23,6 +23,10 @@
 extern "C" {
 /// MOEC_ARTIFACT_ABI_VERSION of the code generator that wrote the library.
 using moec_artifact_abi_version_fn = int (*)();
+/// The plan the library was compiled for: moec::rt::artifact::printPlan of its
+/// manifest (moec/runtime/ArtifactFormat.h), a NUL-terminated string that the
+/// loader compares with the manifest it read.
+using moec_artifact_plan_fn = const char *(*)();
 /// Creates the model's state in `*state`: a CPU artifact's thread pool
 /// (`threads` workers, 0 for the hardware's concurrency); a CUDA artifact's
 /// stream, device workspace and its copy of the weights (`weights`: weights.bin

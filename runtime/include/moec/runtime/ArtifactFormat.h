@@ -28,7 +28,11 @@ inline constexpr const char *kLibraryFile = "model.so";
 
 /// manifest.txt's first line is "moec-artifact VERSION".
 inline constexpr const char *kManifestMagic = "moec-artifact";
-inline constexpr int kManifestVersion = 1;
+inline constexpr int kManifestVersion = 2;
+
+/// The largest token count an artifact may be planned for: with top-k up to 16
+/// the slot count stays far below 2^31, which the kernels index in int32.
+inline constexpr int64_t kMaxTokensLimit = int64_t{1} << 24;
 
 /// weights.bin: a 64-byte header, then every weight tensor at a multiple of
 /// kWeightsAlignment. Header: magic (8 bytes), version (u32 at 8), reserved
@@ -71,15 +75,37 @@ struct Manifest {
   bool externalWeights = false;
   std::vector<TensorEntry> inputs, outputs;
   std::vector<WeightEntry> weights;
+  /// Content hashes (contentHash, as 16 hex digits) written at compile time:
+  /// model.so's whole file, weights.bin's sample (weightsSampleHash) and whole
+  /// file. The weights' are empty with externalWeights (filled elsewhere).
+  std::string libraryHash, weightsSampleHash, weightsHash;
 };
 
-/// manifest.txt's text for `manifest`.
+/// manifest.txt's text for `manifest`: its entries, the hashes, and last a
+/// `manifest_hash` line, the hash of every byte before it.
 std::string printManifest(const Manifest &manifest);
 
+/// The plan model.so is compiled for: the manifest's entries without comments
+/// or hashes (target, files, sizes, max tokens, the tensor and weight tables).
+/// model.so returns it from moec_artifact_plan (ArtifactABI.h), and the loader
+/// refuses a manifest whose plan differs.
+std::string printPlan(const Manifest &manifest);
+
 /// Parses manifest text; `path` names it in errors ("PATH:LINE: why"). Checks
-/// the grammar, every number's range, the dtypes and shapes, and that the
-/// named files lie inside the artifact; fills `manifest` only on success.
+/// the grammar, every number's range, the dtypes and shapes, that the named
+/// files lie inside the artifact, and the manifest_hash line; fills `manifest`
+/// only on success.
 Status parseManifest(std::string_view text, const std::string &path, Manifest &manifest);
+
+/// A 64-bit content hash (four interleaved multiply-xorshift lanes over 8-byte
+/// words, then the tail and the length): a check against damage, not against
+/// an attacker, at memory speed.
+uint64_t contentHash(const void *data, uint64_t bytes);
+/// The hash of weights.bin at a cost independent of its size: its length, its
+/// first and last 64 KiB and 64 blocks of 4 KiB spread evenly between.
+uint64_t weightsSampleHash(const unsigned char *data, uint64_t bytes);
+/// 16 lowercase hex digits.
+std::string hashText(uint64_t hash);
 
 /// weights.bin's header for `tensorCount` tensors in a file of `fileBytes`.
 void writeWeightsHeader(uint64_t tensorCount, uint64_t fileBytes,
