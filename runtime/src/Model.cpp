@@ -368,6 +368,11 @@ Status load(const char *dir, moec_model &model) {
   if (!model.workspace)
     return Status::error(std::string(dir) + ": cannot allocate the workspace of " +
                          std::to_string(model.manifest.workspaceBytes) + " bytes");
+  // MOEC_POISON_WORKSPACE=1: NaN bytes before the first run (as the CUDA
+  // target's DeviceModel does), so that a read of what nothing wrote shows.
+  if (const char *poison = std::getenv("MOEC_POISON_WORKSPACE");
+      poison && std::strcmp(poison, "1") == 0)
+    std::memset(model.workspace, 0xFF, std::max<uint64_t>(model.manifest.workspaceBytes, 64));
   return Status::ok();
 }
 

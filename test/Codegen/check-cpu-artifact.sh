@@ -14,3 +14,7 @@ trap 'rm -rf "$work"' EXIT
 "$bin/moec" compile "$model" --target=cpu -o "$work/artifact"
 "$bin/moec-run" "$work/artifact" --inputs "$inputs" --outputs "$work/out.npz" \
   --expected-outputs "$expected" --rtol 1e-5 --atol 1e-6 --scale-atol "$@"
+# The same run on a workspace of NaN bytes (MOEC_POISON_WORKSPACE): bit for bit
+# the same outputs, or a kernel read what nothing wrote.
+MOEC_POISON_WORKSPACE=1 "$bin/moec-run" "$work/artifact" --inputs "$inputs" \
+  --expected-outputs "$work/out.npz" --rtol 0 --atol 0 "$@"

@@ -69,6 +69,14 @@ Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
                            .withContext("uploading the weights"));
   MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(workspaceBytes, workspace_).withContext(
       "allocating the device workspace of " + std::to_string(workspaceBytes) + " bytes"));
+  // MOEC_POISON_WORKSPACE=1: every workspace byte 0xFF (a NaN in f32 and bf16)
+  // before the first run, so that a kernel reading what nothing wrote shows in
+  // the outputs (test/Codegen/check-cuda-artifact.sh compares them bitwise).
+  if (const char *poison = std::getenv("MOEC_POISON_WORKSPACE");
+      poison && std::strcmp(poison, "1") == 0) {
+    MOEC_RETURN_IF_ERROR(poisonDeviceMemory(workspace_.data(), workspaceBytes, stream_));
+    MOEC_CUDA_TRY(cudaStreamSynchronize(stream_));
+  }
   return Status::ok();
 }
 
