@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Usage: scripts/gpu-prebuilt.sh prepare [SETS]   (here: MLIR build tree + nvcc, no GPU)
 #        scripts/gpu-prebuilt.sh run              (on a GPU machine without MLIR)
+#        scripts/gpu-prebuilt.sh sanitize [TOOLS]  (there: compute-sanitizer, below)
 #
 # SETS (default "f32 loops sentinels fp8 exe", which fits the device machine's 64 MiB
 # upload beside the tracked tree): any of f32, bf16, bf16out (--expert-outputs=bf16 too),
@@ -27,6 +28,9 @@ build_flags() {
   bf16out) echo "--expert-weights=bf16 --expert-outputs=bf16" ;;
   *) echo "--expert-weights=$1" ;;
   esac
+}
+tally() { # a check's exit code: 0 passed, 77 skipped (ctest's convention), else failed
+  case $1 in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
 }
 case ${1:-} in
 prepare)
@@ -92,9 +96,7 @@ prepare)
 run)
   nvidia-smi -L
   pass=0 fail=0 skip=0
-  tally() { # a check's exit code: 0 passed, 77 skipped (ctest's convention), else failed
-    case $1 in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
-  }
+
   check() { # name model inputs expected
     echo "== $1"
     local name=$1
@@ -207,5 +209,49 @@ run)
 *)
   sed -n 2,10p "$0"
   exit 2
+  ;;
+sanitize)
+  # compute-sanitizer's tools (default: memcheck racecheck synccheck initcheck) on
+  # one prepared artifact per family and precision (f32, bf16, bf16out, fp8), at the
+  # fixture's 7 tokens and at 1024 random tokens (CUTLASS's tiles and the larger
+  # sorts run there), and on the runtime's GPU unit tests. Any report fails.
+  tools=${2:-memcheck racecheck synccheck initcheck}
+  nvidia-smi -L
+  pass=0 fail=0 skip=0
+  python3 - <<'PY'
+import numpy as np
+rng = np.random.default_rng(0)
+for f in ("mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3"):
+    inputs = np.load(f"test/fixtures/{f}/inputs.npz")
+    big = {k: rng.standard_normal(v.shape[:-2] + (1024, v.shape[-1])).astype(v.dtype)
+           for k, v in inputs.items()}
+    np.savez(f".device/in1024-{f}.npz", **big)
+PY
+  for tool in $tools; do
+    for f in mixtral qwen3_moe gpt_oss deepseek_v3; do
+      for p in f32 bf16 bf16out fp8; do
+        case $p in f32) a=.device/art/$f ;; fp8) a=.device/fp8-$f/artifact ;; *) a=.device/art/$p-$f ;; esac
+        for in in $fx/$f/inputs.npz .device/in1024-$f.npz; do
+          if [[ ! -d $a ]]; then skip=$((skip + 1)); continue; fi
+          timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5 \
+            $B/moec-run $a --inputs $in > .device/sanitize.log 2>&1
+          rc=$?
+          echo "$tool $p-$f $(basename $in): rc=$rc $(grep -m1 'ERROR SUMMARY' .device/sanitize.log)"
+          [[ $rc -ne 0 ]] && grep -v "Host Frame" .device/sanitize.log | head -20
+          tally $rc
+        done
+      done
+    done
+    # Cuda.FailedCallsNameTheCallAndTheLine fails a CUDA call on purpose.
+    timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5 \
+      $B/moec-runtime-gpu-tests --gtest_brief=1 \
+      --gtest_filter=-Cuda.FailedCallsNameTheCallAndTheLine > .device/sanitize.log 2>&1
+    rc=$?
+    echo "$tool gpu unit tests: rc=$rc $(grep -m1 'ERROR SUMMARY' .device/sanitize.log)"
+    [[ $rc -ne 0 ]] && grep -v "Host Frame" .device/sanitize.log | tail -20
+    tally $rc
+  done
+  echo "SANITIZE SUMMARY pass=$pass fail=$fail skip=$skip"
+  [[ $fail -eq 0 ]]
   ;;
 esac
