@@ -59,6 +59,9 @@ prepare)
     /usr/lib/x86_64-linux-gnu/libz.a "$cuda/lib64/libcudart_static.a" -static-libstdc++ \
     -static-libgcc -ldl -lrt -pthread -o $B/moec-run
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" $B/
+  # The C API as a shared library, for test/Codegen/check-cuda-faults.py.
+  g++ -shared -o $B/libmoec.so -Wl,--whole-archive "$build/lib/libmoec_runtime.a" \
+    -Wl,--no-whole-archive -static-libstdc++ -static-libgcc -ldl -pthread
   # The sentinel regression (test/Codegen/check-sentinels.py), compiled here, run there.
   for w in f32 bf16 bf16out; do
     want sentinels || break
@@ -162,6 +165,12 @@ run)
     echo "absent: not prepared"
     skip=$((skip + 1))
   fi
+  echo "== CUDA faults inside a run (test/Codegen/check-cuda-faults.py)"
+  timeout 300 python3 test/Codegen/check-cuda-faults.py $B/libmoec.so .device/art/deepseek_v3 \
+    $fx/deepseek_v3/inputs.npz
+  rc=$?
+  echo "rc=$rc"
+  tally $rc
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
   echo "== runtime gpu unit tests"
   timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5

@@ -480,9 +480,11 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "                                  const void *const *inputs, void *const *outputs,\n"
      << "                                  int64_t tokens, unsigned char *, const void *stream,\n"
      << "                                  char *error, size_t errorBytes) {\n"
-     << "  return reportStatus(run(*static_cast<State *>(state), inputs, outputs, tokens,\n"
-     << "                          static_cast<const cudaStream_t *>(stream)),\n"
-     << "                      error, errorBytes);\n}\n";
+     << "  State &model = *static_cast<State *>(state);\n"
+     << "  Status status = model.model.beginRun();\n"
+     << "  if (status)\n"
+     << "    status = run(model, inputs, outputs, tokens, static_cast<const cudaStream_t *>(stream));\n"
+     << "  return reportStatus(model.model.endRun(std::move(status)), error, errorBytes);\n}\n";
 }
 
 std::string CudaPrinter::inPlaceSetup() const {

@@ -80,6 +80,28 @@ Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
   return Status::ok();
 }
 
+Status DeviceModel::beginRun() {
+  if (!dead_.empty())
+    return Status::error(dead_);
+  return injectFault(++runs_, stream_);
+}
+
+Status DeviceModel::endRun(Status status) {
+  if (status)
+    return status;
+  // Wait for what was queued; a launch error is cleared by cudaGetLastError,
+  // a sticky one is returned by every later call.
+  cudaStreamSynchronize(stream_);
+  cudaStreamSynchronize(side_);
+  cudaGetLastError();
+  cudaError_t after = cudaStreamQuery(stream_);
+  if (after != cudaSuccess && after != cudaErrorNotReady)
+    dead_ = "an earlier run failed and left the CUDA context unusable (" +
+            std::string(cudaGetErrorName(after)) + ": " + cudaGetErrorString(after) +
+            "); this model cannot run again in this process";
+  return status;
+}
+
 GraphCache::GraphCache() {
   const char *text = std::getenv("MOEC_CUDA_GRAPHS");
   enabled_ = !(text && std::strcmp(text, "0") == 0);

@@ -60,7 +60,19 @@ public:
   unsigned char *mutableWeights() { return weights_.dataAs<unsigned char>(); }
   unsigned char *workspace() const { return workspace_.dataAs<unsigned char>(); }
 
+  /// Around every run: beginRun refuses a model whose context an earlier run
+  /// lost (and injects MOEC_INJECT_CUDA_FAULT's fault, FaultInjection.cu);
+  /// endRun passes a run's status through and, when the run failed, finds out
+  /// whether the CUDA context survived: a launch's error leaves the model
+  /// usable for the next run, a sticky one (an illegal address, say) marks it
+  /// dead, so that later runs fail at once with the reason instead of hanging
+  /// or computing on a lost context.
+  Status beginRun();
+  Status endRun(Status status);
+
 private:
+  int64_t runs_ = 0;
+  std::string dead_;
   cudaStream_t stream_ = nullptr, side_ = nullptr;
   cudaEvent_t forked_ = nullptr, joined_ = nullptr, callerQueued_ = nullptr, runQueued_ = nullptr;
   DeviceBuffer weights_, workspace_;
@@ -117,6 +129,10 @@ private:
 
 /// OK where a CUDA device answers; else "no CUDA device answers (REASON)".
 Status requireDevice();
+
+/// The fault MOEC_INJECT_CUDA_FAULT asks for at the `run`-th run, as an error
+/// Status (FaultInjection.cu); OK when none is asked for then.
+Status injectFault(int64_t run, cudaStream_t stream);
 
 /// How uploadThroughPinned stages: `buffers` pinned buffers of `chunkBytes`
 /// in a ring, each filled by up to `threads` host threads. The defaults are
