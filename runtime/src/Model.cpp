@@ -254,10 +254,16 @@ Status openLibrary(moec_model &model, const std::string &file, const std::string
   // kernel.
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_plan", plan));
   const char *compiled = reinterpret_cast<moec_artifact_plan_fn>(plan)();
-  if (!compiled || model.manifest.plan != compiled)
+  if (!compiled || model.manifest.plan != compiled) {
+    // Name the first line that differs.
+    std::istringstream stated(model.manifest.plan), built(compiled ? compiled : "");
+    std::string a, b;
+    while (std::getline(stated, a) && std::getline(built, b) && a == b) {
+    }
     return Status::error(path + ": was compiled for another plan than the manifest states "
-                                "(target, sizes, max tokens or tensors differ); the files "
-                                "belong to different builds");
+                                "(the manifest says '" + a + "', the library '" + b +
+                         "'); the files belong to different builds");
+  }
   model.destroy = reinterpret_cast<moec_artifact_destroy_fn>(destroy);
   model.run = reinterpret_cast<moec_artifact_run_fn>(run);
   // MOEC_NUM_THREADS bounds the model's thread pool (benchmarks, shared hosts);

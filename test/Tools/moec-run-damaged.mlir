@@ -18,8 +18,9 @@
 // Edited with the hash recomputed: model.so's own plan disagrees. A CPU
 // library called a CUDA one, a smaller workspace, more tokens than planned.
 // RUN: %python %S/Inputs/damage-artifact.py %t/mixtral %t/d set target cuda --rehash
-// RUN: not moec-run %t/d --inputs %fixtures/mixtral/inputs.npz --outputs %t/out.npz 2>&1 | FileCheck %s --check-prefix=PLAN
-// PLAN: moec-run: error: {{.*}}d/model.so: was compiled for another plan than the manifest states (target, sizes, max tokens or tensors differ); the files belong to different builds
+// RUN: not moec-run %t/d --inputs %fixtures/mixtral/inputs.npz --outputs %t/out.npz 2>&1 | FileCheck %s --check-prefix=TARGET
+// TARGET: moec-run: error: {{.*}}d/model.so: was compiled for another plan than the manifest states (the manifest says 'target cuda', the library 'target cpu'); the files belong to different builds
+// PLAN: moec-run: error: {{.*}}d/model.so: was compiled for another plan than the manifest states (the manifest says '{{.+}}', the library '{{.+}}'); the files belong to different builds
 // RUN: %python %S/Inputs/damage-artifact.py %t/mixtral %t/d set workspace_bytes 1024 --rehash
 // RUN: not moec-run %t/d --inputs %fixtures/mixtral/inputs.npz 2>&1 | FileCheck %s --check-prefix=PLAN
 // RUN: %python %S/Inputs/damage-artifact.py %t/mixtral-16 %t/d set max_tokens 20000 --rehash

@@ -2,7 +2,7 @@
 //
 // MOEC_INJECT_CUDA_FAULT=KIND:N makes the N-th run (1-based) of every CUDA
 // model of the process fail at its start, as a kernel of the run would:
-//   launch           a launch with an empty grid (cudaErrorInvalidConfiguration:
+//   launch           a launch with an empty grid (refused at launch,
 //                    the context stays usable, the next run must work)
 //   illegal-address  a kernel that writes to address 8 (cudaErrorIllegalAddress:
 //                    sticky, the context is lost, every later run must say so)
