@@ -391,6 +391,8 @@ public:
   Status read(std::byte *out, uint64_t count) {
     if (count > remaining())
       return Status::error("read past the member's recorded size");
+    if (count == 0) // `out` may be null (an empty member's header)
+      return Status::ok();
     if (!inflating) {
       std::memcpy(out, raw.data() + done, count);
     } else {

@@ -248,6 +248,53 @@ TEST(Npz, RejectsCorruption) {
   EXPECT_NE(status.message().find("not a zip archive"), std::string::npos) << status.message();
 }
 
+/// An .npz of one member `name` as `method` (0 stored, 8 deflated) writes it.
+std::vector<std::byte> zipOfOneMember(const std::string &name, uint32_t method,
+                                      const std::string &data, uint32_t crc,
+                                      uint32_t uncompressed) {
+  auto u16 = [](std::string &s, uint32_t v) {
+    s.push_back(static_cast<char>(v & 0xFF));
+    s.push_back(static_cast<char>(v >> 8));
+  };
+  auto u32 = [&](std::string &s, uint32_t v) {
+    u16(s, v & 0xFFFF);
+    u16(s, v >> 16);
+  };
+  auto record = [&](bool central) {
+    std::string h;
+    u32(h, central ? 0x02014b50 : 0x04034b50);
+    if (central)
+      u16(h, 20);
+    for (uint32_t v : {20u, 0u, method, 0u, 0x21u})
+      u16(h, v);
+    u32(h, crc);
+    u32(h, static_cast<uint32_t>(data.size()));
+    u32(h, uncompressed);
+    u16(h, static_cast<uint32_t>(name.size()));
+    u16(h, 0);
+    if (central) {
+      for (int i = 0; i < 3; ++i)
+        u16(h, 0);
+      u32(h, 0);
+      u32(h, 0); // the local header's offset
+    }
+    return h + name;
+  };
+  std::string zip = record(false) + data;
+  std::string central = record(true);
+  std::string end;
+  u32(end, 0x06054b50);
+  for (uint32_t v : {0u, 0u, 1u, 1u})
+    u16(end, v);
+  u32(end, static_cast<uint32_t>(central.size()));
+  u32(end, static_cast<uint32_t>(zip.size()));
+  u16(end, 0);
+  zip += central + end;
+  std::vector<std::byte> bytes(zip.size());
+  std::memcpy(bytes.data(), zip.data(), zip.size());
+  return bytes;
+}
+
 /// An .npz of one deflated member "x.npy": an .npy header declaring f32 of
 /// `shape`, then `zeros` zero bytes of data. The directory records the header
 /// and `recordedData` bytes of data as the member's size (default: `zeros`).
@@ -288,49 +335,8 @@ std::vector<std::byte> deflatedNpz(const std::string &shape, uint64_t zeros,
   pump(nullptr, 0, Z_FINISH);
   deflateEnd(&stream);
 
-  uint32_t uncompressed = static_cast<uint32_t>(npy.size() + recordedData.value_or(zeros));
-  auto u16 = [](std::string &s, uint32_t v) {
-    s.push_back(static_cast<char>(v & 0xFF));
-    s.push_back(static_cast<char>(v >> 8));
-  };
-  auto u32 = [&](std::string &s, uint32_t v) {
-    u16(s, v & 0xFFFF);
-    u16(s, v >> 16);
-  };
-  std::string name = "x.npy";
-  auto record = [&](bool central) {
-    std::string h;
-    u32(h, central ? 0x02014b50 : 0x04034b50);
-    if (central)
-      u16(h, 20);
-    for (uint32_t v : {20u, 0u, 8u, 0u, 0x21u})
-      u16(h, v);
-    u32(h, static_cast<uint32_t>(crc));
-    u32(h, static_cast<uint32_t>(compressed.size()));
-    u32(h, uncompressed);
-    u16(h, static_cast<uint32_t>(name.size()));
-    u16(h, 0);
-    if (central) {
-      for (int i = 0; i < 3; ++i)
-        u16(h, 0);
-      u32(h, 0);
-      u32(h, 0); // the local header's offset
-    }
-    return h + name;
-  };
-  std::string zip = record(false) + compressed;
-  std::string central = record(true);
-  std::string end;
-  u32(end, 0x06054b50);
-  for (uint32_t v : {0u, 0u, 1u, 1u})
-    u16(end, v);
-  u32(end, static_cast<uint32_t>(central.size()));
-  u32(end, static_cast<uint32_t>(zip.size()));
-  u16(end, 0);
-  zip += central + end;
-  std::vector<std::byte> bytes(zip.size());
-  std::memcpy(bytes.data(), zip.data(), zip.size());
-  return bytes;
+  return zipOfOneMember("x.npy", 8, compressed, static_cast<uint32_t>(crc),
+                        static_cast<uint32_t>(npy.size() + recordedData.value_or(zeros)));
 }
 
 /// The peak resident memory of this process, in MiB.
@@ -393,6 +399,19 @@ TEST(Npz, RefusesDataLongerThanItsHeaderSays) {
   std::vector<std::byte> good = deflatedNpz("(4,)", 16);
   ASSERT_TRUE(parseNpz(good, tensors).isOk());
   EXPECT_EQ(tensors.at("x").sizeInBytes(), 16u);
+}
+
+/// An empty member (found by the fuzzer: the header's read of no bytes
+/// passed a null pointer to memcpy) is not an .npy image.
+TEST(Npz, RefusesAnEmptyMember) {
+  TensorMap tensors;
+  for (uint32_t method : {0u, 8u}) {
+    std::string data = method == 0 ? "" : std::string("\x03\x00", 2); // deflate of nothing
+    Status status = parseNpz(zipOfOneMember("x.npy", method, data, 0, 0), tensors);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("member 'x.npy': not an .npy image"), std::string::npos)
+        << status.message();
+  }
 }
 
 /// Every truncation and many random corruptions of real numpy files: the
