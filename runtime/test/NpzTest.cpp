@@ -22,7 +22,8 @@ std::vector<std::byte> readBytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> chars((std::istreambuf_iterator<char>(in)), {});
   std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
+  if (!chars.empty()) // a missing file: no bytes, and data() may be null
+    std::memcpy(bytes.data(), chars.data(), chars.size());
   return bytes;
 }
 
