@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything moec needs on a fresh Debian 12 machine: the compiler toolchain
-# (MLIR/LLVM 22, ONNX, protobuf, ninja) from apt and the Python test tooling from PyPI.
+# (MLIR/LLVM 22, ONNX, protobuf, ninja; clang-22 and its sanitizer runtimes for the
+# fuzz ctests) from apt and the Python test tooling from PyPI.
 # Idempotent and quiet: it prints nothing unless something fails.
 set -euo pipefail
 
@@ -15,6 +16,7 @@ apt_packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
   libonnx-dev libprotobuf-dev protobuf-compiler
   ninja-build cmake g++ libgtest-dev zlib1g-dev python3-venv
+  libclang-rt-22-dev
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -15,6 +15,9 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "f
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# The compilers `moec compile --target` uses (a sanitizer build sets them:
+# docs/fuzzing.md); lit passes ASAN_OPTIONS and UBSAN_OPTIONS itself.
+llvm_config.with_system_environment(["MOEC_CXX", "MOEC_NVCC"])
 llvm_config.add_tool_substitutions(["moec", "moec-opt", "moec-translate", "moec-interp", "moec-run"], [config.moec_tools_dir])
 # The end-to-end fixtures (model.onnx, inputs.npz, expected.npz per model).
 # The source tree (bench/ scripts).

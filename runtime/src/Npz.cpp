@@ -9,6 +9,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -325,60 +326,118 @@ Status readCentralDirectory(const Archive &zip, std::vector<Member> &members) {
   return Status::ok();
 }
 
-Status inflateMember(std::span<const std::byte> input, std::vector<std::byte> &output) {
-  z_stream stream{};
-  if (inflateInit2(&stream, -MAX_WBITS) != Z_OK)
-    return Status::error("cannot initialise zlib");
-  stream.next_in = reinterpret_cast<Bytef *>(const_cast<std::byte *>(input.data()));
-  stream.avail_in = static_cast<uInt>(input.size());
-  stream.next_out = reinterpret_cast<Bytef *>(output.data());
-  stream.avail_out = static_cast<uInt>(output.size());
-  int result = inflate(&stream, Z_FINISH);
-  uint64_t produced = stream.total_out;
-  inflateEnd(&stream);
-  if (result != Z_STREAM_END)
-    return Status::error("deflate data is corrupt or longer than its recorded size");
-  if (produced != output.size())
-    return Status::error("deflate data inflates to " + std::to_string(produced) +
-                         " bytes, but the directory records " + std::to_string(output.size()));
-  return Status::ok();
-}
+/// Reads a member's bytes in order, inflating a deflated member on the way and
+/// never writing past the size the directory records; finish() checks that
+/// exactly that many came out, and the CRC.
+class MemberReader {
+public:
+  MemberReader() = default;
+  MemberReader(const MemberReader &) = delete;
+  MemberReader &operator=(const MemberReader &) = delete;
+  ~MemberReader() {
+    if (inflating)
+      inflateEnd(&stream);
+  }
 
-/// The bytes of one member, inflated if need be and checked against its CRC.
-Status extractMember(const Archive &zip, const Member &member, std::vector<std::byte> &storage,
-                     std::span<const std::byte> &data) {
-  if (member.flags & 0x1)
-    return Status::error("encrypted members are not supported");
-  uint64_t local = member.localHeaderOffset;
-  if (!zip.has(local, kLocalHeaderSize) || readU32(zip.at(local)) != kLocalHeaderSig)
-    return Status::error("local header missing or out of bounds");
-  uint64_t start = local + kLocalHeaderSize + readU16(zip.at(local + 26)) +
-                   readU16(zip.at(local + 28));
-  if (!zip.has(start, member.compressedSize))
-    return Status::error("data runs past the end of the file (truncated?)");
-  std::span<const std::byte> raw(zip.at(start), member.compressedSize);
-  if (member.method == kMethodStored) {
-    if (member.compressedSize != member.uncompressedSize)
-      return Status::error("stored member has different compressed and uncompressed sizes");
-    data = raw;
-  } else if (member.method == kMethodDeflate) {
+  Status open(const Archive &zip, const Member &member) {
+    if (member.flags & 0x1)
+      return Status::error("encrypted members are not supported");
+    uint64_t local = member.localHeaderOffset;
+    if (!zip.has(local, kLocalHeaderSize) || readU32(zip.at(local)) != kLocalHeaderSig)
+      return Status::error("local header missing or out of bounds");
+    // Without a data descriptor (flag 3) the local header repeats the sizes;
+    // 0xFFFFFFFF defers to a zip64 field.
+    if (!(member.flags & 0x8))
+      for (auto [at, recorded] : {std::pair{18, member.compressedSize},
+                                  {22, member.uncompressedSize}}) {
+        uint32_t size = readU32(zip.at(local + at));
+        if (size != 0xFFFFFFFF && size != recorded)
+          return Status::error("the local header records " + std::to_string(size) +
+                               " bytes where the central directory records " +
+                               std::to_string(recorded));
+      }
+    uint64_t start = local + kLocalHeaderSize + readU16(zip.at(local + 26)) +
+                     readU16(zip.at(local + 28));
+    if (!zip.has(start, member.compressedSize))
+      return Status::error("data runs past the end of the file (truncated?)");
+    raw = std::span<const std::byte>(zip.at(start), member.compressedSize);
+    size = member.uncompressedSize;
+    expectedCrc = member.crc;
+    if (member.method == kMethodStored) {
+      if (member.compressedSize != member.uncompressedSize)
+        return Status::error("stored member has different compressed and uncompressed sizes");
+      return Status::ok();
+    }
+    if (member.method != kMethodDeflate)
+      return Status::error("compression method " + std::to_string(member.method) +
+                           " is not supported (only stored and deflate)");
     if (member.uncompressedSize > member.compressedSize * kMaxDeflateRatio + 1024 ||
         member.compressedSize > std::numeric_limits<uInt>::max() ||
         member.uncompressedSize > std::numeric_limits<uInt>::max())
       return Status::error("deflated member records an impossible size");
-    storage.resize(member.uncompressedSize);
-    MOEC_RETURN_IF_ERROR(inflateMember(raw, storage));
-    data = storage;
-  } else {
-    return Status::error("compression method " + std::to_string(member.method) +
-                         " is not supported (only stored and deflate)");
+    if (inflateInit2(&stream, -MAX_WBITS) != Z_OK)
+      return Status::error("cannot initialise zlib");
+    inflating = true;
+    stream.next_in = reinterpret_cast<Bytef *>(const_cast<std::byte *>(raw.data()));
+    stream.avail_in = static_cast<uInt>(raw.size());
+    return Status::ok();
   }
-  uint32_t crc = static_cast<uint32_t>(
-      crc32_z(0, reinterpret_cast<const Bytef *>(data.data()), data.size()));
-  if (crc != member.crc)
-    return Status::error("CRC mismatch: the data is corrupt");
-  return Status::ok();
-}
+
+  /// The member's size as the directory records it.
+  uint64_t recordedSize() const { return size; }
+  uint64_t remaining() const { return size - done; }
+
+  /// The next `count` bytes (at most remaining()) into `out`.
+  Status read(std::byte *out, uint64_t count) {
+    if (count > remaining())
+      return Status::error("read past the member's recorded size");
+    if (count == 0) // `out` may be null (an empty member's header)
+      return Status::ok();
+    if (!inflating) {
+      std::memcpy(out, raw.data() + done, count);
+    } else {
+      stream.next_out = reinterpret_cast<Bytef *>(out);
+      stream.avail_out = static_cast<uInt>(count);
+      while (stream.avail_out > 0) {
+        int result = inflate(&stream, Z_NO_FLUSH);
+        if (result == Z_STREAM_END && stream.avail_out > 0)
+          return Status::error("deflate data inflates to " + std::to_string(stream.total_out) +
+                               " bytes, but the directory records " + std::to_string(size));
+        if (result != Z_OK && result != Z_STREAM_END)
+          return Status::error("deflate data is corrupt or truncated");
+        ended = result == Z_STREAM_END;
+      }
+    }
+    crc = static_cast<uint32_t>(crc32_z(crc, reinterpret_cast<const Bytef *>(out), count));
+    done += count;
+    return Status::ok();
+  }
+
+  /// Checks that the member ends after the bytes read (all of them) and its CRC.
+  Status finish() {
+    if (remaining() != 0)
+      return Status::error("the member was not read to its end");
+    if (inflating && !ended) {
+      // The stream must end here: one more byte of room must stay empty.
+      Bytef extra;
+      stream.next_out = &extra;
+      stream.avail_out = 1;
+      int result = inflate(&stream, Z_FINISH);
+      if (result != Z_STREAM_END || stream.avail_out != 1)
+        return Status::error("deflate data is corrupt or longer than its recorded size");
+    }
+    if (crc != expectedCrc)
+      return Status::error("CRC mismatch: the data is corrupt");
+    return Status::ok();
+  }
+
+private:
+  std::span<const std::byte> raw;
+  uint64_t size = 0, done = 0;
+  uint32_t crc = 0, expectedCrc = 0;
+  z_stream stream{};
+  bool inflating = false, ended = false;
+};
 
 void appendU16(std::string &out, uint32_t v) {
   out.push_back(static_cast<char>(v & 0xFF));
@@ -389,14 +448,19 @@ void appendU32(std::string &out, uint32_t v) {
   appendU16(out, v >> 16);
 }
 
-} // namespace
+/// numpy's own reader refuses headers over 10000 characters; this bound keeps
+/// what a header may make the reader inflate before its data small.
+constexpr uint64_t kMaxNpyHeaderBytes = 1 << 20;
 
-Status parseNpy(std::span<const std::byte> bytes, HostTensor &out) {
+/// The first bytes of an .npy image (at least 12, or all of it) say where its
+/// header text starts and its data starts.
+Status npyHeaderBounds(std::span<const std::byte> bytes, uint64_t &headerStart,
+                       uint64_t &dataOffset) {
   if (bytes.size() < kNpyMagicSize + 4 ||
       std::memcmp(bytes.data(), kNpyMagic, kNpyMagicSize) != 0)
     return Status::error("not an .npy image (bad magic)");
   uint32_t major = static_cast<uint32_t>(bytes[6]);
-  uint64_t headerSize, headerStart;
+  uint64_t headerSize;
   if (major == 1) {
     headerSize = readU16(bytes.data() + 8);
     headerStart = 10;
@@ -408,14 +472,30 @@ Status parseNpy(std::span<const std::byte> bytes, HostTensor &out) {
   } else {
     return Status::error(".npy format version " + std::to_string(major) + " is not supported");
   }
-  if (headerSize > bytes.size() - headerStart)
+  if (headerSize > kMaxNpyHeaderBytes)
+    return Status::error(".npy header of " + std::to_string(headerSize) + " bytes is too long");
+  dataOffset = headerStart + headerSize;
+  return Status::ok();
+}
+
+/// What an .npy header declares.
+struct NpyHeader {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t dataOffset = 0, dataBytes = 0;
+};
+
+/// Parses the header at the start of `bytes` (which may hold the data too).
+Status parseNpyHeader(std::span<const std::byte> bytes, NpyHeader &out) {
+  uint64_t headerStart = 0;
+  MOEC_RETURN_IF_ERROR(npyHeaderBounds(bytes, headerStart, out.dataOffset));
+  if (out.dataOffset > bytes.size())
     return Status::error("truncated .npy header");
   std::string_view header(reinterpret_cast<const char *>(bytes.data() + headerStart),
-                          headerSize);
+                          out.dataOffset - headerStart);
   std::string descr;
   bool fortranOrder = false;
-  std::vector<int64_t> shape;
-  MOEC_RETURN_IF_ERROR(HeaderParser(header).parse(descr, fortranOrder, shape));
+  MOEC_RETURN_IF_ERROR(HeaderParser(header).parse(descr, fortranOrder, out.shape));
   if (fortranOrder)
     return Status::error("Fortran-order arrays are not supported; save "
                          "numpy.ascontiguousarray(x)");
@@ -423,18 +503,69 @@ Status parseNpy(std::span<const std::byte> bytes, HostTensor &out) {
   if (!dtype)
     return Status::error("dtype '" + descr + "' is not supported (expected f2, f4, f8, "
                          "i1, i4, i8, u1 or b1, little-endian)");
-  std::optional<int64_t> count = checkedNumElements(shape, dtypeSize(*dtype));
+  out.dtype = *dtype;
+  std::optional<int64_t> count = checkedNumElements(out.shape, dtypeSize(*dtype));
   if (!count)
     return Status::error("shape overflows");
-  uint64_t dataBytes = static_cast<uint64_t>(*count) * dtypeSize(*dtype);
-  uint64_t available = bytes.size() - headerStart - headerSize;
-  if (available != dataBytes)
+  out.dataBytes = static_cast<uint64_t>(*count) * dtypeSize(*dtype);
+  return Status::ok();
+}
+
+/// The header's size against the bytes there are after it.
+Status checkNpyDataBytes(const NpyHeader &header, uint64_t available) {
+  if (available != header.dataBytes)
     return Status::error("holds " + std::to_string(available) + " bytes of data, but " +
-                         std::string(dtypeName(*dtype)) + " of that shape needs " +
-                         std::to_string(dataBytes));
-  out = HostTensor(*dtype, shape);
-  if (dataBytes)
-    std::memcpy(out.data(), bytes.data() + headerStart + headerSize, dataBytes);
+                         std::string(dtypeName(header.dtype)) + " of that shape needs " +
+                         std::to_string(header.dataBytes));
+  return Status::ok();
+}
+
+/// One member as a tensor: its header is read and checked (against the
+/// member's recorded size and `maxBytes`) before its data is allocated.
+Status readNpyMember(MemberReader &reader, uint64_t maxBytes, HostTensor &out) {
+  std::vector<std::byte> header(std::min<uint64_t>(12, reader.recordedSize()));
+  MOEC_RETURN_IF_ERROR(reader.read(header.data(), header.size()));
+  uint64_t headerStart = 0, dataOffset = 0;
+  MOEC_RETURN_IF_ERROR(npyHeaderBounds(header, headerStart, dataOffset));
+  if (dataOffset > reader.recordedSize())
+    return Status::error("truncated .npy header");
+  if (dataOffset > header.size()) {
+    size_t have = header.size();
+    header.resize(dataOffset);
+    MOEC_RETURN_IF_ERROR(reader.read(header.data() + have, dataOffset - have));
+  }
+  NpyHeader declared;
+  MOEC_RETURN_IF_ERROR(parseNpyHeader(header, declared));
+  // Bytes past the header read with its first 12 would be data; no header
+  // that parses is that short.
+  if (header.size() > declared.dataOffset)
+    return Status::error("truncated .npy header");
+  MOEC_RETURN_IF_ERROR(checkNpyDataBytes(declared, reader.recordedSize() - declared.dataOffset));
+  if (declared.dataBytes > maxBytes) {
+    std::string shape;
+    for (int64_t dim : declared.shape)
+      shape += (shape.empty() ? "" : ", ") + std::to_string(dim);
+    return Status::error("its header declares " + std::string(dtypeName(declared.dtype)) + " [" +
+                         shape + "] (" + std::to_string(declared.dataBytes) +
+                         " bytes), more than the " + std::to_string(maxBytes) +
+                         " bytes accepted for it");
+  }
+  HostTensor tensor(declared.dtype, std::move(declared.shape));
+  MOEC_RETURN_IF_ERROR(reader.read(tensor.data(), declared.dataBytes));
+  MOEC_RETURN_IF_ERROR(reader.finish());
+  out = std::move(tensor);
+  return Status::ok();
+}
+
+} // namespace
+
+Status parseNpy(std::span<const std::byte> bytes, HostTensor &out) {
+  NpyHeader header;
+  MOEC_RETURN_IF_ERROR(parseNpyHeader(bytes, header));
+  MOEC_RETURN_IF_ERROR(checkNpyDataBytes(header, bytes.size() - header.dataOffset));
+  out = HostTensor(header.dtype, std::move(header.shape));
+  if (header.dataBytes)
+    std::memcpy(out.data(), bytes.data() + header.dataOffset, header.dataBytes);
   return Status::ok();
 }
 
@@ -460,7 +591,19 @@ std::string serializeNpy(const HostTensor &tensor) {
   return out;
 }
 
-Status parseNpz(std::span<const std::byte> bytes, TensorMap &out) {
+uint64_t npzBytesLimit(std::span<const int64_t> shape, int64_t maxDynamic) {
+  constexpr uint64_t kSaturated = std::numeric_limits<uint64_t>::max();
+  uint64_t bytes = 8; // the largest element .npy holds here (f8, i8)
+  for (int64_t dim : shape) {
+    uint64_t length = static_cast<uint64_t>(dim < 0 ? std::max<int64_t>(maxDynamic, 0) : dim);
+    if (length != 0 && bytes > kSaturated / length)
+      return kSaturated;
+    bytes *= length;
+  }
+  return bytes;
+}
+
+Status parseNpz(std::span<const std::byte> bytes, TensorMap &out, const NpzLimits &limits) {
   Archive zip{bytes};
   std::vector<Member> members;
   MOEC_RETURN_IF_ERROR(readCentralDirectory(zip, members));
@@ -472,19 +615,23 @@ Status parseNpz(std::span<const std::byte> bytes, TensorMap &out) {
     std::string key(name.substr(0, name.size() - 4));
     if (tensors.count(key))
       return Status::error("member '" + member.name + "' appears twice");
-    std::vector<std::byte> storage;
-    std::span<const std::byte> data;
-    MOEC_RETURN_IF_ERROR(
-        extractMember(zip, member, storage, data).withContext("member '" + member.name + "'"));
+    auto limit = limits.maxBytesByKey.find(key);
+    MemberReader reader;
     HostTensor tensor;
-    MOEC_RETURN_IF_ERROR(parseNpy(data, tensor).withContext("member '" + member.name + "'"));
+    Status status = reader.open(zip, member);
+    if (status)
+      status = readNpyMember(reader,
+                             limit == limits.maxBytesByKey.end() ? limits.maxMemberBytes
+                                                                 : limit->second,
+                             tensor);
+    MOEC_RETURN_IF_ERROR(status.withContext("member '" + member.name + "'"));
     tensors.emplace(std::move(key), std::move(tensor));
   }
   out = std::move(tensors);
   return Status::ok();
 }
 
-Status readNpz(const std::string &path, TensorMap &out) {
+Status readNpz(const std::string &path, TensorMap &out, const NpzLimits &limits) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     return Status::error(path + ": cannot open: " + std::strerror(errno));
@@ -495,7 +642,7 @@ Status readNpz(const std::string &path, TensorMap &out) {
   file.seekg(0);
   if (size > 0 && !file.read(reinterpret_cast<char *>(bytes.data()), size))
     return Status::error(path + ": read failed");
-  return parseNpz(bytes, out).withContext(path);
+  return parseNpz(bytes, out, limits).withContext(path);
 }
 
 Status writeNpz(const std::string &path, const TensorMap &tensors) {

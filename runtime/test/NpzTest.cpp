@@ -3,6 +3,7 @@
 #include "moec/runtime/Npz.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+
+#include <sys/resource.h>
 
 using namespace moec::rt;
 
@@ -19,7 +22,8 @@ std::vector<std::byte> readBytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> chars((std::istreambuf_iterator<char>(in)), {});
   std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
+  if (!chars.empty()) // a missing file: no bytes, and data() may be null
+    std::memcpy(bytes.data(), chars.data(), chars.size());
   return bytes;
 }
 
@@ -245,9 +249,175 @@ TEST(Npz, RejectsCorruption) {
   EXPECT_NE(status.message().find("not a zip archive"), std::string::npos) << status.message();
 }
 
+/// An .npz of one member `name` as `method` (0 stored, 8 deflated) writes it.
+std::vector<std::byte> zipOfOneMember(const std::string &name, uint32_t method,
+                                      const std::string &data, uint32_t crc,
+                                      uint32_t uncompressed) {
+  auto u16 = [](std::string &s, uint32_t v) {
+    s.push_back(static_cast<char>(v & 0xFF));
+    s.push_back(static_cast<char>(v >> 8));
+  };
+  auto u32 = [&](std::string &s, uint32_t v) {
+    u16(s, v & 0xFFFF);
+    u16(s, v >> 16);
+  };
+  auto record = [&](bool central) {
+    std::string h;
+    u32(h, central ? 0x02014b50 : 0x04034b50);
+    if (central)
+      u16(h, 20);
+    for (uint32_t v : {20u, 0u, method, 0u, 0x21u})
+      u16(h, v);
+    u32(h, crc);
+    u32(h, static_cast<uint32_t>(data.size()));
+    u32(h, uncompressed);
+    u16(h, static_cast<uint32_t>(name.size()));
+    u16(h, 0);
+    if (central) {
+      for (int i = 0; i < 3; ++i)
+        u16(h, 0);
+      u32(h, 0);
+      u32(h, 0); // the local header's offset
+    }
+    return h + name;
+  };
+  std::string zip = record(false) + data;
+  std::string central = record(true);
+  std::string end;
+  u32(end, 0x06054b50);
+  for (uint32_t v : {0u, 0u, 1u, 1u})
+    u16(end, v);
+  u32(end, static_cast<uint32_t>(central.size()));
+  u32(end, static_cast<uint32_t>(zip.size()));
+  u16(end, 0);
+  zip += central + end;
+  std::vector<std::byte> bytes(zip.size());
+  std::memcpy(bytes.data(), zip.data(), zip.size());
+  return bytes;
+}
+
+/// An .npz of one deflated member "x.npy": an .npy header declaring f32 of
+/// `shape`, then `zeros` zero bytes of data. The directory records the header
+/// and `recordedData` bytes of data as the member's size (default: `zeros`).
+std::vector<std::byte> deflatedNpz(const std::string &shape, uint64_t zeros,
+                                   std::optional<uint64_t> recordedData = {}) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string npy = "\x93NUMPY\x01";
+  npy.push_back('\0');
+  npy.push_back(static_cast<char>(header.size() & 0xFF));
+  npy.push_back(static_cast<char>(header.size() >> 8));
+  npy += header;
+
+  z_stream stream{};
+  EXPECT_EQ(deflateInit2(&stream, Z_BEST_SPEED, Z_DEFLATED, -MAX_WBITS, 9, Z_RLE),
+            Z_OK);
+  std::string compressed;
+  std::vector<unsigned char> out(1 << 20), chunk(1 << 20, 0);
+  uLong crc = crc32(0, reinterpret_cast<const Bytef *>(npy.data()), npy.size());
+  auto pump = [&](const unsigned char *in, size_t size, int flush) {
+    stream.next_in = const_cast<Bytef *>(in);
+    stream.avail_in = static_cast<uInt>(size);
+    do {
+      stream.next_out = out.data();
+      stream.avail_out = static_cast<uInt>(out.size());
+      deflate(&stream, flush);
+      compressed.append(reinterpret_cast<char *>(out.data()), out.size() - stream.avail_out);
+    } while (stream.avail_out == 0);
+  };
+  pump(reinterpret_cast<const unsigned char *>(npy.data()), npy.size(), Z_NO_FLUSH);
+  for (uint64_t left = zeros; left > 0;) {
+    size_t size = std::min<uint64_t>(left, chunk.size());
+    crc = crc32(crc, chunk.data(), static_cast<uInt>(size));
+    pump(chunk.data(), size, Z_NO_FLUSH);
+    left -= size;
+  }
+  pump(nullptr, 0, Z_FINISH);
+  deflateEnd(&stream);
+
+  return zipOfOneMember("x.npy", 8, compressed, static_cast<uint32_t>(crc),
+                        static_cast<uint32_t>(npy.size() + recordedData.value_or(zeros)));
+}
+
+/// The peak resident memory of this process, in MiB.
+long peakMiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024;
+}
+
+/// A 1 MiB archive whose member inflates to 1 GiB of zeros, as its header
+/// says: refused from the header, before anything is allocated or inflated,
+/// where the caller accepts less (the model's input at its largest, or a
+/// limit for any member).
+TEST(Npz, RefusesAZipBombFromItsHeader) {
+  std::vector<std::byte> bomb = deflatedNpz("(268435456,)", uint64_t(1) << 30);
+  EXPECT_LT(bomb.size(), 2u << 20);
+  long before = peakMiB();
+  TensorMap tensors;
+  NpzLimits limits;
+  int64_t declared[] = {-1, 64};
+  limits.maxBytesByKey["x"] = npzBytesLimit(declared, /*maxDynamic=*/8192);
+  Status status = parseNpz(bomb, tensors, limits);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("member 'x.npy': its header declares f32 [268435456] "
+                                  "(1073741824 bytes), more than the 4194304 bytes accepted"),
+            std::string::npos)
+      << status.message();
+
+  NpzLimits small;
+  small.maxMemberBytes = 1 << 20;
+  status = parseNpz(bomb, tensors, small);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("more than the 1048576 bytes accepted"), std::string::npos)
+      << status.message();
+  EXPECT_LT(peakMiB() - before, 64) << "the reader allocated the bomb's size";
+}
+
+/// A header that declares 16 bytes of data in a member that inflates to
+/// 64 MiB: refused before the data is inflated, whether the directory
+/// records the real size (the header disagrees with it) or the small one
+/// (the data runs past it).
+TEST(Npz, RefusesDataLongerThanItsHeaderSays) {
+  long before = peakMiB();
+  TensorMap tensors;
+  std::vector<std::byte> honestDirectory = deflatedNpz("(4,)", 64 << 20);
+  Status status = parseNpz(honestDirectory, tensors);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("holds 67108864 bytes of data, but f32 of that shape needs 16"),
+            std::string::npos)
+      << status.message();
+
+  std::vector<std::byte> smallDirectory = deflatedNpz("(4,)", 64 << 20, 16);
+  status = parseNpz(smallDirectory, tensors);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("longer than its recorded size"), std::string::npos)
+      << status.message();
+  EXPECT_LT(peakMiB() - before, 32) << "the reader allocated the inflated size";
+
+  // The same archive with data of the declared size reads.
+  std::vector<std::byte> good = deflatedNpz("(4,)", 16);
+  ASSERT_TRUE(parseNpz(good, tensors).isOk());
+  EXPECT_EQ(tensors.at("x").sizeInBytes(), 16u);
+}
+
+/// An empty member (found by the fuzzer: the header's read of no bytes
+/// passed a null pointer to memcpy) is not an .npy image.
+TEST(Npz, RefusesAnEmptyMember) {
+  TensorMap tensors;
+  for (uint32_t method : {0u, 8u}) {
+    std::string data = method == 0 ? "" : std::string("\x03\x00", 2); // deflate of nothing
+    Status status = parseNpz(zipOfOneMember("x.npy", method, data, 0, 0), tensors);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("member 'x.npy': not an .npy image"), std::string::npos)
+        << status.message();
+  }
+}
+
 /// Every truncation and many random corruptions of real numpy files: the
-/// reader returns an error or a tensor map, and never crashes or hangs. Run
-/// under the sanitizers by scripts/fuzz-npz.sh as well.
+/// reader returns an error or a tensor map, and never crashes or hangs. The
+/// fuzz ctests run it under the sanitizers as well (docs/fuzzing.md).
 TEST(Npz, SurvivesTruncationAndByteFlips) {
   for (const char *file : {"numpy-stored.npz", "numpy-deflated.npz"}) {
     std::vector<std::byte> good = readBytes(dataPath(file));

@@ -1,8 +1,8 @@
 //===- ONNXImportFuzzer.cpp - libFuzzer target for the ONNX importer -------===//
 //
-// Built by scripts/fuzz-onnx-import.sh (clang-22, ASan + UBSan). For any input
-// the importer must return a module or report an error; a module it returns
-// must verify.
+// Built with -DMOEC_BUILD_FUZZERS=ON (clang-22, ASan + UBSan; docs/fuzzing.md).
+// For any input the importer must return a module or report an error; a
+// module it returns must verify.
 //
 //===----------------------------------------------------------------------===//
 

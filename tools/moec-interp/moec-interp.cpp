@@ -187,6 +187,14 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "moec-interp: runs a function of moec's IR in f64 on .npz "
                               "inputs\n");
+  // cl::opt<double> takes "nan", "inf", "1e999" and negative numbers.
+  for (auto [flag, value] : {std::pair{"--rtol", relTolerance.getValue()},
+                             std::pair{"--atol", absTolerance.getValue()}})
+    if (!std::isfinite(value) || value < 0) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", value);
+      return fail(llvm::Twine(flag) + ": not a finite non-negative number: " + text);
+    }
 
   DialectRegistry registry;
   moec::registerAllDialects(registry);

@@ -29,11 +29,14 @@
 #include "StreamRun.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,7 +87,8 @@ void usage(FILE *out) {
                "  --rtol R, --atol A  tolerances of --expected-outputs (default 1e-5, 1e-6):\n"
                "                      |got - expected| <= atol + rtol * |expected|\n"
                "  --scale-atol        multiply atol by max(1, max |expected|) per output\n"
-               "  --bench N           time N more runs; print median, p10/p90, min/max in ms\n"
+               "  --bench N           time N (at most 10000000) more runs; print median,\n"
+               "                      p10/p90, min/max in ms\n"
                "  --on-stream         (CUDA artifacts) inputs and outputs in device memory, each\n"
                "                      run queued with moec_run_async on moec-run's own stream and\n"
                "                      waited for there; --bench also times N runs queued back to\n"
@@ -93,8 +97,26 @@ void usage(FILE *out) {
 
 bool parseDouble(const char *text, double &value) {
   char *end = nullptr;
+  errno = 0;
   value = std::strtod(text, &end);
-  return *text && *end == '\0' && std::isfinite(value) && value >= 0;
+  return *text && *end == '\0' && errno == 0 && std::isfinite(value) && value >= 0;
+}
+
+/// --bench's bound: a count that a run of even a microsecond ends in seconds.
+constexpr long kMaxBenchRuns = 10000000;
+
+/// A decimal integer in [min, max], the whole text: no sign but '-' for a
+/// negative bound, no spaces, no overflow (strtol saturates; that is refused).
+bool parseCount(const char *text, long min, long max, long &value) {
+  if (!*text || std::isspace(static_cast<unsigned char>(*text)) || *text == '+')
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  long parsed = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || parsed < min || parsed > max)
+    return false;
+  value = parsed;
+  return true;
 }
 
 /// Returns -1 to go on, else the exit status.
@@ -134,10 +156,9 @@ int parseArgs(int argc, char **argv, Options &options) {
     } else if (arg == "--on-stream") {
       options.onStream = true;
     } else if (is("--bench") && (text = value("--bench"))) {
-      char *end = nullptr;
-      options.bench = std::strtol(text, &end, 10);
-      if (!*text || *end || options.bench < 1)
-        return fail(std::string("--bench: not a positive count: '") + text + "'");
+      if (!parseCount(text, 1, kMaxBenchRuns, options.bench))
+        return fail(std::string("--bench: not a positive count: '") + text +
+                    "' (a whole number in [1, " + std::to_string(kMaxBenchRuns) + "])");
     } else if (arg.size() > 1 && arg[0] == '-') {
       usage(stderr);
       return fail("unknown or incomplete option '" + arg + "'");
@@ -206,9 +227,20 @@ struct Run {
 
   /// Reads `path` and binds the arrays that name an input; the C API checks
   /// names, dtypes and shapes. The token count for the outputs' shapes comes
-  /// from the inputs.
+  /// from the inputs. No array is allocated or inflated beyond what the model
+  /// can take: an input's at the model's largest token count, any other
+  /// array's the largest of those (Npz.h, NpzLimits).
   Status bindInputs(const std::string &path) {
-    MOEC_RETURN_IF_ERROR(moec::rt::readNpz(path, inputs));
+    moec::rt::NpzLimits limits;
+    limits.maxMemberBytes = 0;
+    for (size_t i = 0; i < moec_num_inputs(model); ++i) {
+      std::span<const int64_t> shape(moec_input_shape(model, i),
+                                     static_cast<size_t>(moec_input_rank(model, i)));
+      uint64_t bytes = moec::rt::npzBytesLimit(shape, moec_max_tokens(model));
+      limits.maxBytesByKey[moec_input_name(model, i)] = bytes;
+      limits.maxMemberBytes = std::max(limits.maxMemberBytes, bytes);
+    }
+    MOEC_RETURN_IF_ERROR(moec::rt::readNpz(path, inputs, limits));
     for (auto &[name, tensor] : inputs) {
       size_t index = 0;
       while (index < moec_num_inputs(model) && name != moec_input_name(model, index))

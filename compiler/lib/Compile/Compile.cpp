@@ -64,6 +64,12 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
                                : " writes an artifact directory; name it with -o DIR"));
   if (options.maxTokens < 1)
     return fail("--max-tokens must be at least 1");
+  // Top-k (up to 16) slots a token: the kernels index slots in 32 bits, and
+  // the workspace's sizes stay far from overflow.
+  if (options.maxTokens > moec::kMaxTokensBound)
+    return fail("--max-tokens=" + std::to_string(options.maxTokens) + " is more than " +
+                std::to_string(moec::kMaxTokensBound) +
+                ", the most an artifact takes (its kernels index token slots in 32 bits)");
   if (weights != "embedded" && weights != "external")
     return fail("unknown --weights='" + weights + "' (embedded, external)");
   if (expertWeights != "f32" && expertWeights != "bf16")

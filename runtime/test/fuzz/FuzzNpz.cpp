@@ -1,8 +1,8 @@
 //===- FuzzNpz.cpp - libFuzzer target for the .npz reader -------------------===//
 //
-// Built and run by scripts/fuzz-npz.sh under AddressSanitizer and UBSan. The
-// reader must return an error or a tensor map for any input; every tensor it
-// returns must hold exactly the bytes its dtype and shape say.
+// Built with -DMOEC_BUILD_FUZZERS=ON (clang-22, ASan + UBSan; docs/fuzzing.md).
+// The reader must return an error or a tensor map for any input; every tensor
+// it returns must hold exactly the bytes its dtype and shape say.
 //
 //===----------------------------------------------------------------------===//
 

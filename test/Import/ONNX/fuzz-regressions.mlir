@@ -1,4 +1,4 @@
-// Inputs the importer's fuzzer (scripts/fuzz-onnx-import.sh) found to crash it,
+// Inputs the importer's fuzzer (scripts/fuzz.sh onnx-import) found to crash it,
 // each with the error it must give instead.
 
 // An initializer whose shape claims ~1.9e18 elements but whose typed field holds

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the manifest and bundle fuzzers (docs/fuzzing.md).
+
+    runtime/test/fuzz/make-seeds.py ARTIFACT...
+
+ARTIFACT: folders written by `moec compile ... -o ARTIFACT`; their manifest.txt
+files are the valid manifest seeds, and edits of them the broken ones. The
+bundle seeds are tiny synthetic bundles (Bundle.h: weights at offset 0, which
+is page-aligned, then the manifest, a stand-in model.so and the trailer) and
+broken variants of them; a real --emit=exe file is megabytes.
+"""
+import hashlib
+import os
+import struct
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def save(folder, data):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, hashlib.sha1(data).hexdigest()), "wb") as f:
+        f.write(data)
+
+
+def manifest_edits(text):
+    lines = text.splitlines(keepends=True)
+    yield text
+    yield text.replace("target cpu", "target cuda").replace("target cuda", "target gpu9")
+    yield text.replace("max_tokens 8192", "max_tokens 100000000")
+    yield text.replace("max_tokens 8192", "max_tokens -1")
+    yield text.replace("workspace_bytes", "workspace_bytes 99999999999999999999 #")
+    yield text.replace("library model.so", "library ../model.so")
+    yield text.replace("[1,-1,64]", "[1,-1,-1]")
+    yield text.replace("[1,-1,64]", "[9223372036854775807,-1,64]")
+    yield "".join(lines[: len(lines) // 2])
+    yield "".join(l for l in lines if not l.startswith("weights "))
+    yield text + text
+    yield text.replace("\n", "\r\n")
+
+
+def small_manifest(weights_bytes):
+    return (
+        "moec-artifact 1\ntarget cpu\nlibrary model.so\n"
+        f"weights weights.bin {weights_bytes}\nworkspace_bytes 4096\nmax_tokens 16\n"
+        "input x f32 [-1,4]\noutput y f32 [-1,4]\nweight w f32 [4,4] 256 64\n"
+    ).encode()
+
+
+def bundle(manifest, weights_bytes=320, version=1, library=b"\x7fELF stand-in"):
+    header = b"MOECWTS\0" + struct.pack("<IIQQ", 1, 0, 1, weights_bytes)
+    weights = header.ljust(weights_bytes, b"\0")
+    manifest_at, library_at = len(weights), len(weights) + len(manifest)
+    trailer = b"MOECBNDL" + struct.pack(
+        "<II6Q", version, 0, manifest_at, len(manifest), library_at, len(library),
+        0, len(weights))
+    return weights + manifest + library + trailer
+
+
+def main():
+    for artifact in sys.argv[1:]:
+        with open(os.path.join(artifact, "manifest.txt")) as f:
+            for text in manifest_edits(f.read()):
+                save(os.path.join(here, "manifest-corpus"), text.encode())
+    out = os.path.join(here, "bundle-corpus")
+    good = bundle(small_manifest(320))
+    save(out, good)
+    save(out, bundle(small_manifest(320), version=2))
+    save(out, bundle(small_manifest(640)))            # manifest and file disagree
+    save(out, bundle(b"moec-artifact 1\ntarget gpu9\n"))
+    save(out, good[:-100] + good[-64:])                # a part cut out
+    save(out, good[1:])                                # offsets off by one
+    save(out, b"\0" * 100 + good[-64:])                # trailer only
+    save(out, good[:-1])                               # no trailer
+
+
+if __name__ == "__main__":
+    main()
