@@ -1,6 +1,7 @@
 //===- Compile.cpp - moec compile as a library ------------------------------===//
 
 #include "moec/Compiler/Compile.h"
+#include "moec/runtime/ArtifactFormat.h"
 
 #include "moec/Frontends/ONNX/Import.h"
 
@@ -66,9 +67,9 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
     return fail("--max-tokens must be at least 1");
   // Top-k (up to 16) slots a token: the kernels index slots in 32 bits, and
   // the workspace's sizes stay far from overflow.
-  if (options.maxTokens > moec::kMaxTokensBound)
+  if (options.maxTokens > moec::rt::artifact::kMaxTokensLimit)
     return fail("--max-tokens=" + std::to_string(options.maxTokens) + " is more than " +
-                std::to_string(moec::kMaxTokensBound) +
+                std::to_string(moec::rt::artifact::kMaxTokensLimit) +
                 ", the most an artifact takes (its kernels index token slots in 32 bits)");
   if (weights != "embedded" && weights != "external")
     return fail("unknown --weights='" + weights + "' (embedded, external)");

@@ -10,11 +10,24 @@ is page-aligned, then the manifest, a stand-in model.so and the trailer) and
 broken variants of them; a real --emit=exe file is megabytes.
 """
 import hashlib
+import importlib.util
 import os
 import struct
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
+# moec::rt::artifact::contentHash, as the loader's tests compute it.
+_spec = importlib.util.spec_from_file_location(
+    "damage_artifact", os.path.join(here, "../../../test/Tools/Inputs/damage-artifact.py"))
+_damage = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_damage)
+
+
+def rehash(text):
+    """`text` with its manifest_hash line recomputed (or added)."""
+    lines = [l for l in text.splitlines(keepends=True) if not l.startswith("manifest_hash ")]
+    body = "".join(lines)
+    return body + f"manifest_hash {_damage.content_hash(body.encode()):016x}\n"
 
 
 def save(folder, data):
@@ -24,6 +37,14 @@ def save(folder, data):
 
 
 def manifest_edits(text):
+    """The manifest, and edits of it, each also with its hash recomputed so that
+    the checks past the hash line are reached."""
+    for edit in raw_edits(text):
+        yield edit
+        yield rehash(edit)
+
+
+def raw_edits(text):
     lines = text.splitlines(keepends=True)
     yield text
     yield text.replace("target cpu", "target cuda").replace("target cuda", "target gpu9")
@@ -40,10 +61,11 @@ def manifest_edits(text):
 
 
 def small_manifest(weights_bytes):
-    return (
-        "moec-artifact 1\ntarget cpu\nlibrary model.so\n"
+    return rehash(
+        "moec-artifact 2\ntarget cpu\nlibrary model.so\n"
         f"weights weights.bin {weights_bytes}\nworkspace_bytes 4096\nmax_tokens 16\n"
         "input x f32 [-1,4]\noutput y f32 [-1,4]\nweight w f32 [4,4] 256 64\n"
+        "library_hash 0123456789abcdef\nweights_sample_hash -\nweights_hash -\n"
     ).encode()
 
 
@@ -67,7 +89,7 @@ def main():
     save(out, good)
     save(out, bundle(small_manifest(320), version=2))
     save(out, bundle(small_manifest(640)))            # manifest and file disagree
-    save(out, bundle(b"moec-artifact 1\ntarget gpu9\n"))
+    save(out, bundle(b"moec-artifact 2\ntarget gpu9\n"))
     save(out, good[:-100] + good[-64:])                # a part cut out
     save(out, good[1:])                                # offsets off by one
     save(out, b"\0" * 100 + good[-64:])                # trailer only

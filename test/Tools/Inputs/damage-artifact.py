@@ -78,4 +78,5 @@ def main():
         sys.exit(f"unknown mode {mode}")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -33,10 +33,6 @@ class OptionCategory;
 
 namespace moec {
 
-/// The largest --max-tokens: with top-k up to 16, a run's token slots stay far
-/// below 2^31, which the kernels index in int32.
-inline constexpr int64_t kMaxTokensBound = int64_t(1) << 24;
-
 /// `moec compile`'s flags. Strings hold the flags' words unchecked (validate()
 /// checks them); an unset optional is a flag not given, which for the
 /// target-only flags differs from giving their default.
@@ -57,7 +53,7 @@ struct CompileOptions {
   /// --target: cpu or cuda writes an artifact; empty prints the IR.
   std::string target;
   /// --max-tokens: the largest token count the artifact accepts, in
-  /// [1, kMaxTokensBound].
+  /// [1, 2^24] (moec/runtime/ArtifactFormat.h, kMaxTokensLimit).
   int64_t maxTokens = 8192;
   /// Only with a target:
   /// --runtime-dir: the runtime's install prefix (default: moec's own).
