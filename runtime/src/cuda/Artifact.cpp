@@ -63,6 +63,7 @@ Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
   // programmatic (DependentLaunch.cuh).
   detail::noteStream(stream_);
   detail::noteStream(side_);
+  MOEC_RETURN_IF_ERROR(faultPlanFromEnvironment(fault_));
   MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(weightsBytes, weights_).withContext(
       "allocating " + std::to_string(weightsBytes) + " bytes of device memory for the weights"));
   MOEC_RETURN_IF_ERROR(uploadThroughPinned(weights, weightsBytes, weights_.data())
@@ -83,7 +84,9 @@ Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
 Status DeviceModel::beginRun() {
   if (!dead_.empty())
     return Status::error(dead_);
-  return injectFault(++runs_, stream_);
+  if (++runs_ == fault_.run && fault_.kind != FaultPlan::None)
+    return injectFault(fault_, stream_);
+  return Status::ok();
 }
 
 Status DeviceModel::endRun(Status status) {

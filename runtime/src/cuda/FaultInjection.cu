@@ -7,6 +7,7 @@
 //   illegal-address  a kernel that writes to address 8 (cudaErrorIllegalAddress:
 //                    sticky, the context is lost, every later run must say so)
 // test/Codegen/check-cuda-faults.py drives both. Unset, nothing is injected.
+// The variable is read once, when the model is created, not on every run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +25,8 @@ __global__ void writeOne(float *target) { *target = 1.0f; }
 
 } // namespace
 
-Status injectFault(int64_t run, cudaStream_t stream) {
+Status faultPlanFromEnvironment(FaultPlan &plan) {
+  plan = FaultPlan{};
   const char *spec = std::getenv("MOEC_INJECT_CUDA_FAULT");
   if (!spec || !*spec)
     return Status::ok();
@@ -35,12 +37,16 @@ Status injectFault(int64_t run, cudaStream_t stream) {
   if (!colon || *end != '\0' || at < 1 || (kind != "launch" && kind != "illegal-address"))
     return Status::error(std::string("MOEC_INJECT_CUDA_FAULT='") + spec +
                          "': expected launch:N or illegal-address:N (N >= 1)");
-  if (run != at)
-    return Status::ok();
-  if (kind == "launch") {
+  plan.kind = kind == "launch" ? FaultPlan::Launch : FaultPlan::IllegalAddress;
+  plan.run = at;
+  return Status::ok();
+}
+
+Status injectFault(const FaultPlan &plan, cudaStream_t stream) {
+  if (plan.kind == FaultPlan::Launch) {
     writeOne<<<dim3(0), 1, 0, stream>>>(nullptr);
     MOEC_CUDA_TRY(cudaGetLastError());
-  } else {
+  } else if (plan.kind == FaultPlan::IllegalAddress) {
     writeOne<<<1, 1, 0, stream>>>(reinterpret_cast<float *>(8));
     MOEC_CUDA_TRY(cudaGetLastError());
     MOEC_CUDA_TRY(cudaStreamSynchronize(stream));

@@ -26,6 +26,12 @@
 
 namespace moec::rt::cuda {
 
+/// The fault MOEC_INJECT_CUDA_FAULT=KIND:N asks for (FaultInjection.cu).
+struct FaultPlan {
+  enum Kind { None, Launch, IllegalAddress } kind = None;
+  int64_t run = 0; // the 1-based run that fails
+};
+
 class DeviceModel {
 public:
   DeviceModel() = default;
@@ -72,6 +78,7 @@ public:
 
 private:
   int64_t runs_ = 0;
+  FaultPlan fault_;
   std::string dead_;
   cudaStream_t stream_ = nullptr, side_ = nullptr;
   cudaEvent_t forked_ = nullptr, joined_ = nullptr, callerQueued_ = nullptr, runQueued_ = nullptr;
@@ -130,9 +137,10 @@ private:
 /// OK where a CUDA device answers; else "no CUDA device answers (REASON)".
 Status requireDevice();
 
-/// The fault MOEC_INJECT_CUDA_FAULT asks for at the `run`-th run, as an error
-/// Status (FaultInjection.cu); OK when none is asked for then.
-Status injectFault(int64_t run, cudaStream_t stream);
+/// Reads MOEC_INJECT_CUDA_FAULT into `plan` (None when unset).
+Status faultPlanFromEnvironment(FaultPlan &plan);
+/// Makes `plan`'s fault happen on `stream`; returns the error it caused.
+Status injectFault(const FaultPlan &plan, cudaStream_t stream);
 
 /// How uploadThroughPinned stages: `buffers` pinned buffers of `chunkBytes`
 /// in a ring, each filled by up to `threads` host threads. The defaults are
