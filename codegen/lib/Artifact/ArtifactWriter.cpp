@@ -128,15 +128,15 @@ std::string planLiteral(llvm::StringRef text) {
   return out;
 }
 
-/// The content hash of the file at `path` (moec/runtime/ArtifactFormat.h).
-FailureOr<uint64_t> hashFile(const std::string &path, std::string &error) {
+/// The file just written at `path`, mapped, for its content hashes.
+std::unique_ptr<llvm::MemoryBuffer> readBack(const std::string &path, std::string &error) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
     error = "cannot read back " + path + ": " + buffer.getError().message();
-    return failure();
+    return nullptr;
   }
-  return rt::artifact::contentHash((*buffer)->getBufferStart(), (*buffer)->getBufferSize());
+  return std::move(*buffer);
 }
 
 constexpr const char *kArtifactFiles[] = {"manifest.txt", "weights.bin", "model.so", "model.cpp",
@@ -298,18 +298,18 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
 
   // The content hashes, then the manifest, written last (docs/artifact.md,
   // "What the loader verifies").
-  FailureOr<uint64_t> libraryHash = hashFile(staging + "/model.so", error);
-  if (failed(libraryHash))
+  std::unique_ptr<llvm::MemoryBuffer> library = readBack(staging + "/model.so", error);
+  if (!library)
     return fail(error);
-  manifest.libraryHash = rt::artifact::hashText(*libraryHash);
+  manifest.libraryHash = rt::artifact::hashText(
+      rt::artifact::contentHash(library->getBufferStart(), library->getBufferSize()));
   if (!options.externalWeights) {
-    auto weights = llvm::MemoryBuffer::getFile(staging + "/" + rt::artifact::kWeightsFile,
-                                               /*IsText=*/false, /*RequiresNullTerminator=*/false);
+    std::unique_ptr<llvm::MemoryBuffer> weights =
+        readBack(staging + "/" + rt::artifact::kWeightsFile, error);
     if (!weights)
-      return fail("cannot read back " + staging + "/" + rt::artifact::kWeightsFile + ": " +
-                  weights.getError().message());
-    const auto *data = reinterpret_cast<const unsigned char *>((*weights)->getBufferStart());
-    uint64_t size = (*weights)->getBufferSize();
+      return fail(error);
+    const auto *data = reinterpret_cast<const unsigned char *>(weights->getBufferStart());
+    uint64_t size = weights->getBufferSize();
     manifest.weightsSampleHash = rt::artifact::hashText(rt::artifact::weightsSampleHash(data, size));
     manifest.weightsHash = rt::artifact::hashText(rt::artifact::contentHash(data, size));
   }
