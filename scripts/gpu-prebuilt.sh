@@ -221,6 +221,9 @@ sanitize)
   # fixture's 7 tokens and at 1024 random tokens (CUTLASS's tiles and the larger
   # sorts run there), and on the runtime's GPU unit tests. Any report fails.
   tools=${2:-memcheck racecheck synccheck initcheck}
+  prepared() { # the prepared artifact of precision $1 and family $2
+    case $1 in f32) echo .device/art/$2 ;; fp8) echo .device/fp8-$2/artifact ;; *) echo .device/art/$1-$2 ;; esac
+  }
   nvidia-smi -L
   pass=0 fail=0 skip=0
   python3 - <<'PY'
@@ -242,7 +245,7 @@ PY
   # the GPU unit tests out (each tool takes minutes on them).
   for f in mixtral qwen3_moe gpt_oss deepseek_v3; do
     for p in f32 bf16 bf16out fp8; do
-      case $p in f32) a=.device/art/$f ;; fp8) a=.device/fp8-$f/artifact ;; *) a=.device/art/$p-$f ;; esac
+      a=$(prepared $p $f)
       if [[ ! -d $a ]]; then skip=$((skip + 1)); continue; fi
       $B/moec-run $a --inputs .device/in1024-$f.npz --outputs .device/clean.npz &&
         MOEC_POISON_WORKSPACE=1 $B/moec-run $a --inputs .device/in1024-$f.npz \
@@ -255,7 +258,7 @@ PY
   for tool in $tools; do
     for f in mixtral qwen3_moe gpt_oss deepseek_v3; do
       for p in f32 bf16 bf16out fp8; do
-        case $p in f32) a=.device/art/$f ;; fp8) a=.device/fp8-$f/artifact ;; *) a=.device/art/$p-$f ;; esac
+        a=$(prepared $p $f)
         for in in $fx/$f/inputs.npz .device/in1024-$f.npz; do
           if [[ ! -d $a ]]; then skip=$((skip + 1)); continue; fi
           poison=0

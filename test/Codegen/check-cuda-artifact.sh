@@ -10,6 +10,8 @@
 #
 # With MOEC_PREBUILT_ARTIFACT=DIR the compile step is skipped and DIR is run
 # (the artifacts compiled on a machine with MLIR, run on one with a GPU).
+# EXPECTED `-` skips the comparison with a reference: only the poisoned-workspace
+# run below must agree with the first, bit for bit.
 set -euo pipefail
 bin=$1 model=$2 inputs=$3 expected=$4
 shift 4
@@ -28,9 +30,11 @@ if [[ -z ${MOEC_PREBUILT_ARTIFACT:-} ]]; then
     exit 1
   fi
 fi
+reference=(--expected-outputs "$expected" --rtol 1e-5 --atol 1e-6 --scale-atol "$@")
+[[ $expected == - ]] && reference=("$@")
 set +e
-"$bin/moec-run" "$artifact" --inputs "$inputs" --outputs "$work/out.npz" \
-  --expected-outputs "$expected" --rtol 1e-5 --atol 1e-6 --scale-atol "$@" 2>"$work/run.err"
+"$bin/moec-run" "$artifact" --inputs "$inputs" --outputs "$work/out.npz" "${reference[@]}" \
+  2>"$work/run.err"
 rc=$?
 set -e
 cat "$work/run.err" >&2
@@ -41,4 +45,5 @@ fi
 [[ $rc -ne 0 ]] && exit $rc
 # The same run on a workspace of NaN bytes (MOEC_POISON_WORKSPACE): bit for bit
 # the same outputs, or a kernel read what nothing wrote.
-MOEC_POISON_WORKSPACE=1 "$bin/moec-run" "$artifact" --inputs "$inputs"   --expected-outputs "$work/out.npz" --rtol 0 --atol 0 "$@"
+MOEC_POISON_WORKSPACE=1 "$bin/moec-run" "$artifact" --inputs "$inputs" \
+  --expected-outputs "$work/out.npz" --rtol 0 --atol 0 "$@"
