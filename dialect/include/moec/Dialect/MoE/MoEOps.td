@@ -337,4 +337,6 @@ def MoE_AllReduceOp : MoE_Op<"all_reduce", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+include "moec/Dialect/MoE/ModelOps.td"
+
 #endif // MOEC_DIALECT_MOE_MOEOPS_TD

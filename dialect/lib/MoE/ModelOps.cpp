@@ -1,0 +1,132 @@
+//===- ModelOps.cpp - verifiers of the decoder ops around moe.layer -------===//
+//
+// Shapes as in MoEOps.cpp: symbolic, naming the operand and dimension at
+// fault. Column counts that hold several heads are checked as products.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Dialect/MoE/MoEOps.h"
+#include "ShapeChecker.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace moec::moe;
+using moec::moe::detail::ShapeChecker;
+
+namespace {
+
+int64_t dimOf(Value value, unsigned index) {
+  return cast<RankedTensorType>(value.getType()).getDimSize(index);
+}
+
+Type elementOf(Value value) { return cast<ShapedType>(value.getType()).getElementType(); }
+
+/// `columns` (static) must be `count` · something; returns that or a failure.
+FailureOr<int64_t> perHead(Operation *op, Value value, StringRef name, int64_t count) {
+  int64_t columns = dimOf(value, 1);
+  if (ShapedType::isDynamic(columns))
+    return op->emitOpError() << name << " needs a static column count";
+  if (columns % count != 0)
+    return op->emitOpError() << name << " has " << columns << " columns, not a multiple of "
+                             << count << " heads";
+  return columns / count;
+}
+
+} // namespace
+
+LogicalResult EmbeddingOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getIds(), "ids", {"N"})) ||
+      failed(shapes.expect(getTable(), "table", {"V", "H"})) ||
+      failed(shapes.expect(getResult(), "result", {"N", "H"})))
+    return failure();
+  if (elementOf(getResult()) != elementOf(getTable()))
+    return emitOpError("result element type must be the table's");
+  return success();
+}
+
+LogicalResult RMSNormOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getInput(), "input", {"M", "K"})) ||
+      failed(shapes.expect(getWeight(), "weight", {"G"})) ||
+      failed(shapes.expect(getResult(), "result", {"M", "K"})))
+    return failure();
+  int64_t columns = shapes.get("K"), group = shapes.get("G");
+  if (!ShapedType::isDynamic(columns) && !ShapedType::isDynamic(group) && columns % group != 0)
+    return emitOpError() << "weight length " << group << " does not divide the " << columns
+                         << " input columns into groups";
+  double epsilon = getEpsilon().convertToDouble();
+  if (!(epsilon >= 0.0) || !std::isfinite(epsilon))
+    return emitOpError() << "epsilon must be non-negative and finite, got " << epsilon;
+  if (!std::isfinite(getWeightOffset().convertToDouble()))
+    return emitOpError("weight_offset must be finite");
+  return success();
+}
+
+LogicalResult RotaryOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getInput(), "input", {"N", "C"})) ||
+      failed(shapes.expect(getPositions(), "positions", {"N"})) ||
+      failed(shapes.expect(getInvFreq(), "inv_freq", {"R/2"})) ||
+      failed(shapes.expect(getResult(), "result", {"N", "C"})))
+    return failure();
+  int64_t headDim = getHeadDimAttr().getInt();
+  FailureOr<int64_t> heads = perHead(*this, getInput(), "input", 1);
+  if (failed(heads))
+    return failure();
+  if (*heads % headDim != 0)
+    return emitOpError() << "input has " << *heads << " columns, not whole heads of head_dim "
+                         << headDim;
+  int64_t half = shapes.get("R/2");
+  if (ShapedType::isDynamic(half) || half == 0)
+    return emitOpError("inv_freq must have a static, non-zero length");
+  int64_t offset = getOffsetAttr().getInt();
+  if (offset < 0 || offset + 2 * half > headDim)
+    return emitOpError() << "the rotated columns [" << offset << ", " << offset + 2 * half << ") do not lie in a head of "
+                         << headDim << " columns";
+  if (!std::isfinite(getScale().convertToDouble()))
+    return emitOpError("scale must be finite");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getQuery(), "query", {"N", "Hq*D"})) ||
+      failed(shapes.expect(getKey(), "key", {"N", "Hkv*Dk"})) ||
+      failed(shapes.expect(getValue(), "value", {"N", "Hkv*Dv"})) ||
+      failed(shapes.expect(getPositions(), "positions", {"N"})) ||
+      failed(shapes.expect(getSequences(), "sequences", {"N"})) ||
+      (getKeyShared() && failed(shapes.expect(getKeyShared(), "key_shared", {"N", "Dr"}))) ||
+      (getSinks() && failed(shapes.expect(getSinks(), "sinks", {"Hq"}))) ||
+      failed(shapes.expect(getResult(), "result", {"N", "Hq*Dv"})))
+    return failure();
+  int64_t heads = getNumHeadsAttr().getInt(), kvHeads = getNumKvHeadsAttr().getInt();
+  if (heads % kvHeads != 0)
+    return emitOpError() << "num_heads = " << heads << " is not a multiple of num_kv_heads = "
+                         << kvHeads;
+  if (failed(shapes.bind("Hq", heads, "attribute num_heads")))
+    return failure();
+  FailureOr<int64_t> d = perHead(*this, getQuery(), "query", heads);
+  FailureOr<int64_t> dk = failed(d) ? d : perHead(*this, getKey(), "key", kvHeads);
+  FailureOr<int64_t> dv = failed(dk) ? dk : perHead(*this, getValue(), "value", kvHeads);
+  FailureOr<int64_t> dvOut = failed(dv) ? dv : perHead(*this, getResult(), "result", heads);
+  if (failed(dvOut))
+    return failure();
+  int64_t shared = getKeyShared() ? dimOf(getKeyShared(), 1) : 0;
+  if (ShapedType::isDynamic(shared))
+    return emitOpError("key_shared needs a static column count");
+  if (*d != *dk + shared)
+    return emitOpError() << "query heads have " << *d << " columns, but keys have " << *dk
+                         << (shared ? " + " + std::to_string(shared) + " shared" : std::string())
+                         << " columns";
+  if (*dvOut != *dv)
+    return emitOpError() << "result heads have " << *dvOut << " columns, values " << *dv;
+  double scale = getScale().convertToDouble();
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    return emitOpError() << "scale must be positive and finite, got " << scale;
+  if (getWindowAttr().getInt() < 0)
+    return emitOpError() << "window must be non-negative (0: no window), got "
+                         << getWindowAttr().getInt();
+  return success();
+}
