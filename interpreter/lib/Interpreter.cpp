@@ -4,7 +4,8 @@
 // hands each op's operand tensors to its dialect's kernels, then rounds every
 // result to its declared element type and checks its concrete shape against
 // the declared one. A result that disagrees with its type is an error naming
-// the op: the declared types are what passes and backends rely on.
+// the op: the declared types are what passes and backends rely on. A run holds
+// the KV cache of moe.attention, empty at its start.
 //
 //===----------------------------------------------------------------------===//
 
@@ -163,6 +164,8 @@ private:
     }
     if (isa_and_nonnull<onnx::ONNXDialect>(op.getDialect()))
       return detail::evalONNXOp(&op, operands, results);
+    if (detail::isModelOp(&op))
+      return detail::evalModelOp(&op, operands, results, kvCache);
     if (isa_and_nonnull<moe::MoEDialect>(op.getDialect()))
       return detail::evalMoEOp(&op, operands, results);
     // Scalars, loops, slices and linalg ops of hand-written blocks.
@@ -198,6 +201,8 @@ private:
   }
 
   llvm::DenseMap<Value, Tensor> values;
+  /// moe.attention's KV cache: this run's, so every run starts with it empty.
+  detail::KVCache kvCache;
 };
 
 } // namespace

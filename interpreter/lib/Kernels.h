@@ -17,6 +17,11 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace moec::interp::detail {
 
 /// The operands of an op; null where an optional input is absent (the value
@@ -28,8 +33,60 @@ using Results = llvm::SmallVectorImpl<Tensor>;
 
 /// Evaluates an op of the `onnx` dialect; an op it does not know is an error.
 mlir::LogicalResult evalONNXOp(mlir::Operation *op, Operands operands, Results &results);
-/// Evaluates an op of the `moe` dialect.
+/// Evaluates an op of the `moe` dialect (MoEOps.cpp), but for the ops of
+/// whole models, which evalModelOp evaluates.
 mlir::LogicalResult evalMoEOp(mlir::Operation *op, Operands operands, Results &results);
+
+/// The KV cache that moe.attention writes and reads (docs/dialect.md, "Whole
+/// models"), one per run of a function: it starts empty and lives until the
+/// run ends. One slot per `layer`; a slot holds, per (sequence, position),
+/// the key, value and shared-key rows as the op's operands held them.
+struct KVCache {
+  struct Entry {
+    std::vector<double> key, value, keyShared;
+  };
+  struct Slot {
+    /// The columns of the rows the slot holds, fixed by its first writer.
+    int64_t keyColumns = 0, valueColumns = 0, sharedColumns = 0;
+    std::map<std::pair<int64_t, int64_t>, Entry> entries; // (sequence, position)
+  };
+  std::map<int64_t, Slot> slots; // by layer
+};
+
+/// Whether `op` is one of the ops of whole models (ModelOps.cpp):
+/// moe.embedding, moe.rms_norm, moe.rotary, moe.attention.
+bool isModelOp(mlir::Operation *op);
+/// Evaluates one of them; moe.attention writes and reads `cache`.
+mlir::LogicalResult evalModelOp(mlir::Operation *op, Operands operands, Results &results,
+                                KVCache &cache);
+
+/// The tensor of `value`, one of `op`'s operands; null for an absent optional
+/// operand. (The same value twice is the same tensor, so the first match is right.)
+inline const Tensor *operandTensor(mlir::Operation *op, Operands in, mlir::Value value) {
+  if (!value)
+    return nullptr;
+  for (mlir::OpOperand &operand : op->getOpOperands())
+    if (operand.get() == value)
+      return in[operand.getOperandNumber()];
+  return nullptr;
+}
+
+/// Checks a run-time shape against the expected one; -1 accepts any size.
+inline mlir::LogicalResult expectShape(mlir::Operation *op, const Tensor *tensor,
+                                       llvm::StringRef name, llvm::ArrayRef<int64_t> expected) {
+  if (!tensor)
+    return mlir::success();
+  bool fits = tensor->rank() == static_cast<int64_t>(expected.size());
+  for (size_t d = 0; fits && d < expected.size(); ++d)
+    fits = expected[d] < 0 || tensor->dim(d) == expected[d];
+  if (fits)
+    return mlir::success();
+  std::string wanted = "[";
+  for (auto [d, size] : llvm::enumerate(expected))
+    wanted += (d ? ", " : "") + (size < 0 ? std::string("?") : std::to_string(size));
+  return op->emitOpError() << name << " has shape " << formatShape(tensor->shape)
+                           << " at run time, expected " << wanted << "]";
+}
 
 /// What the kernels of ops with regions need from the driver.
 class RegionRunner {

@@ -37,34 +37,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-/// The tensor of `value`, one of `op`'s operands; null for an absent optional
-/// operand. (The same value twice is the same tensor, so the first match is right.)
-const Tensor *operandTensor(Operation *op, Operands in, Value value) {
-  if (!value)
-    return nullptr;
-  for (OpOperand &operand : op->getOpOperands())
-    if (operand.get() == value)
-      return in[operand.getOperandNumber()];
-  return nullptr;
-}
-
-/// Checks a run-time shape against the expected one; -1 accepts any size.
-LogicalResult expectShape(Operation *op, const Tensor *tensor, StringRef name,
-                          ArrayRef<int64_t> expected) {
-  if (!tensor)
-    return success();
-  bool fits = tensor->rank() == static_cast<int64_t>(expected.size());
-  for (size_t d = 0; fits && d < expected.size(); ++d)
-    fits = expected[d] < 0 || tensor->dim(d) == expected[d];
-  if (fits)
-    return success();
-  std::string wanted = "[";
-  for (auto [d, size] : llvm::enumerate(expected))
-    wanted += (d ? ", " : "") + (size < 0 ? std::string("?") : std::to_string(size));
-  return op->emitOpError() << name << " has shape " << formatShape(tensor->shape)
-                           << " at run time, expected " << wanted << "]";
-}
-
 //===----------------------------------------------------------------------===//
 // Activation
 //===----------------------------------------------------------------------===//

@@ -53,6 +53,8 @@ LogicalResult RMSNormOp::verify() {
       failed(shapes.expect(getResult(), "result", {"M", "K"})))
     return failure();
   int64_t columns = shapes.get("K"), group = shapes.get("G");
+  if (group == 0)
+    return emitOpError("weight must not be empty: it is one group's scale");
   if (!ShapedType::isDynamic(columns) && !ShapedType::isDynamic(group) && columns % group != 0)
     return emitOpError() << "weight length " << group << " does not divide the " << columns
                          << " input columns into groups";
