@@ -16,7 +16,7 @@ function(moec_add_fuzz_test name executable corpus)
     TIMEOUT 600)
 endfunction()
 
-# The four targets and their corpora, relative to the source tree.
+# The five targets and their corpora, relative to the source tree.
 macro(moec_add_fuzz_tests bindir)
   moec_add_fuzz_test(onnx-import ${bindir}/moec-fuzz-onnx-import
     ${PROJECT_SOURCE_DIR}/test/fuzz/onnx-corpus -max_len=16384)
@@ -26,12 +26,14 @@ macro(moec_add_fuzz_tests bindir)
     ${PROJECT_SOURCE_DIR}/runtime/test/fuzz/manifest-corpus -max_len=16384)
   moec_add_fuzz_test(bundle ${bindir}/moec-fuzz-bundle
     ${PROJECT_SOURCE_DIR}/runtime/test/fuzz/bundle-corpus -max_len=16384)
+  moec_add_fuzz_test(safetensors ${bindir}/moec-fuzz-safetensors
+    ${PROJECT_SOURCE_DIR}/test/fuzz/safetensors-corpus -max_len=16384)
 endmacro()
 
 # In an ordinary build (any compiler): with MOEC_FUZZ_TESTS (AUTO: where
 # clang++-22 links -fsanitize=fuzzer), fuzz/ of the build tree is a second
 # build of this project with clang-22 and -DMOEC_BUILD_FUZZERS=ON that makes
-# only the four fuzzers (and what they link, instrumented, without CUDA); it
+# only the fuzzers (and what they link, instrumented, without CUDA); it
 # is rebuilt with this build, and its targets are this build's fuzz ctests.
 function(moec_fuzz_subbuild)
   if(MOEC_FUZZ_TESTS STREQUAL "OFF" OR NOT MOEC_FUZZ_TESTS)

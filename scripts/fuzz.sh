@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs one of moec's libFuzzer targets (docs/fuzzing.md) for a long time:
-#   scripts/fuzz.sh TARGET [SECONDS]     TARGET: onnx-import, npz, manifest, bundle
+#   scripts/fuzz.sh TARGET [SECONDS]     TARGET: onnx-import, npz, manifest, bundle,
+#                                        safetensors
 # (default 600 seconds). The targets are built with clang-22 under ASan and UBSan
 # in fuzz/ of $MOEC_BUILD_DIR (default build/; scripts/build.sh makes them where
 # clang-22 is installed). New inputs go to $MOEC_FUZZ_DIR/TARGET (default
@@ -10,10 +11,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${MOEC_BUILD_DIR:-$root/build}
-target=${1:?usage: scripts/fuzz.sh onnx-import|npz|manifest|bundle [SECONDS]}
+target=${1:?usage: scripts/fuzz.sh onnx-import|npz|manifest|bundle|safetensors [SECONDS]}
 seconds=${2:-600}
 case $target in
   onnx-import) corpus=$root/test/fuzz/onnx-corpus ;;
+  safetensors) corpus=$root/test/fuzz/safetensors-corpus ;;
   npz) corpus=$root/runtime/test/fuzz/npz-corpus ;;
   manifest | bundle) corpus=$root/runtime/test/fuzz/$target-corpus ;;
   *) echo "scripts/fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
