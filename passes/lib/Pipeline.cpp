@@ -60,8 +60,10 @@ void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
     cast.outputs = options.bf16ExpertOutputs ? "bf16" : "f32";
     pm.addPass(createMoECastExpertsBF16(cast));
   }
-  if (options.legalizeForCodegen)
+  if (options.legalizeForCodegen) {
     pm.addPass(createMoELegalizeForCodegen());
+    pm.addPass(createMoEPlanKVCache({options.maxBatch, options.maxSeq}));
+  }
   if (options.planStreams)
     pm.addPass(createMoEPlanStreams());
 }

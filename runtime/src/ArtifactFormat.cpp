@@ -99,6 +99,11 @@ std::string printEntries(const Manifest &manifest, bool comments) {
     os << "# device workspace, without CUB's sort workspace (sized at load)\n";
   os << "workspace_bytes " << manifest.workspaceBytes << "\n"
      << "max_tokens " << manifest.maxTokens << "\n";
+  if (manifest.maxBatch > 0) {
+    if (comments)
+      os << "# a whole model: the KV cache holds MAX_BATCH sequences of MAX_SEQ positions\n";
+    os << "kv_cache " << manifest.maxBatch << " " << manifest.maxSeq << "\n";
+  }
   for (const TensorEntry &tensor : manifest.inputs)
     printTensor(os, "input", tensor);
   for (const TensorEntry &tensor : manifest.outputs)
@@ -238,6 +243,13 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
       ok = fields >> a && parseCount(a, count) && count >= 1 &&
            count <= static_cast<uint64_t>(kMaxTokensLimit);
       manifest.maxTokens = static_cast<int64_t>(count);
+    } else if (key == "kv_cache") {
+      uint64_t batch = 0, positions = 0;
+      ok = fields >> a >> b && parseCount(a, batch) && parseCount(b, positions) && batch >= 1 &&
+           positions >= 1 && batch <= static_cast<uint64_t>(kMaxTokensLimit) &&
+           positions <= static_cast<uint64_t>(kMaxTokensLimit);
+      manifest.maxBatch = static_cast<int64_t>(batch);
+      manifest.maxSeq = static_cast<int64_t>(positions);
     } else if (key == "input" || key == "output") {
       TensorEntry tensor;
       ok = fields >> tensor.name >> tensor.dtype >> a && isTensorDType(tensor.dtype) &&
@@ -299,6 +311,19 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
   if (!sawManifestHash || !sawHashes)
     return Status::error(path + ": no content hashes (library_hash ... manifest_hash): not "
                                 "written by this moec, or cut short");
+  if (manifest.maxBatch > 0) {
+    // A whole model's run is a step of its generation loop (moec.h).
+    auto isTokens = [](const TensorEntry &tensor, const char *name) {
+      return tensor.name == name && tensor.dtype == "i64" && tensor.shape == std::vector<int64_t>{-1};
+    };
+    if (manifest.inputs.size() != 3 || !isTokens(manifest.inputs[0], "input_ids") ||
+        !isTokens(manifest.inputs[1], "positions") || !isTokens(manifest.inputs[2], "sequences") ||
+        manifest.outputs.size() != 1 || manifest.outputs[0].name != "logits" ||
+        manifest.outputs[0].dtype != "f32" || manifest.outputs[0].shape.size() != 2 ||
+        manifest.outputs[0].shape[0] != -1 || manifest.outputs[0].shape[1] < 1)
+      return Status::error(path + ": a kv_cache artifact takes input_ids, positions and "
+                                  "sequences (i64 [-1]) and returns logits (f32 [-1,V])");
+  }
   if (manifest.weightsSampleHash.empty() != manifest.weightsHash.empty())
     return Status::error(path + ": weights_sample_hash and weights_hash are recorded together");
   out = std::move(manifest);

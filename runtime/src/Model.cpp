@@ -53,6 +53,8 @@ struct Manifest {
   std::string target, library, weightsFile;
   uint64_t weightsBytes = 0, workspaceBytes = 0;
   int64_t maxTokens = 0;
+  /// A whole model's KV cache (0 for a block).
+  int64_t maxBatch = 0, maxSeq = 0;
   std::vector<TensorDecl> inputs, outputs;
   /// artifact::printPlan of the manifest, which model.so must return.
   std::string plan;
@@ -92,6 +94,8 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &m
   parsed.weightsBytes = format.weightsBytes;
   parsed.workspaceBytes = format.workspaceBytes;
   parsed.maxTokens = format.maxTokens;
+  parsed.maxBatch = format.maxBatch;
+  parsed.maxSeq = format.maxSeq;
   parsed.plan = artifact::printPlan(format);
   parsed.libraryHash = format.libraryHash;
   parsed.weightsSampleHash = format.weightsSampleHash;
@@ -135,6 +139,7 @@ struct moec_model {
   void *state = nullptr;
   moec_artifact_destroy_fn destroy = nullptr;
   moec_artifact_run_fn run = nullptr;
+  moec_artifact_reset_fn reset = nullptr;
   std::mutex runMutex;
 
   ~moec_model() {
@@ -239,11 +244,12 @@ Status openLibrary(moec_model &model, const std::string &file, const std::string
                                "' (not a library written by moec compile?)");
   };
   void *version = nullptr, *plan = nullptr, *create = nullptr, *destroy = nullptr,
-       *run = nullptr;
+       *run = nullptr, *reset = nullptr;
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_abi_version", version));
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_create", create));
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_destroy", destroy));
   MOEC_RETURN_IF_ERROR(symbol("moec_artifact_run", run));
+  MOEC_RETURN_IF_ERROR(symbol("moec_artifact_reset", reset));
   int abi = reinterpret_cast<moec_artifact_abi_version_fn>(version)();
   if (abi != MOEC_ARTIFACT_ABI_VERSION)
     return Status::error(path + ": written for artifact ABI " + std::to_string(abi) +
@@ -266,6 +272,7 @@ Status openLibrary(moec_model &model, const std::string &file, const std::string
   }
   model.destroy = reinterpret_cast<moec_artifact_destroy_fn>(destroy);
   model.run = reinterpret_cast<moec_artifact_run_fn>(run);
+  model.reset = reinterpret_cast<moec_artifact_reset_fn>(reset);
   // MOEC_NUM_THREADS bounds the model's thread pool (benchmarks, shared hosts);
   // by default it uses the hardware's concurrency.
   unsigned threads = 0;
@@ -533,10 +540,29 @@ void moec_free(moec_model *model) { delete model; }
 
 const char *moec_last_error(void) { return lastError.c_str(); }
 
+// Generate.cpp's failures (not in moec.h).
+__attribute__((visibility("hidden"))) void moec_set_last_error_internal(const char *message) { lastError = message ? message : ""; }
+
 const char *moec_target(const moec_model *model) {
   return model ? model->manifest.target.c_str() : nullptr;
 }
 int64_t moec_max_tokens(const moec_model *model) { return model ? model->manifest.maxTokens : 0; }
+int64_t moec_max_batch(const moec_model *model) { return model ? model->manifest.maxBatch : 0; }
+int64_t moec_max_seq(const moec_model *model) { return model ? model->manifest.maxSeq : 0; }
+int64_t moec_vocab_size(const moec_model *model) {
+  return model && model->manifest.maxBatch > 0 ? model->manifest.outputs[0].shape[1] : 0;
+}
+
+int moec_reset(moec_model *model, int64_t sequence) {
+  if (!model)
+    return fail(Status::error("moec_reset: model is null"), -1);
+  if (model->manifest.maxBatch == 0)
+    return fail(Status::error(model->dir + ": moec_reset: a block has no KV cache"), -1);
+  std::lock_guard<std::mutex> lock(model->runMutex);
+  model->reset(model->state, sequence < 0 ? -1 : sequence);
+  lastError.clear();
+  return 0;
+}
 size_t moec_num_inputs(const moec_model *model) {
   return model ? model->manifest.inputs.size() : 0;
 }

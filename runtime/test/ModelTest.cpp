@@ -45,7 +45,7 @@ protected:
   fs::path dir;
 };
 
-const char *kEntries = "moec-artifact 2\n"
+const char *kEntries = "moec-artifact 3\n"
                        "target cpu\n"
                        "library model.so\n"
                        "weights weights.bin 64\n"
@@ -104,8 +104,8 @@ TEST_F(ModelTest, NotAManifest) {
 }
 
 TEST_F(ModelTest, NewerManifestVersion) {
-  write("manifest.txt", "moec-artifact 3\n");
-  EXPECT_NE(loadError().find("manifest version 3 is not supported"), std::string::npos);
+  write("manifest.txt", "moec-artifact 4\n");
+  EXPECT_NE(loadError().find("manifest version 4 is not supported"), std::string::npos);
 }
 
 // The manifest's own hash covers every byte before it; a manifest without the

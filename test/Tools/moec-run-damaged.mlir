@@ -53,6 +53,6 @@
 
 // The generated code checks the token count against its own plan too.
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral-16/model.cpp
-// CODE: if (tokens < 0 || tokens > 16) {
+// CODE: if (tokens < 0 || tokens > 16)
 // CODE: MOEC_EXPORT const char *moec_artifact_plan() {
-// CODE-NEXT: return "moec-artifact 2\n"
+// CODE-NEXT: return "moec-artifact 3\n"

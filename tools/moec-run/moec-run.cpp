@@ -3,6 +3,11 @@
 //   moec-run ARTIFACT --inputs IN.npz [--outputs OUT.npz]
 //            [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
 //            [--bench N] [--on-stream]
+//            [--generate N [--temperature T] [--top-k K] [--top-p P] [--seed S]]
+//
+// A whole model (an artifact with a KV cache) takes `input_ids` [B, T] and
+// returns the exported graph's `logits`, or with --generate N the `sequences`
+// (ModelRun.h).
 //
 // Loads ARTIFACT (what `moec compile --target=cpu|cuda -o ARTIFACT` wrote) through
 // the runtime's C API (moec.h), feeds it the arrays of IN.npz keyed by the
@@ -26,6 +31,7 @@
 #include "moec/runtime/Compare.h"
 #include "moec/runtime/Npz.h"
 
+#include "ModelRun.h"
 #include "StreamRun.h"
 
 #include <algorithm>
@@ -36,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +64,7 @@ struct Options {
   moec::rt::Tolerance tolerance;
   bool onStream = false;
   long bench = 0;
+  moec::tools::ModelRunOptions model;
 };
 
 /// The program's name in messages, and whether this executable carries its
@@ -84,6 +92,7 @@ void usage(FILE *out) {
   std::fprintf(out,
                "                [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]\n"
                "                [--bench N] [--on-stream]\n"
+               "                [--generate N [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
                "  --rtol R, --atol A  tolerances of --expected-outputs (default 1e-5, 1e-6):\n"
                "                      |got - expected| <= atol + rtol * |expected|\n"
                "  --scale-atol        multiply atol by max(1, max |expected|) per output\n"
@@ -92,7 +101,13 @@ void usage(FILE *out) {
                "  --on-stream         (CUDA artifacts) inputs and outputs in device memory, each\n"
                "                      run queued with moec_run_async on moec-run's own stream and\n"
                "                      waited for there; --bench also times N runs queued back to\n"
-               "                      back\n");
+               "                      back\n"
+               "  A whole model (compiled with a KV cache) reads input_ids [B, T] (and\n"
+               "  attention_mask) and writes logits [B, T, V]; with\n"
+               "  --generate N        N new tokens per sequence, written as sequences [B, T + N]\n"
+               "                      with the prefill's and decode's tokens/s; greedy unless\n"
+               "  --temperature T     (> 0) samples, from the --top-k K largest (default all)\n"
+               "                      within --top-p P of the mass (default 1), --seed S\n");
 }
 
 bool parseDouble(const char *text, double &value) {
@@ -159,6 +174,29 @@ int parseArgs(int argc, char **argv, Options &options) {
       if (!parseCount(text, 1, kMaxBenchRuns, options.bench))
         return fail(std::string("--bench: not a positive count: '") + text +
                     "' (a whole number in [1, " + std::to_string(kMaxBenchRuns) + "])");
+    } else if (is("--generate") && (text = value("--generate"))) {
+      if (!parseCount(text, 0, 1L << 24, options.model.generate))
+        return fail(std::string("--generate: not a token count: '") + text + "'");
+    } else if (is("--temperature") && (text = value("--temperature"))) {
+      double t = 0;
+      if (!parseDouble(text, t))
+        return fail(std::string("--temperature: not a non-negative number: '") + text + "'");
+      options.model.sampling.temperature = static_cast<float>(t);
+    } else if (is("--top-k") && (text = value("--top-k"))) {
+      long k = 0;
+      if (!parseCount(text, 0, 1L << 30, k))
+        return fail(std::string("--top-k: not a count: '") + text + "'");
+      options.model.sampling.top_k = static_cast<int32_t>(k);
+    } else if (is("--top-p") && (text = value("--top-p"))) {
+      double p = 0;
+      if (!parseDouble(text, p) || p <= 0 || p > 1)
+        return fail(std::string("--top-p: not in (0, 1]: '") + text + "'");
+      options.model.sampling.top_p = static_cast<float>(p);
+    } else if (is("--seed") && (text = value("--seed"))) {
+      long seed = 0;
+      if (!parseCount(text, 0, std::numeric_limits<long>::max(), seed))
+        return fail(std::string("--seed: not a non-negative integer: '") + text + "'");
+      options.model.sampling.seed = static_cast<uint64_t>(seed);
     } else if (arg.size() > 1 && arg[0] == '-') {
       usage(stderr);
       return fail("unknown or incomplete option '" + arg + "'");
@@ -360,15 +398,29 @@ int main(int argc, char **argv) {
   run.model = run.handle.model = moec_load(options.artifact.c_str());
   if (!run.model)
     return fail(moec_last_error());
-  if (Status status = run.bindInputs(options.inputs); !status)
-    return fail(status.message());
-  if (Status status = run.allocateOutputs(); !status)
-    return fail(status.message());
-  if (options.onStream)
-    if (Status status = run.bindStream(); !status)
+  bool wholeModel = moec_max_batch(run.model) > 0;
+  if (!wholeModel && (options.model.generate >= 0 || options.model.sampling.temperature > 0))
+    return fail("--generate and sampling need a whole model (an artifact with a KV cache); " +
+                options.artifact + " is a block");
+  if (wholeModel && (options.onStream || options.bench > 0))
+    return fail("--on-stream and --bench run blocks; a whole model times itself with "
+                "--generate");
+  options.model.inputs = options.inputs;
+  if (wholeModel) {
+    if (Status status = moec::tools::runWholeModel(run.model, options.model, run.outputs);
+        !status)
       return fail(status.message());
-  if (Status status = run.once(true); !status)
-    return fail(options.inputs + ": " + status.message());
+  } else if (Status status = run.bindInputs(options.inputs); !status)
+    return fail(status.message());
+  if (!wholeModel) {
+    if (Status status = run.allocateOutputs(); !status)
+      return fail(status.message());
+    if (options.onStream)
+      if (Status status = run.bindStream(); !status)
+        return fail(status.message());
+    if (Status status = run.once(true); !status)
+      return fail(options.inputs + ": " + status.message());
+  }
   // The outputs of this first run are the ones written and compared.
   if (options.onStream)
     if (Status status = run.stream.fetch(); !status)

@@ -225,6 +225,8 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   manifest.weightsBytes = emitter.weightsBytes;
   manifest.workspaceBytes = emitter.workspaceBytes;
   manifest.maxTokens = options.maxTokens;
+  manifest.maxBatch = emitter.maxBatch;
+  manifest.maxSeq = emitter.maxSeq;
   manifest.externalWeights = options.externalWeights;
   for (auto [decls, entries] : {std::pair{&emitter.inputs, &manifest.inputs},
                                 std::pair{&emitter.outputs, &manifest.outputs}})

@@ -476,6 +476,8 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "    return reportStatus(status.withContext(\"creating the CUDA model\"), error, errorBytes);\n"
      << "  }\n  *state = created;\n  return 0;\n}\n\n"
      << "MOEC_EXPORT void moec_artifact_destroy(void *state) { delete static_cast<State *>(state); }\n\n"
+     << "// A block has no KV cache.\n"
+     << "MOEC_EXPORT void moec_artifact_reset(void *, int64_t) {}\n\n"
      << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *,\n"
      << "                                  const void *const *inputs, void *const *outputs,\n"
      << "                                  int64_t tokens, unsigned char *, const void *stream,\n"

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -220,8 +221,9 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
   info.elementType = element;
   std::string cppType = element.isBF16() ? "BF16" : *cppElementType(element);
   auto output = outputOf.find(result);
-  // Planned for the largest T; every intermediate keeps its own slot (the
-  // grouped phase has a handful, so reuse would save little).
+  // Planned for the largest T; on the CPU an intermediate's slot is reused
+  // once its last reader has run (a whole model has thousands).
+  defining = result;
   declareResult(info, cppType, bytesAtMaxTokens(*count, element.getIntOrFloatBitWidth() / 8),
                 output == outputOf.end() ? std::nullopt : std::optional<unsigned>(output->second));
   return &info;
@@ -304,6 +306,9 @@ static std::string tensorName(func::FuncOp function, bool input, unsigned index)
 }
 
 LogicalResult Emitter::run() {
+  readKVCachePlan();
+  result.maxBatch = cacheMaxBatch;
+  result.maxSeq = cacheMaxSeq;
   auto declare = [&](Operation *at, Type type, const std::string &name, bool input,
                      std::vector<TensorDecl> &decls) -> FailureOr<SmallVector<Dim>> {
     auto tensor = dyn_cast<RankedTensorType>(type);
@@ -363,7 +368,28 @@ LogicalResult Emitter::run() {
   }
   planOutputs(returnOp);
 
-  auto emitOp = [&](Operation &op) -> LogicalResult {
+  // The last op that reads each value, through views; function results are
+  // never released.
+  {
+    // In program order, so that the plan does not depend on pointer values.
+    llvm::MapVector<Value, Operation *> lastRead;
+    for (Operation &op : function.getBody().front())
+      for (Value operand : op.getOperands()) {
+        Value root = viewRoot(operand);
+        lastRead[root] = &op;
+        // The CPU printer reads the row count of permuted rows and of a
+        // grouped matmul's result from the op that wrote them (writtenRows).
+        if (auto permute = root.getDefiningOp<moe::PermuteOp>())
+          lastRead[permute.getNumValid()] = &op;
+        if (auto matmul = root.getDefiningOp<moe::GroupedMatmulOp>())
+          lastRead[viewRoot(matmul.getOffsets())] = &op;
+      }
+    for (auto [value, op] : lastRead)
+      if (!isa<func::ReturnOp>(op))
+        lastReaders[op].push_back(value);
+  }
+
+  auto emitOneOp = [&](Operation &op) -> LogicalResult {
     return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
         .Case<arith::ConstantOp>([](Operation *) {
           return success(); // weights are placed when a kernel reads them
@@ -388,6 +414,11 @@ LogicalResult Emitter::run() {
                                      targetPhrase() + "; compile without --ep-size");
         })
         .Case<moe::QuantizeOp>([&](auto op) { return emitQuantize(op); })
+        .Case<moe::EmbeddingOp>([&](auto op) { return emitEmbedding(op); })
+        .Case<moe::RMSNormOp>([&](auto op) { return emitRMSNorm(op); })
+        .Case<moe::RotaryOp>([&](auto op) { return emitRotary(op); })
+        .Case<moe::AttentionOp>([&](auto op) { return emitAttention(op); })
+        .Case<arith::AddFOp>([&](auto op) { return emitAdd(op); })
         .Default([&](Operation *op) -> LogicalResult {
           if (isView(op))
             return emitView(op);
@@ -398,6 +429,12 @@ LogicalResult Emitter::run() {
           return unsupported(op,
                              "not an op of the grouped phase that " + targetPhrase() + " knows");
         });
+  };
+  auto emitOp = [&](Operation &op) -> LogicalResult {
+    if (failed(emitOneOp(op)))
+      return failure();
+    releaseAfter(&op);
+    return success();
   };
   if (failed(emitOps(emitOp)))
     return failure();
@@ -417,6 +454,39 @@ LogicalResult Emitter::emitOps(llvm::function_ref<LogicalResult(Operation &)> em
     if (failed(emitOp(op)))
       return failure();
   return success();
+}
+
+uint64_t Emitter::reserveValue(uint64_t bytes) {
+  uint64_t size = alignUp(bytes);
+  if (reusesWorkspace() && defining) {
+    // First fit; the rest of a larger slot stays free.
+    for (auto it = freeSlots.begin(); it != freeSlots.end(); ++it) {
+      if (it->second < size)
+        continue;
+      uint64_t offset = it->first;
+      if (it->second == size)
+        freeSlots.erase(it);
+      else
+        *it = {offset + size, it->second - size};
+      slotOf[defining] = {offset, size};
+      return offset;
+    }
+  }
+  uint64_t offset = reserve(bytes);
+  if (defining)
+    slotOf[defining] = {offset, size};
+  return offset;
+}
+
+void Emitter::releaseAfter(Operation *op) {
+  if (!reusesWorkspace())
+    return;
+  auto it = lastReaders.find(op);
+  if (it == lastReaders.end())
+    return;
+  for (Value value : it->second)
+    if (auto slot = slotOf.find(value); slot != slotOf.end())
+      freeSlots.push_back(slot->second);
 }
 
 std::string Emitter::workspaceInt32(const Dim &count) {

@@ -21,12 +21,14 @@
 #include "moec/Codegen/Emitter.h"
 #include "moec/Dialect/MoE/MoEOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -155,11 +157,22 @@ protected:
                            Dim count) = 0;
   /// The translation unit around the printed body.
   virtual void assemble(llvm::raw_ostream &os) = 0;
+  /// Whether the target has the whole-model kernels (embedding, RMSNorm,
+  /// rotary, attention over the KV cache, sums).
+  virtual bool hasModelKernels() const { return false; }
+  /// A kernel that can fail on its data (a token id, a cache position): it
+  /// returns false and a message, and the run fails with it.
+  virtual void printCheckedKernel(mlir::StringRef, std::vector<std::string>) {
+    llvm_unreachable("only a target with model kernels prints checked kernels");
+  }
 
   //===--- Shared machinery ---------------------------------------------===//
 
   void kernel(mlir::StringRef name, std::vector<std::string> args, bool pool = true) {
     printKernel(name, std::move(args), pool);
+  }
+  void checkedKernel(mlir::StringRef name, std::vector<std::string> args) {
+    printCheckedKernel(name, std::move(args));
   }
   /// A workspace slot of `bytes` bytes; returns its offset. Sizes are
   /// checked: past kMaxPlannedBytes the plan is refused (run() says so).
@@ -171,6 +184,15 @@ protected:
       result.workspaceBytes = alignUp(offset + bytes);
     return offset;
   }
+  /// The workspace slot of the value being defined (define()): with
+  /// reusesWorkspace(), a slot freed by a value no op reads any more, else a
+  /// new one.
+  uint64_t reserveValue(uint64_t bytes);
+  /// Frees the slots of the values `op` was the last to read.
+  void releaseAfter(mlir::Operation *op);
+  /// Whether a value's slot may be reused once no op reads it: the CPU runs
+  /// its kernels one after another; the CUDA target overlaps streams.
+  virtual bool reusesWorkspace() const { return false; }
   /// `count` elements of `elementBytes` each at max tokens, checked: an
   /// overflow is recorded and refused at the end of run().
   uint64_t bytesAtMaxTokens(Dim count, uint64_t elementBytes) {
@@ -229,6 +251,15 @@ protected:
   mlir::LogicalResult emitCombine(moe::CombineOp op);
   mlir::LogicalResult emitConcat(mlir::tensor::ConcatOp op);
   mlir::LogicalResult emitReturn(mlir::func::ReturnOp op);
+  // Whole models (EmitModelOps.cpp).
+  mlir::LogicalResult checkModelTarget(mlir::Operation *op);
+  mlir::LogicalResult emitEmbedding(moe::EmbeddingOp op);
+  mlir::LogicalResult emitRMSNorm(moe::RMSNormOp op);
+  mlir::LogicalResult emitRotary(moe::RotaryOp op);
+  mlir::LogicalResult emitAttention(moe::AttentionOp op);
+  mlir::LogicalResult emitAdd(mlir::arith::AddFOp op);
+  /// moe.kv_cache of the function, when planned.
+  void readKVCachePlan();
 
   void line(const mlir::Twine &text) { body += "  " + text.str() + "\n"; }
   void comment(mlir::Operation *op);
@@ -240,12 +271,27 @@ protected:
   bool externalWeights;
   /// The kernel calls, in order.
   std::string body;
-  llvm::DenseMap<mlir::Value, ValueInfo> values;
+  /// Node-based: the ValueInfo pointers operand() and define() return stay
+  /// valid while later values are added (a DenseMap would move them).
+  struct ValueHash {
+    size_t operator()(mlir::Value value) const { return mlir::hash_value(value); }
+  };
+  std::unordered_map<mlir::Value, ValueInfo, ValueHash> values;
   llvm::DenseMap<mlir::Value, unsigned> outputOf; // results written straight into an output
   unsigned nextVar = 0;
   bool usesTokens = false;
   /// A planned size exceeded kMaxPlannedBytes (bytesAtMaxTokens, reserve).
   bool sizeOverflow = false;
+  /// The KV cache plan (0: none) and its slots' key and value columns, by
+  /// slot (the attention's `layer`).
+  int64_t cacheMaxBatch = 0, cacheMaxSeq = 0;
+  /// Workspace reuse: the value define() is placing, each value's slot, the
+  /// last op that reads each value (through views), and the free slots.
+  mlir::Value defining;
+  llvm::DenseMap<mlir::Value, std::pair<uint64_t, uint64_t>> slotOf;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value, 4>> lastReaders;
+  std::vector<std::pair<uint64_t, uint64_t>> freeSlots;
+  std::vector<std::pair<int64_t, int64_t>> cacheSlots;
 };
 
 std::unique_ptr<Emitter> createCpuPrinter(mlir::func::FuncOp function,

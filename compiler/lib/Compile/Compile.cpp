@@ -3,6 +3,7 @@
 #include "moec/Compiler/Compile.h"
 #include "moec/runtime/ArtifactFormat.h"
 
+#include "moec/Frontends/Checkpoint/Import.h"
 #include "moec/Frontends/ONNX/Import.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -71,6 +72,8 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
     return fail("--max-tokens=" + std::to_string(options.maxTokens) + " is more than " +
                 std::to_string(moec::rt::artifact::kMaxTokensLimit) +
                 ", the most an artifact takes (its kernels index token slots in 32 bits)");
+  if (options.maxBatch.value_or(1) < 1 || options.maxSeq.value_or(1) < 1)
+    return fail("--max-batch and --max-seq must be at least 1");
   if (weights != "embedded" && weights != "external")
     return fail("unknown --weights='" + weights + "' (embedded, external)");
   if (expertWeights != "f32" && expertWeights != "bf16")
@@ -120,6 +123,8 @@ llvm::Error moec::validate(const CompileOptions &options) {
     return fail("--emit needs --target");
   if (options.runtimeDir)
     return fail("--runtime-dir needs --target");
+  if (options.maxBatch || options.maxSeq)
+    return fail("--max-batch and --max-seq need --target (they size a whole model's KV cache)");
   if (options.weights)
     return fail("--weights needs --target");
   if (options.expertWeights)
@@ -142,6 +147,8 @@ moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
     pipeline.bf16ExpertOutputs = options.expertOutputs == "bf16";
     pipeline.legalizeForCodegen = true;
     pipeline.planStreams = options.target == "cuda";
+    pipeline.maxBatch = options.maxBatch.value_or(pipeline.maxBatch);
+    pipeline.maxSeq = options.maxSeq.value_or(pipeline.maxSeq);
   }
   return pipeline;
 }
@@ -164,12 +171,18 @@ llvm::Error moec::compile(const CompileOptions &options, MLIRContext &context,
   context.loadAllAvailableDialects();
 
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(options.inputPath, &error);
-  if (!input)
-    return fail(error);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = readModel(input, options.inputPath, sourceMgr, context);
+  std::unique_ptr<llvm::MemoryBuffer> input;
+  OwningOpRef<ModuleOp> module;
+  if (checkpoint::isCheckpointDirectory(options.inputPath)) {
+    module = checkpoint::importCheckpoint(options.inputPath, context);
+  } else {
+    input = openInputFile(options.inputPath, &error);
+    if (!input)
+      return fail(error);
+    module = readModel(input, options.inputPath, sourceMgr, context);
+  }
   if (!module)
     return diagnosed(); // the importer or parser has reported why
 

@@ -28,7 +28,7 @@ template <typename T> struct Flag : cl::opt<T> {
 };
 
 struct CompileCLOptions {
-  Flag<std::string> inputPath{cl::Positional, cl::desc("<model.onnx or model.mlir>"), cl::Required};
+  Flag<std::string> inputPath{cl::Positional, cl::desc("<model.onnx, model.mlir or a checkpoint directory>"), cl::Required};
   Flag<std::string> outputPath{"o", cl::desc("output file"), cl::init("-")};
   Flag<std::string> compileTo{
       "compile-to", cl::desc("stop after this phase and print the IR: input, moe, grouped, fp8"),
@@ -45,6 +45,14 @@ struct CompileCLOptions {
   Flag<int64_t> maxTokens{"max-tokens",
                           cl::desc("largest token count the artifact accepts (--target)"),
                           cl::init(8192)};
+  Flag<int64_t> maxBatch{"max-batch",
+                         cl::desc("with --target, a whole model: sequences its KV cache holds "
+                                  "(default 4)"),
+                         cl::init(4)};
+  Flag<int64_t> maxSeq{"max-seq",
+                       cl::desc("with --target, a whole model: positions per sequence in its "
+                                "KV cache, prompt and generated tokens (default 2048)"),
+                       cl::init(2048)};
   Flag<std::string> runtimeDir{
       "runtime-dir",
       cl::desc("with --target: the prefix the runtime is installed under (include/, "
@@ -102,6 +110,10 @@ moec::CompileOptions moec::compileOptionsFromCL() {
   options.fp8 = flags.fp8;
   options.target = flags.target;
   options.maxTokens = flags.maxTokens;
+  if (flags.maxBatch.getNumOccurrences())
+    options.maxBatch = flags.maxBatch;
+  if (flags.maxSeq.getNumOccurrences())
+    options.maxSeq = flags.maxSeq;
   options.runtimeDir = given(flags.runtimeDir);
   options.weights = given(flags.weights);
   options.emit = given(flags.emit);

@@ -93,6 +93,57 @@ const int64_t *moec_output_shape(const moec_model *model, size_t index);
 /* "f32", "i32", "i64". */
 const char *moec_dtype_name(moec_dtype dtype);
 
+/* Whole models. An artifact compiled from a whole model (`moec compile MODEL
+ * --max-batch=B --max-seq=S`) keeps a KV cache of B sequences of S positions
+ * between runs. One moec_run is a step: `input_ids`, `positions` and
+ * `sequences` (i64 [N]) name N tokens of any sequences (a prefill of several
+ * prompts, or one new token per sequence), and `logits` (f32 [N, V]) are
+ * theirs. Each token's key and value enter the cache of its sequence at its
+ * position; a sequence's positions fill from 0 without gaps. */
+
+/* The cache's sequences and positions (0 for a block), and V. */
+int64_t moec_max_batch(const moec_model *model);
+int64_t moec_max_seq(const moec_model *model);
+int64_t moec_vocab_size(const moec_model *model);
+/* Empties sequence `sequence` of the cache (every sequence when negative). */
+int moec_reset(moec_model *model, int64_t sequence);
+
+/* The model's forward without a cache, as exported: `input_ids` [batch,
+ * length] (batch <= max batch, length <= max seq) to `logits` [batch, length,
+ * V]; the cache is emptied first. */
+int moec_forward(moec_model *model, const int64_t *input_ids, int64_t batch, int64_t length,
+                 float *logits);
+
+/* How moec_generate picks a token: greedy (the largest logit, the first of
+ * ties) when `temperature` is 0; otherwise a draw from softmax(logits /
+ * temperature) restricted to the `top_k` largest (0: all) and to the smallest
+ * set of those whose probability reaches `top_p` (1: all), from a generator
+ * seeded with `seed`. */
+typedef struct moec_sampling {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
+} moec_sampling;
+
+typedef struct moec_generate_stats {
+  int64_t prefill_tokens, decode_tokens;
+  double prefill_seconds, decode_seconds;
+} moec_generate_stats;
+
+/* Generates `max_new_tokens` tokens after each of `batch` prompts. `input_ids`
+ * is [batch, length]; `attention_mask` (NULL: all ones) marks each prompt's
+ * tokens with 1 and its padding with 0, the ones contiguous (left or right
+ * padding). `sequences` [batch, length + max_new_tokens] receives the prompts
+ * as given followed by the new tokens, as transformers' generate returns them.
+ * The prefill runs in steps of at most max tokens; `stats` (may be NULL) gets
+ * the tokens and seconds of the prefill and of the decode steps. The cache is
+ * emptied first. */
+int moec_generate(moec_model *model, const int64_t *input_ids, const int64_t *attention_mask,
+                  int64_t batch, int64_t length, int64_t max_new_tokens,
+                  const moec_sampling *sampling, int64_t *sequences,
+                  moec_generate_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,7 +62,7 @@ def raw_edits(text):
 
 def small_manifest(weights_bytes):
     return rehash(
-        "moec-artifact 2\ntarget cpu\nlibrary model.so\n"
+        "moec-artifact 3\ntarget cpu\nlibrary model.so\n"
         f"weights weights.bin {weights_bytes}\nworkspace_bytes 4096\nmax_tokens 16\n"
         "input x f32 [-1,4]\noutput y f32 [-1,4]\nweight w f32 [4,4] 256 64\n"
         "library_hash 0123456789abcdef\nweights_sample_hash -\nweights_hash -\n"
@@ -89,7 +89,7 @@ def main():
     save(out, good)
     save(out, bundle(small_manifest(320), version=2))
     save(out, bundle(small_manifest(640)))            # manifest and file disagree
-    save(out, bundle(b"moec-artifact 2\ntarget gpu9\n"))
+    save(out, bundle(b"moec-artifact 3\ntarget gpu9\n"))
     save(out, good[:-100] + good[-64:])                # a part cut out
     save(out, good[1:])                                # offsets off by one
     save(out, b"\0" * 100 + good[-64:])                # trailer only

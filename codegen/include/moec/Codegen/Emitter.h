@@ -71,6 +71,8 @@ struct EmittedModule {
   uint64_t workspaceBytes = 0;
   /// The size of weights.bin, header included.
   uint64_t weightsBytes = 0;
+  /// A whole model's KV cache (moe.kv_cache), 0 for a block.
+  int64_t maxBatch = 0, maxSeq = 0;
 };
 
 /// Prints the module's one function for `target`. Problems are reported as

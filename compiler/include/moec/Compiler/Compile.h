@@ -55,6 +55,9 @@ struct CompileOptions {
   /// --max-tokens: the largest token count the artifact accepts, in
   /// [1, 2^24] (moec/runtime/ArtifactFormat.h, kMaxTokensLimit).
   int64_t maxTokens = 8192;
+  /// --max-batch, --max-seq: a whole model's KV cache (sequences, positions
+  /// each); with a target.
+  std::optional<int64_t> maxBatch, maxSeq;
   /// Only with a target:
   /// --runtime-dir: the runtime's install prefix (default: moec's own).
   std::optional<std::string> runtimeDir;

@@ -125,6 +125,24 @@ def MoEPlanStreams : Pass<"moe-plan-streams", "::mlir::ModuleOp"> {
   let dependentDialects = ["::moec::moe::MoEDialect"];
 }
 
+def MoEPlanKVCache : Pass<"moe-plan-kv-cache", "::mlir::ModuleOp"> {
+  let summary = "Size the KV cache of a whole model (moe.kv_cache on its function)";
+  let description = [{
+    A function that holds `moe.attention` ops gets
+    `moe.kv_cache = {max_batch = B : i64, max_seq = S : i64}`: the runtime
+    keeps one cache slot per attention op (its `layer`), each of `max_batch`
+    sequences of `max_seq` positions, and a run may name sequences below B
+    and positions below S. Errors: two attention ops of one slot, slots that
+    are not 0..L-1, a non-positive size, or B·S past 2^40 positions. Functions
+    without attention are left alone; an existing plan is replaced.
+  }];
+  let options = [
+    Option<"maxBatch", "max-batch", "int64_t", "4", "sequences the KV cache holds">,
+    Option<"maxSeq", "max-seq", "int64_t", "2048", "positions per sequence">
+  ];
+  let dependentDialects = ["::moec::moe::MoEDialect"];
+}
+
 def MoELegalizeForCodegen : Pass<"moe-legalize-for-codegen", "::mlir::ModuleOp"> {
   let summary = "Leave only func, arith, tensor and moe ops in the grouped phase";
   let description = [{

@@ -47,6 +47,10 @@ struct PipelineOptions {
   bool planStreams = false;
   /// moe-legalize-for-codegen: only func, arith, tensor and moe ops remain.
   bool legalizeForCodegen = false;
+  /// moe-plan-kv-cache (with legalizeForCodegen): a whole model's KV cache,
+  /// sequences and positions per sequence.
+  int64_t maxBatch = 4;
+  int64_t maxSeq = 2048;
 };
 
 /// Adds the passes that take a module from the input phase to `options.stopAfter`.

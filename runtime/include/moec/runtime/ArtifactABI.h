@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define MOEC_ARTIFACT_ABI_VERSION 4
+#define MOEC_ARTIFACT_ABI_VERSION 5
 
 // Errors: create and run return 0 on success; otherwise they write a
 // NUL-terminated message (at most `error_bytes` bytes, truncated) into `error`
@@ -48,6 +48,9 @@ using moec_artifact_run_fn = int (*)(void *state, const unsigned char *weights,
                                      const void *const *inputs, void *const *outputs,
                                      int64_t tokens, unsigned char *workspace,
                                      const void *stream, char *error, size_t error_bytes);
+/// Empties the KV cache of sequence `sequence` (every sequence when negative)
+/// of a whole model (manifest `kv_cache`); a block's library does nothing.
+using moec_artifact_reset_fn = void (*)(void *state, int64_t sequence);
 }
 
 #endif // MOEC_RUNTIME_ARTIFACTABI_H

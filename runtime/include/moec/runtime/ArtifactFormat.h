@@ -28,7 +28,7 @@ inline constexpr const char *kLibraryFile = "model.so";
 
 /// manifest.txt's first line is "moec-artifact VERSION".
 inline constexpr const char *kManifestMagic = "moec-artifact";
-inline constexpr int kManifestVersion = 2;
+inline constexpr int kManifestVersion = 3;
 
 /// The largest token count an artifact may be planned for: with top-k up to 16
 /// the slot count stays far below 2^31, which the kernels index in int32.
@@ -73,6 +73,10 @@ struct Manifest {
   int64_t maxTokens = 0;
   /// weights.bin is laid out but not written (moec compile --weights=external).
   bool externalWeights = false;
+  /// A whole model's KV cache (`kv_cache MAX_BATCH MAX_SEQ`; 0 for a block):
+  /// the sequences a run may name and the positions each may hold. Such an
+  /// artifact takes input_ids, positions and sequences and returns logits.
+  int64_t maxBatch = 0, maxSeq = 0;
   std::vector<TensorEntry> inputs, outputs;
   std::vector<WeightEntry> weights;
   /// Content hashes (contentHash, as 16 hex digits) written at compile time:

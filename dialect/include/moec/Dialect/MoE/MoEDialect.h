@@ -27,6 +27,9 @@ inline constexpr double kE4M3Max = 448.0;
 /// input that the side branch reads, defined before either stream runs.
 inline constexpr llvm::StringLiteral kStreamAttr = "moe.stream";
 inline constexpr llvm::StringLiteral kStreamInputViewAttr = "moe.stream_input_view";
+/// moe-plan-kv-cache: a whole model's function carries its KV cache's size,
+/// `{max_batch = B : i64, max_seq = S : i64}`.
+inline constexpr llvm::StringLiteral kKVCacheAttr = "moe.kv_cache";
 } // namespace moec::moe
 
 #endif // MOEC_DIALECT_MOE_MOEDIALECT_H

@@ -1,0 +1,36 @@
+//===- Import.h - a Hugging Face checkpoint as a whole-model program -*- C++ -*-===//
+//
+// Reads a checkpoint directory (config.json + safetensors, Checkpoint in
+// SafeTensors.h) of a supported family (Config.h) and builds the model's step
+// program directly in the moe dialect (docs/dialect.md, "Whole models"):
+//
+//   func @forward(input_ids, positions, sequences: tensor<?xi64>) -> logits
+//
+// with moe.embedding, moe.rms_norm, moe.linear, moe.rotary, moe.attention,
+// moe.layer and arith.addf. Expert weights are merged into moe.layer's layout
+// here, once (per-expert v4 tensors stacked, v5's fused gate_up_proj as it
+// is, gpt-oss's [E, in, out] transposed). Only the tensors the model needs
+// are read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_FRONTENDS_CHECKPOINT_IMPORT_H
+#define MOEC_FRONTENDS_CHECKPOINT_IMPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace moec::checkpoint {
+
+/// Whether `path` is a directory holding config.json (a checkpoint).
+bool isCheckpointDirectory(llvm::StringRef path);
+
+/// The model's step program, or null after an error diagnostic that names the
+/// file, tensor or key at fault.
+mlir::OwningOpRef<mlir::ModuleOp> importCheckpoint(llvm::StringRef dir,
+                                                   mlir::MLIRContext &context);
+
+} // namespace moec::checkpoint
+
+#endif // MOEC_FRONTENDS_CHECKPOINT_IMPORT_H

@@ -1,0 +1,599 @@
+//===- ImportModel.cpp - a checkpoint as a whole-model step program -------===//
+//
+// One decoder layer per config layer: RMSNorm, attention (GQA with rotary
+// embedding, Qwen3's query/key norms, gpt-oss's biases and sinks, DeepSeek-V3's
+// MLA), the residual sum, RMSNorm, a dense MLP or a moe.layer, the residual
+// sum; then the final norm and the LM head. Which tensors and attributes a
+// family needs is written here once per family; Config.h has already checked
+// the config's keys and values. Every tensor is checked against the shape the
+// config implies before it is read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Frontends/Checkpoint/Import.h"
+
+#include "moec/Dialect/MoE/MoEOps.h"
+#include "moec/Dialect/Utils/ConstantData.h"
+#include "moec/Frontends/Checkpoint/Config.h"
+#include "moec/Frontends/Checkpoint/SafeTensors.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+using namespace mlir;
+namespace moe = moec::moe;
+
+namespace moec::checkpoint {
+namespace {
+
+/// A tensor of the checkpoint as f32 values, row-major.
+struct Tensor {
+  SmallVector<int64_t> shape;
+  std::vector<float> data;
+};
+
+float bf16ToFloat(uint16_t bits) {
+  uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, 4);
+  return value;
+}
+
+float f16ToFloat(uint16_t bits) {
+  uint32_t sign = (bits >> 15) & 1, exponent = (bits >> 10) & 31, mantissa = bits & 1023;
+  float magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else
+    magnitude = std::ldexp(static_cast<float>(mantissa | 1024), static_cast<int>(exponent) - 25);
+  return sign ? -magnitude : magnitude;
+}
+
+class Builder {
+public:
+  Builder(Checkpoint &checkpoint, const ModelConfig &config, MLIRContext &context,
+          StringRef dir)
+      : checkpoint(checkpoint), config(config), context(context), builder(&context),
+        dir(dir.str()) {}
+
+  OwningOpRef<ModuleOp> build();
+
+private:
+  //===--- Tensors ------------------------------------------------------===//
+
+  Location locFor(StringRef name) {
+    return NameLoc::get(StringAttr::get(&context, name),
+                        FileLineColLoc::get(&context, dir, 0, 0));
+  }
+
+  /// Fails with a message naming the tensor (and the checkpoint).
+  void error(StringRef name, const Twine &why) {
+    if (failedOnce)
+      return;
+    failedOnce = true;
+    emitError(locFor(name)) << dir << ": tensor '" << name << "' " << why;
+  }
+
+  bool has(StringRef name) { return checkpoint.has(name); }
+
+  /// Tensor `name` of shape `shape` as f32, or nullopt after an error.
+  std::optional<Tensor> read(StringRef name, ArrayRef<int64_t> shape) {
+    if (failedOnce)
+      return std::nullopt;
+    if (!checkpoint.has(name)) {
+      error(name, "is missing (the " + familyName(config.family) + " layout needs it)");
+      return std::nullopt;
+    }
+    llvm::Expected<TensorView> view = checkpoint.tensor(name);
+    if (!view) {
+      error(name, "cannot be read: " + llvm::toString(view.takeError()));
+      return std::nullopt;
+    }
+    if (ArrayRef<int64_t>(view->shape) != shape) {
+      std::string got, want;
+      llvm::raw_string_ostream g(got), w(want);
+      llvm::interleaveComma(view->shape, g);
+      llvm::interleaveComma(shape, w);
+      error(name, "has shape [" + got + "], the config implies [" + want + "]");
+      return std::nullopt;
+    }
+    Tensor tensor;
+    tensor.shape.assign(shape.begin(), shape.end());
+    int64_t count = view->numElements();
+    tensor.data.resize(static_cast<size_t>(count));
+    const char *bytes = view->bytes.data();
+    switch (view->dtype) {
+    case DType::F32:
+      std::memcpy(tensor.data.data(), bytes, 4 * static_cast<size_t>(count));
+      break;
+    case DType::BF16:
+    case DType::F16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes + 2 * i, 2);
+        tensor.data[i] = view->dtype == DType::BF16 ? bf16ToFloat(bits) : f16ToFloat(bits);
+      }
+      break;
+    case DType::F64:
+      for (int64_t i = 0; i < count; ++i) {
+        double value;
+        std::memcpy(&value, bytes + 8 * i, 8);
+        tensor.data[i] = static_cast<float>(value);
+      }
+      break;
+    default:
+      error(name, "has dtype " + dtypeName(view->dtype) +
+                      "; weights are read from f32, bf16, f16 or f64");
+      return std::nullopt;
+    }
+    bytesRead += view->bytes.size();
+    progress();
+    return tensor;
+  }
+
+  /// A progress line on large checkpoints, every 10 %.
+  void progress() {
+    uint64_t total = checkpoint.totalBytes();
+    if (total < (uint64_t{1} << 30))
+      return;
+    unsigned tenth = static_cast<unsigned>(bytesRead * 10 / total);
+    if (tenth == reportedTenth)
+      return;
+    reportedTenth = tenth;
+    llvm::errs() << "moec: read " << bytesRead / (1 << 20) << " of " << total / (1 << 20)
+                 << " MiB of " << dir << "\n";
+  }
+
+  /// An arith.constant holding `tensor` (f32).
+  Value constant(const Tensor &tensor, StringRef name) {
+    auto type = RankedTensorType::get(tensor.shape, builder.getF32Type());
+    ArrayRef<char> bytes(reinterpret_cast<const char *>(tensor.data.data()),
+                         tensor.data.size() * sizeof(float));
+    return makeConstant(builder, locFor(name), type, bytes, name);
+  }
+
+  Value weight(StringRef name, ArrayRef<int64_t> shape) {
+    std::optional<Tensor> tensor = read(name, shape);
+    return tensor ? constant(*tensor, name) : Value();
+  }
+
+  /// Rows [begin, end) of a [R, C] tensor.
+  static Tensor rows(const Tensor &tensor, int64_t begin, int64_t end) {
+    int64_t columns = tensor.shape[1];
+    Tensor out;
+    out.shape = {end - begin, columns};
+    out.data.assign(tensor.data.begin() + begin * columns, tensor.data.begin() + end * columns);
+    return out;
+  }
+
+  /// [A, B] row blocks stacked: the rows of `parts` in order.
+  static Tensor stack(ArrayRef<const Tensor *> parts) {
+    Tensor out;
+    out.shape = {0, parts.front()->shape.back()};
+    for (const Tensor *part : parts) {
+      out.shape[0] += part->shape[0];
+      out.data.insert(out.data.end(), part->data.begin(), part->data.end());
+    }
+    return out;
+  }
+
+  /// [E, A, B] -> [E, B, A].
+  static Tensor transposeLastTwo(const Tensor &tensor) {
+    int64_t e = tensor.shape[0], a = tensor.shape[1], b = tensor.shape[2];
+    Tensor out;
+    out.shape = {e, b, a};
+    out.data.resize(tensor.data.size());
+    for (int64_t x = 0; x < e; ++x)
+      for (int64_t i = 0; i < a; ++i)
+        for (int64_t j = 0; j < b; ++j)
+          out.data[(x * b + j) * a + i] = tensor.data[(x * a + i) * b + j];
+    return out;
+  }
+
+  //===--- Ops ----------------------------------------------------------===//
+
+  RankedTensorType rowsOf(int64_t columns) {
+    return RankedTensorType::get({ShapedType::kDynamic, columns}, builder.getF32Type());
+  }
+
+  Value linear(Value x, Value w, Value bias, StringRef name) {
+    if (!x || !w)
+      return Value();
+    int64_t n = cast<RankedTensorType>(w.getType()).getDimSize(0);
+    return moe::LinearOp::create(builder, locFor(name), rowsOf(n), x, w, bias,
+                                 /*epilogue=*/nullptr, /*epilogue_layout=*/nullptr);
+  }
+
+  Value linear(Value x, StringRef name, int64_t out, int64_t in, bool bias = false) {
+    Value w = weight((name + ".weight").str(), {out, in});
+    Value b = bias ? weight((name + ".bias").str(), {out}) : Value();
+    return linear(x, w, b, name);
+  }
+
+  Value rmsNorm(Value x, StringRef name, int64_t size) {
+    Value w = weight((name + ".weight").str(), {size});
+    if (!x || !w)
+      return Value();
+    return moe::RMSNormOp::create(builder, locFor(name), x.getType(), x, w,
+                                  builder.getF64FloatAttr(config.rmsNormEps),
+                                  builder.getF64FloatAttr(0.0));
+  }
+
+  Value rotary(Value x, int64_t headDim, int64_t offset, StringRef name) {
+    if (!x)
+      return Value();
+    return moe::RotaryOp::create(builder, locFor(name), x.getType(), x, positions, invFreq,
+                                 builder.getI64IntegerAttr(headDim),
+                                 builder.getI64IntegerAttr(offset),
+                                 builder.getBoolAttr(config.ropeInterleave),
+                                 builder.getF64FloatAttr(ropeScale));
+  }
+
+  Value add(Value a, Value b, StringRef name) {
+    if (!a || !b)
+      return Value();
+    return arith::AddFOp::create(builder, locFor(name), a, b);
+  }
+
+  /// The rotary frequencies of a rotated slice of `dim` columns
+  /// (transformers' default and YaRN parameters), and the factor on cos/sin.
+  void computeRope(int64_t dim) {
+    const RopeConfig &rope = config.rope;
+    std::vector<double> freq(static_cast<size_t>(dim / 2));
+    for (int64_t i = 0; i < dim / 2; ++i)
+      freq[i] = 1.0 / std::pow(rope.theta, static_cast<double>(2 * i) / dim);
+    ropeScale = 1.0;
+    if (rope.kind == RopeConfig::Yarn) {
+      auto mscale = [](double scale, double m) {
+        return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+      };
+      double factor = rope.factor;
+      if (rope.attentionFactor)
+        ropeScale = *rope.attentionFactor;
+      else if (rope.mscale != 0.0 && rope.mscaleAllDim != 0.0)
+        ropeScale = mscale(factor, rope.mscale) / mscale(factor, rope.mscaleAllDim);
+      else
+        ropeScale = mscale(factor, 1.0);
+      double original = static_cast<double>(rope.originalMaxPositions);
+      auto correction = [&](double rotations) {
+        return dim * std::log(original / (rotations * 2 * std::numbers::pi)) /
+               (2 * std::log(rope.theta));
+      };
+      double low = correction(rope.betaFast), high = correction(rope.betaSlow);
+      if (rope.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, static_cast<double>(dim - 1));
+      if (low == high)
+        high += 0.001; // transformers' guard against a zero-width ramp
+      for (int64_t i = 0; i < dim / 2; ++i) {
+        double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        double extrapolation = freq[i], interpolation = freq[i] / factor;
+        freq[i] = interpolation * ramp + extrapolation * (1.0 - ramp);
+      }
+    }
+    Tensor table;
+    table.shape = {dim / 2};
+    for (double f : freq)
+      table.data.push_back(static_cast<float>(f));
+    invFreq = constant(table, "rotary.inv_freq");
+  }
+
+  Value attention(Value x, int64_t layer);
+  Value attentionMLA(Value x, int64_t layer);
+  Value denseMLP(Value x, int64_t layer);
+  Value moeBlock(Value x, int64_t layer);
+
+  /// The stacked expert weights [E, rows, columns] from v5's fused tensor or
+  /// v4's per-expert ones (`parts` per expert, stacked by rows).
+  std::optional<Tensor> experts(StringRef prefix, StringRef fused,
+                                ArrayRef<StringRef> perExpert, int64_t rows, int64_t columns);
+
+  Checkpoint &checkpoint;
+  const ModelConfig &config;
+  MLIRContext &context;
+  OpBuilder builder;
+  std::string dir;
+  Value positions, sequences, invFreq;
+  double ropeScale = 1.0;
+  bool failedOnce = false;
+  uint64_t bytesRead = 0;
+  unsigned reportedTenth = 0;
+};
+
+Value Builder::attention(Value x, int64_t layer) {
+  std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
+  int64_t h = config.hiddenSize, d = config.headDim;
+  int64_t heads = config.numHeads, kvHeads = config.numKVHeads;
+  bool bias = config.attentionBias;
+  Value q = linear(x, p + "q_proj", heads * d, h, bias);
+  Value k = linear(x, p + "k_proj", kvHeads * d, h, bias);
+  Value v = linear(x, p + "v_proj", kvHeads * d, h, bias);
+  if (config.family == Family::Qwen3Moe) {
+    q = rmsNorm(q, p + "q_norm", d);
+    k = rmsNorm(k, p + "k_norm", d);
+  }
+  q = rotary(q, d, 0, p + "rotary_q");
+  k = rotary(k, d, 0, p + "rotary_k");
+  Value sinks =
+      config.family == Family::GptOss ? weight(p + "sinks", {heads}) : Value();
+  if (!q || !k || !v || (config.family == Family::GptOss && !sinks))
+    return Value();
+  Value out = moe::AttentionOp::create(
+      builder, locFor(p + "attention"), rowsOf(heads * d), q, k, v, positions, sequences,
+      /*key_shared=*/Value(), sinks, builder.getI64IntegerAttr(layer),
+      builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(kvHeads),
+      builder.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(d))),
+      builder.getI64IntegerAttr(config.layerWindow[layer]));
+  return linear(out, p + "o_proj", h, heads * d, bias);
+}
+
+/// DeepSeek-V3's multi-head latent attention, with the latent expanded per
+/// head (kv_b_proj's key and value rows split apart) and the rope key shared
+/// by every head.
+Value Builder::attentionMLA(Value x, int64_t layer) {
+  std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
+  int64_t h = config.hiddenSize, heads = config.numHeads;
+  int64_t nope = config.qkNopeHeadDim, rope = config.qkRopeHeadDim, vDim = config.vHeadDim;
+  int64_t rank = config.kvLoraRank, qHead = nope + rope;
+  Value q;
+  if (config.qLoraRank) {
+    Value latent = linear(x, p + "q_a_proj", *config.qLoraRank, h);
+    latent = rmsNorm(latent, p + "q_a_layernorm", *config.qLoraRank);
+    q = linear(latent, p + "q_b_proj", heads * qHead, *config.qLoraRank);
+  } else {
+    q = linear(x, p + "q_proj", heads * qHead, h);
+  }
+  q = rotary(q, qHead, nope, p + "rotary_q");
+  std::optional<Tensor> kvA = read(p + "kv_a_proj_with_mqa.weight", {rank + rope, h});
+  std::optional<Tensor> kvB = read(p + "kv_b_proj.weight", {heads * (nope + vDim), rank});
+  if (!q || !kvA || !kvB)
+    return Value();
+  Value latent = linear(x, constant(rows(*kvA, 0, rank), p + "kv_a_proj_with_mqa.latent"),
+                        Value(), p + "kv_a_proj_with_mqa");
+  Value ropeKey = linear(x, constant(rows(*kvA, rank, rank + rope), p + "kv_a_proj_with_mqa.rope"),
+                         Value(), p + "kv_a_proj_with_mqa");
+  ropeKey = rotary(ropeKey, rope, 0, p + "rotary_k");
+  latent = rmsNorm(latent, p + "kv_a_layernorm", rank);
+  // kv_b_proj's rows are, per head, nope key rows then v value rows.
+  std::vector<Tensor> keyParts, valueParts;
+  for (int64_t head = 0; head < heads; ++head) {
+    int64_t base = head * (nope + vDim);
+    keyParts.push_back(rows(*kvB, base, base + nope));
+    valueParts.push_back(rows(*kvB, base + nope, base + nope + vDim));
+  }
+  SmallVector<const Tensor *> keys, values;
+  for (int64_t head = 0; head < heads; ++head) {
+    keys.push_back(&keyParts[head]);
+    values.push_back(&valueParts[head]);
+  }
+  Value key = linear(latent, constant(stack(keys), p + "kv_b_proj.key"), Value(), p + "kv_b_proj");
+  Value value =
+      linear(latent, constant(stack(values), p + "kv_b_proj.value"), Value(), p + "kv_b_proj");
+  if (!key || !value || !ropeKey)
+    return Value();
+  // softmax scale: qk_head_dim^-1/2, times YaRN's mscale(factor, mscale_all_dim)².
+  double scale = 1.0 / std::sqrt(static_cast<double>(qHead));
+  if (config.rope.kind == RopeConfig::Yarn && config.rope.mscaleAllDim != 0.0 &&
+      config.rope.factor > 1.0) {
+    double m = 0.1 * config.rope.mscaleAllDim * std::log(config.rope.factor) + 1.0;
+    scale *= m * m;
+  }
+  Value out = moe::AttentionOp::create(
+      builder, locFor(p + "attention"), rowsOf(heads * vDim), q, key, value, positions,
+      sequences, ropeKey, /*sinks=*/Value(), builder.getI64IntegerAttr(layer),
+      builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(heads),
+      builder.getF64FloatAttr(scale), builder.getI64IntegerAttr(config.layerWindow[layer]));
+  return linear(out, p + "o_proj", h, heads * vDim);
+}
+
+Value Builder::denseMLP(Value x, int64_t layer) {
+  std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
+  int64_t h = config.hiddenSize, inter = config.intermediateSize;
+  std::optional<Tensor> gate = read(p + "gate_proj.weight", {inter, h});
+  std::optional<Tensor> up = read(p + "up_proj.weight", {inter, h});
+  Value down = weight(p + "down_proj.weight", {h, inter});
+  if (!x || !gate || !up || !down)
+    return Value();
+  Value gateUp = constant(stack({&*gate, &*up}), p + "gate_up_proj");
+  auto activation = moe::ActivationAttr::get(&context, moe::ActivationKind::SiLU);
+  Value hidden = moe::LinearOp::create(
+      builder, locFor(p + "gate_up_proj"), rowsOf(inter), x, gateUp, Value(), activation,
+      moe::GateUpLayoutAttr::get(&context, moe::GateUpLayout::Concatenated));
+  return linear(hidden, down, Value(), p + "down_proj");
+}
+
+std::optional<Tensor> Builder::experts(StringRef prefix, StringRef fused,
+                                       ArrayRef<StringRef> perExpert, int64_t rows,
+                                       int64_t columns) {
+  int64_t count = config.numExperts;
+  std::string fusedName = (prefix + fused).str();
+  if (has(fusedName))
+    return read(fusedName, {count, rows, columns});
+  // v4: one tensor per expert and part, its rows stacked.
+  Tensor out;
+  out.shape = {count, rows, columns};
+  int64_t partRows = rows / static_cast<int64_t>(perExpert.size());
+  for (int64_t e = 0; e < count; ++e)
+    for (StringRef part : perExpert) {
+      std::string name = (prefix + Twine(e) + "." + part + ".weight").str();
+      if (!has(name) && e == 0 && perExpert.size() > 0) {
+        error(fusedName, "is missing, and so is its per-expert form '" + name + "'");
+        return std::nullopt;
+      }
+      std::optional<Tensor> piece = read(name, {partRows, columns});
+      if (!piece)
+        return std::nullopt;
+      out.data.insert(out.data.end(), piece->data.begin(), piece->data.end());
+    }
+  return out;
+}
+
+Value Builder::moeBlock(Value x, int64_t layer) {
+  std::string layerPrefix = "model.layers." + std::to_string(layer) + ".";
+  int64_t h = config.hiddenSize, inter = config.moeIntermediateSize, count = config.numExperts;
+  bool mixtralV4 = config.family == Family::Mixtral && has(layerPrefix + "block_sparse_moe.gate.weight");
+  std::string p = layerPrefix + (mixtralV4 ? "block_sparse_moe." : "mlp.");
+  bool gptOss = config.family == Family::GptOss;
+  Value router = weight(p + (gptOss ? "router.weight" : "gate.weight"), {count, h});
+  Value routerBias = gptOss ? weight(p + "router.bias", {count}) : Value();
+  Value correction = config.family == Family::DeepseekV3
+                         ? weight(p + "gate.e_score_correction_bias", {count})
+                         : Value();
+  std::optional<Tensor> gateUp, down;
+  Value gateUpBias, downBias;
+  if (gptOss) {
+    // [E, in, out] with gate and up interleaved in the columns.
+    std::optional<Tensor> fused = read(p + "experts.gate_up_proj", {count, h, 2 * inter});
+    std::optional<Tensor> fusedDown = read(p + "experts.down_proj", {count, inter, h});
+    if (fused && fusedDown) {
+      gateUp = transposeLastTwo(*fused);
+      down = transposeLastTwo(*fusedDown);
+    }
+    gateUpBias = weight(p + "experts.gate_up_proj_bias", {count, 2 * inter});
+    downBias = weight(p + "experts.down_proj_bias", {count, h});
+  } else if (mixtralV4) {
+    gateUp = experts(p + "experts.", "gate_up_proj", {"w1", "w3"}, 2 * inter, h);
+    down = experts(p + "experts.", "down_proj", {"w2"}, h, inter);
+  } else {
+    gateUp = experts(p + "experts.", "gate_up_proj", {"gate_proj", "up_proj"}, 2 * inter, h);
+    down = experts(p + "experts.", "down_proj", {"down_proj"}, h, inter);
+  }
+  Value sharedGateUp, sharedDown;
+  if (config.family == Family::DeepseekV3 && config.numSharedExperts > 0) {
+    int64_t shared = inter * config.numSharedExperts;
+    std::optional<Tensor> gate = read(p + "shared_experts.gate_proj.weight", {shared, h});
+    std::optional<Tensor> up = read(p + "shared_experts.up_proj.weight", {shared, h});
+    if (gate && up)
+      sharedGateUp = constant(stack({&*gate, &*up}), p + "shared_experts.gate_up_proj");
+    sharedDown = weight(p + "shared_experts.down_proj.weight", {h, shared});
+  }
+  if (failedOnce || !x || !router || !gateUp || !down)
+    return Value();
+  Value gateUpWeight = constant(*gateUp, p + "experts.gate_up_proj");
+  Value downWeight = constant(*down, p + "experts.down_proj");
+
+  moe::RoutingKind routing = moe::RoutingKind::SoftmaxTopK;
+  bool normalize = config.normTopKProb;
+  int64_t groups = 1, keptGroups = 1;
+  double scaling = 1.0;
+  auto activation = moe::ActivationAttr::get(&context, moe::ActivationKind::SiLU);
+  moe::GateUpLayout layout = moe::GateUpLayout::Concatenated;
+  switch (config.family) {
+  case Family::Qwen3Moe:
+    break;
+  case Family::Mixtral:
+    normalize = true;
+    break;
+  case Family::GptOss:
+    routing = moe::RoutingKind::TopKSoftmax;
+    normalize = false;
+    activation = moe::ActivationAttr::get(&context, moe::ActivationKind::SiLU, 1.702, 1.0,
+                                          config.swigluLimit > 0 ? config.swigluLimit
+                                                                 : INFINITY);
+    layout = moe::GateUpLayout::Interleaved;
+    break;
+  case Family::DeepseekV3:
+    routing = moe::RoutingKind::SigmoidGroupTopK;
+    groups = config.numGroups;
+    keptGroups = config.topKGroups;
+    scaling = config.routedScalingFactor;
+    break;
+  }
+  return moe::LayerOp::create(
+      builder, locFor(p + "experts"), x.getType(), x, router, /*router_logits=*/Value(),
+      /*expert_ids=*/Value(), /*expert_weights=*/Value(), routerBias, correction, gateUpWeight,
+      /*up_weight=*/Value(), downWeight, gateUpBias, /*up_bias=*/Value(), downBias,
+      /*gate_up_scales=*/Value(), /*down_scales=*/Value(), sharedGateUp, sharedDown,
+      /*shared_gate_weight=*/Value(), routing, static_cast<uint64_t>(config.topK), normalize,
+      groups, keptGroups, APFloat(scaling), activation, layout);
+}
+
+OwningOpRef<ModuleOp> Builder::build() {
+  Location loc = FileLineColLoc::get(&context, dir, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  builder.setInsertionPointToEnd(module->getBody());
+  auto ids = RankedTensorType::get({ShapedType::kDynamic}, builder.getI64Type());
+  int64_t h = config.hiddenSize, vocab = config.vocabSize;
+  auto function = func::FuncOp::create(builder, loc, "forward",
+                                       builder.getFunctionType({ids, ids, ids}, {rowsOf(vocab)}));
+  const char *inputNames[] = {"input_ids", "positions", "sequences"};
+  for (unsigned i = 0; i < 3; ++i)
+    function.setArgAttr(i, "onnx.name", builder.getStringAttr(inputNames[i]));
+  function.setResultAttr(0, "onnx.name", builder.getStringAttr("logits"));
+  Block *body = function.addEntryBlock();
+  builder.setInsertionPointToEnd(body);
+  positions = body->getArgument(1);
+  sequences = body->getArgument(2);
+  bool mla = config.family == Family::DeepseekV3;
+  computeRope(mla ? config.qkRopeHeadDim : config.headDim);
+
+  Value table = weight("model.embed_tokens.weight", {vocab, h});
+  Value x = table ? moe::EmbeddingOp::create(builder, locFor("model.embed_tokens"),
+                                             rowsOf(h), body->getArgument(0), table)
+                  : Value();
+  for (int64_t layer = 0; layer < config.numLayers && !failedOnce; ++layer) {
+    std::string p = "model.layers." + std::to_string(layer) + ".";
+    Value normed = rmsNorm(x, p + "input_layernorm", h);
+    Value attended = mla ? attentionMLA(normed, layer) : attention(normed, layer);
+    x = add(x, attended, p + "residual_attention");
+    normed = rmsNorm(x, p + "post_attention_layernorm", h);
+    Value mlp = config.layerIsMoE[layer] ? moeBlock(normed, layer) : denseMLP(normed, layer);
+    x = add(x, mlp, p + "residual_mlp");
+  }
+  x = rmsNorm(x, "model.norm", h);
+  Value head = config.tieWordEmbeddings ? table : weight("lm_head.weight", {vocab, h});
+  Value logits = linear(x, head, Value(), "lm_head");
+  if (failedOnce || !logits)
+    return nullptr;
+  func::ReturnOp::create(builder, loc, logits);
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+} // namespace
+
+bool isCheckpointDirectory(StringRef path) {
+  llvm::SmallString<256> config(path);
+  llvm::sys::path::append(config, "config.json");
+  return llvm::sys::fs::is_directory(path) && llvm::sys::fs::exists(config);
+}
+
+OwningOpRef<ModuleOp> importCheckpoint(StringRef dir, MLIRContext &context) {
+  context.loadDialect<moe::MoEDialect, arith::ArithDialect, func::FuncDialect>();
+  Location loc = FileLineColLoc::get(&context, dir, 0, 0);
+  llvm::Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(dir);
+  if (!checkpoint) {
+    emitError(loc) << llvm::toString(checkpoint.takeError());
+    return nullptr;
+  }
+  llvm::Expected<ModelConfig> config = parseConfig((*checkpoint)->config());
+  if (!config) {
+    emitError(loc) << dir << "/config.json: " << llvm::toString(config.takeError());
+    return nullptr;
+  }
+  if (config->quantization) {
+    emitError(loc) << dir << "/config.json: quantization_config '" << *config->quantization
+                   << "' checkpoints are not imported yet (FP8 and MXFP4 experts come with "
+                      "their own issue)";
+    return nullptr;
+  }
+  Builder builder(**checkpoint, *config, context, dir);
+  return builder.build();
+}
+
+} // namespace moec::checkpoint
