@@ -82,7 +82,7 @@ private:
     if (failedOnce)
       return;
     failedOnce = true;
-    emitError(locFor(name)) << dir << ": tensor '" << name << "' " << why;
+    emitError(locFor(name)) << "tensor '" << name << "' " << why;
   }
 
   bool has(StringRef name) { return checkpoint.has(name); }
@@ -583,11 +583,12 @@ OwningOpRef<ModuleOp> importCheckpoint(StringRef dir, MLIRContext &context) {
   }
   llvm::Expected<ModelConfig> config = parseConfig((*checkpoint)->config());
   if (!config) {
-    emitError(loc) << dir << "/config.json: " << llvm::toString(config.takeError());
+    // The reader's messages start with "config.json: ".
+    emitError(loc) << llvm::toString(config.takeError());
     return nullptr;
   }
   if (config->quantization) {
-    emitError(loc) << dir << "/config.json: quantization_config '" << *config->quantization
+    emitError(loc) << "config.json: quantization_config '" << *config->quantization
                    << "' checkpoints are not imported yet (FP8 and MXFP4 experts come with "
                       "their own issue)";
     return nullptr;
