@@ -10,6 +10,10 @@
 #     C++ calling the runtime's CPU kernels, compiled to an artifact directory
 #     with model.so, weights.bin and manifest.txt; docs/artifact.md) and runs the
 #     artifact with moec-run against transformers' output, with a short benchmark.
+#  5. compiles a whole model, a tiny random Qwen3-MoE checkpoint made with
+#     transformers (config.json + model.safetensors), for the CPU with a KV
+#     cache for 2 sequences and generates 16 tokens after each of 2 prompts,
+#     checked against transformers' own generate.
 # The CUDA target (the GPU machine) follows.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,3 +42,11 @@ ls "$work/mixtral.cpu"
 "$build/bin/moec-run" "$work/mixtral.cpu" --inputs "$fixture/inputs.npz" \
   --outputs "$work/cpu-outputs.npz" --expected-outputs "$fixture/expected.npz" \
   --rtol 1e-5 --atol 1e-6 --scale-atol --bench 100
+
+model="$root/test/fixtures/models/qwen3_moe"
+echo "== a whole model: test/fixtures/models/qwen3_moe/checkpoint (Hugging Face checkpoint)"
+"$build/bin/moec" compile "$model/checkpoint" --target=cpu --max-batch=2 --max-seq=64 \
+  -o "$work/qwen3.cpu"
+echo "== generating 16 tokens after each of 2 prompts, against transformers' generate"
+"$build/bin/moec-run" "$work/qwen3.cpu" --inputs "$model/prompt.npz" --generate 16 \
+  --outputs "$work/sequences.npz" --expected-outputs "$model/generate.npz" --rtol 0 --atol 0
