@@ -247,6 +247,7 @@ std::optional<LogicalResult> evalONNXElementwise(Operation *op, Operands in, Res
       .Case<ErfOp>([&](auto) { return u([](double x) { return std::erf(x); }); })
       .Case<TanhOp>([&](auto) { return u([](double x) { return std::tanh(x); }); })
       .Case<SinOp>([&](auto) { return u([](double x) { return std::sin(x); }); })
+      .Case<CosOp>([&](auto) { return u([](double x) { return std::cos(x); }); })
       .Case<ReciprocalOp>([&](auto) { return u([](double x) { return 1.0 / x; }); })
       .Case<SigmoidOp>([&](auto) { return u(sigmoid); })
       .Case<ReluOp>(

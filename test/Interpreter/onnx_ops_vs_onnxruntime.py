@@ -104,7 +104,7 @@ def cases():
     x = f32(3, 4)
     # Unary.
     for op, data in [("Abs", x), ("Neg", x), ("Ceil", x * 3), ("Floor", x * 3), ("Sqrt", np.abs(x)),
-                     ("Exp", x), ("Log", np.abs(x) + 0.1), ("Erf", x), ("Tanh", x), ("Sin", x),
+                     ("Exp", x), ("Log", np.abs(x) + 0.1), ("Erf", x), ("Tanh", x), ("Sin", x), ("Cos", x),
                      ("Reciprocal", x + 5), ("Sigmoid", x * 4), ("Relu", x), ("Softplus", x), ("Sign", x),
                      ("Identity", x), ("Not", bools(3, 4)), ("Identity", ints(3, 4))]:
         c.append(Case(f"{op}-{data.dtype}", op, [("x", data)], dynamic=True))

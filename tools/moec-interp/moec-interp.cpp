@@ -2,7 +2,7 @@
 //
 //   moec-interp FILE.mlir|FILE.onnx [--inputs IN.npz] [--outputs OUT.npz]
 //               [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
-//               [--function NAME] [--print]
+//               [--function NAME] [--print] [--ignore-extra-inputs]
 //
 // Evaluates one func.func in f64 (interpreter/include/moec/Interpreter) on the
 // arrays of IN.npz, keyed by argument name (HostIO.h says how names and dtypes
@@ -67,6 +67,11 @@ cl::opt<std::string> functionName("function",
                                   cl::desc("the function to run (default: the only one)"),
                                   cl::value_desc("NAME"), cl::cat(category));
 cl::opt<bool> printResults("print", cl::desc("print the results as text"), cl::cat(category));
+cl::opt<bool> ignoreExtraInputs(
+    "ignore-extra-inputs",
+    cl::desc("skip arrays of --inputs that name no argument (a prompt.npz's attention_mask "
+             "for a model that takes input_ids alone)"),
+    cl::cat(category));
 
 constexpr int kError = 2;
 
@@ -221,6 +226,13 @@ int main(int argc, char **argv) {
   } else if (function.getNumArguments() != 0) {
     return fail("@" + function.getSymName() + " takes " + llvm::Twine(function.getNumArguments()) +
                 " arguments; give them with --inputs");
+  }
+  if (ignoreExtraInputs) {
+    std::vector<std::string> argumentNames;
+    for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
+      argumentNames.push_back(interp::argumentName(function, i));
+    for (auto it = inputs.begin(); it != inputs.end();)
+      it = llvm::is_contained(argumentNames, it->first) ? std::next(it) : inputs.erase(it);
   }
   llvm::Expected<SmallVector<interp::Tensor>> arguments = interp::bindArguments(function, inputs);
   if (!arguments)

@@ -135,6 +135,15 @@ def ONNX_ConstantOfShapeOp : ONNX_Op<"ConstantOfShape", [Pure]> {
     ONNX_Tensor:$output);
 }
 
+def ONNX_CosOp : ONNX_Op<"Cos", [Pure]> {
+  let summary = "ONNX Cos, opset 7";
+  let description = "https://onnx.ai/onnx/operators/onnx__Cos.html";
+  let arguments = (ins
+    ONNX_Tensor:$input);
+  let results = (outs
+    ONNX_Tensor:$output);
+}
+
 def ONNX_CumSumOp : ONNX_Op<"CumSum", [Pure]> {
   let summary = "ONNX CumSum, opset 14";
   let description = "https://onnx.ai/onnx/operators/onnx__CumSum.html";

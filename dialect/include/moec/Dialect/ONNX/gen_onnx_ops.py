@@ -20,7 +20,7 @@ MAX_OPSET = 21
 
 # Default-domain operators, sorted. Keep in sync with docs/onnx-import.md.
 OPS = sorted("""
-Abs Add And ArgMax ArgMin Cast CastLike Ceil Clip Concat Constant ConstantOfShape
+Abs Add And ArgMax ArgMin Cast CastLike Ceil Clip Concat Constant ConstantOfShape Cos
 CumSum DequantizeLinear Div Einsum Equal Erf Exp Expand Flatten Floor Gather GatherElements GatherND Gelu
 Gemm Greater GreaterOrEqual HardSigmoid Identity IsInf IsNaN Less LessOrEqual Log
 MatMul Max Mean Min Mod Mul Neg NonZero Not OneHot Or Pow Range Reciprocal
