@@ -49,6 +49,8 @@ struct KVCache {
     /// The columns of the rows the slot holds, fixed by its first writer.
     int64_t keyColumns = 0, valueColumns = 0, sharedColumns = 0;
     std::map<std::pair<int64_t, int64_t>, Entry> entries; // (sequence, position)
+    /// Per sequence, the positions written: they fill from 0 without gaps.
+    std::map<int64_t, int64_t> lengths;
   };
   std::map<int64_t, Slot> slots; // by layer
 };

@@ -130,6 +130,19 @@ LogicalResult writeCache(AttentionOp op, const AttentionShape &s, const Tensor &
       return op.emitOpError() << "token " << t << " writes sequence " << at[t].first
                               << ", position " << at[t].second
                               << ", which an earlier token of the same step writes too";
+  // Positions fill from 0 without gaps, counting this step's earlier tokens:
+  // what the runtime's cache holds (docs/dialect.md).
+  std::map<int64_t, int64_t> lengths = slot.lengths;
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    auto [sequence, position] = at[t];
+    int64_t &length = lengths[sequence];
+    if (position > length)
+      return op.emitOpError() << "token " << t << " writes sequence " << sequence
+                              << " at position " << position << ", which holds " << length
+                              << " positions: a gap";
+    length = std::max(length, position + 1);
+  }
+  slot.lengths = std::move(lengths);
   auto row = [](const Tensor &tensor, int64_t t, int64_t width) {
     auto begin = tensor.values.begin() + t * width;
     return std::vector<double>(begin, begin + width);

@@ -184,11 +184,10 @@ func.func @forward(%input_ids: tensor<?xi64> {onnx.name = "input_ids"},
   return %logits : tensor<?x32xf32>
 }
 
-// A window reads only its own positions: with a window of 1 a sequence may
-// start past 0 in a fresh cache. Sequence 3 writes positions 7 and 8, and
-// each token reads only itself: its value, in both query heads.
-// RUN: moec-interp %s --function window_start --print | FileCheck %s --check-prefix=WSTART
-// WSTART: result0 = tensor<2x4xf32> {{\[\[}}1, 2, 1, 2], [6, 7, 6, 7]]
+// Positions fill from 0 without gaps, even where a window of 1 would read
+// only the token's own: sequence 3 starting at position 7 is an error.
+// RUN: not moec-interp %s --function window_start 2>&1 | FileCheck %s --check-prefix=WSTART
+// WSTART: error: 'moe.attention' op token 0 writes sequence 3 at position 7, which holds 0 positions: a gap
 func.func @window_start() -> tensor<2x4xf32> {
   %q = arith.constant dense<0.0> : tensor<2x4xf32>
   %k = arith.constant dense<0.0> : tensor<2x2xf32>
@@ -218,8 +217,8 @@ func.func @embedding_out_of_range() -> tensor<2x2xf32> {
 }
 
 // The prefill writes positions 0 and 1 of sequence 5; the decode token at
-// position 3 reads position 2, which no step wrote.
-// UNWRITTEN: model-ops.mlir:[[@LINE+10]]:8: error: 'moe.attention' op token 0 (sequence 5, position 3) reads sequence 5, position 2 of the KV cache of layer 0, which was never written
+// position 3 would leave position 2 unwritten: a gap.
+// UNWRITTEN: model-ops.mlir:[[@LINE+10]]:8: error: 'moe.attention' op token 0 writes sequence 5 at position 3, which holds 2 positions: a gap
 func.func @never_written() -> tensor<1x2xf32> {
   %x = arith.constant dense<1.0> : tensor<2x2xf32>
   %pos = arith.constant dense<[0, 1]> : tensor<2xi64>
@@ -234,10 +233,10 @@ func.func @never_written() -> tensor<1x2xf32> {
   return %b : tensor<1x2xf32>
 }
 
-// With a window of 2, position 3 of sequence 0 reads positions 2 and 3 (not
-// 0 and 1): 2 was never written for sequence 0, only for sequence 1 (the
-// cache is per sequence).
-// UNWRITTENW: model-ops.mlir:[[@LINE+5]]:8: error: 'moe.attention' op token 4 (sequence 0, position 3) reads sequence 0, position 2 of the KV cache of layer 4, which was never written
+// Sequence 1 fills positions 0..3, but sequence 0 starts at 3, although a
+// window of 2 would read only positions 2 and 3: the cache is per sequence,
+// and each fills from 0.
+// UNWRITTENW: model-ops.mlir:[[@LINE+5]]:8: error: 'moe.attention' op token 4 writes sequence 0 at position 3, which holds 0 positions: a gap
 func.func @never_written_window() -> tensor<5x2xf32> {
   %x = arith.constant dense<1.0> : tensor<5x2xf32>
   %pos = arith.constant dense<[0, 1, 2, 3, 3]> : tensor<5xi64>
