@@ -210,24 +210,35 @@ Status checkLibraryHash(const Manifest &manifest, const unsigned char *bytes, ui
   return Status::ok();
 }
 
-/// Hashes the file at `file` (mapped, read once) against the manifest.
-Status checkLibraryFile(const Manifest &manifest, const std::string &file) {
-  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+/// Hashes the file at `file` (mapped, read once) against the manifest; on
+/// success `fd` stays open on it, so that what dlopen loads (through
+/// /proc/self/fd) is the file that was hashed, whatever happens to the path.
+Status checkLibraryFile(const Manifest &manifest, const std::string &file, int &fd) {
+  fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Status::error(file + ": cannot open (" + std::strerror(errno) + ")");
   struct stat info;
+  uint64_t size = 0;
+  void *mapped = nullptr;
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     close(fd);
+    fd = -1;
     return Status::error(file + ": not a regular file");
   }
-  uint64_t size = static_cast<uint64_t>(info.st_size);
-  void *mapped = size ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
-  close(fd);
-  if (mapped == MAP_FAILED)
+  size = static_cast<uint64_t>(info.st_size);
+  mapped = size ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  if (mapped == MAP_FAILED) {
+    close(fd);
+    fd = -1;
     return Status::error(file + ": mmap failed (" + std::strerror(errno) + ")");
+  }
   Status status = checkLibraryHash(manifest, static_cast<const unsigned char *>(mapped), size, file);
   if (mapped)
     munmap(mapped, size);
+  if (!status) {
+    close(fd);
+    fd = -1;
+  }
   return status;
 }
 
@@ -360,8 +371,11 @@ Status load(const char *dir, moec_model &model) {
     MOEC_RETURN_IF_ERROR(mapWeights(model, model.dir + "/" + model.manifest.weightsFile, 0, 0,
                                     /*bundled=*/false));
     std::string library = model.dir + "/" + model.manifest.library;
-    MOEC_RETURN_IF_ERROR(checkLibraryFile(model.manifest, library));
-    MOEC_RETURN_IF_ERROR(openLibrary(model, library, library));
+    int fd = -1;
+    MOEC_RETURN_IF_ERROR(checkLibraryFile(model.manifest, library, fd));
+    Status opened = openLibrary(model, "/proc/self/fd/" + std::to_string(fd), library);
+    close(fd);
+    MOEC_RETURN_IF_ERROR(opened);
   } else {
     moec::rt::BundleTrailer trailer;
     bool present = false;
