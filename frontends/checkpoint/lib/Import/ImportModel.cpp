@@ -8,6 +8,15 @@
 // the config's keys and values. Every tensor is checked against the shape the
 // config implies before it is read.
 //
+// FP8 checkpoints (quantization_config fp8, DeepSeek-V3's): a projection's
+// `X.weight` is F8_E4M3 with `X.weight_scale_inv`, one f32 dequantisation
+// multiplier per weight_block_size block. The routed experts stay e4m3:
+// moe.layer takes the codes as they are with their 128x128 block scales
+// (per-expert gate and up stacked into gate_up, which needs their rows to be
+// whole 128-blocks). Every other FP8 weight (attention, shared experts, dense
+// MLP) is dequantised here, once, to f32, which the CPU target computes in.
+// A weight's dtype decides, so modules_to_not_convert needs no list here.
+//
 //===----------------------------------------------------------------------===//
 
 #include "moec/Frontends/Checkpoint/Import.h"
@@ -60,6 +69,38 @@ float f16ToFloat(uint16_t bits) {
   return sign ? -magnitude : magnitude;
 }
 
+/// e4m3fn (finite only: 0x7f / 0xff are NaN) as a float.
+float e4m3ToFloat(uint8_t bits) {
+  int exponent = (bits >> 3) & 15, mantissa = bits & 7;
+  float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)
+                    : exponent == 15 && mantissa == 7
+                        ? NAN
+                        : std::ldexp(static_cast<float>(mantissa | 8), exponent - 10);
+  return bits & 0x80 ? -magnitude : magnitude;
+}
+
+/// "[a, b, c]"
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "[";
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// An FP8 weight of the checkpoint [..., R, C]: its e4m3 codes as they are and
+/// its block scales [..., ceil(R/blockRows), ceil(C/blockColumns)] (f32
+/// dequantisation multipliers: the weight is code · scale of its block).
+struct FP8Weight {
+  SmallVector<int64_t> shape;
+  std::vector<char> codes;
+  Tensor scales;
+  int64_t blockRows = 128, blockColumns = 128;
+};
+
 class Builder {
 public:
   Builder(Checkpoint &checkpoint, const ModelConfig &config, MLIRContext &context,
@@ -87,8 +128,8 @@ private:
 
   bool has(StringRef name) { return checkpoint.has(name); }
 
-  /// Tensor `name` of shape `shape` as f32, or nullopt after an error.
-  std::optional<Tensor> read(StringRef name, ArrayRef<int64_t> shape) {
+  /// Tensor `name`, checked to have shape `shape`, or nullopt after an error.
+  std::optional<TensorView> view(StringRef name, ArrayRef<int64_t> shape) {
     if (failedOnce)
       return std::nullopt;
     if (!checkpoint.has(name)) {
@@ -101,19 +142,23 @@ private:
       return std::nullopt;
     }
     if (ArrayRef<int64_t>(view->shape) != shape) {
-      std::string got, want;
-      llvm::raw_string_ostream g(got), w(want);
-      llvm::interleaveComma(view->shape, g);
-      llvm::interleaveComma(shape, w);
-      error(name, "has shape [" + got + "], the config implies [" + want + "]");
+      error(name, "has shape " + shapeString(view->shape) + ", the config implies " +
+                      shapeString(shape));
       return std::nullopt;
     }
+    bytesRead += view->bytes.size();
+    progress();
+    return *view;
+  }
+
+  /// A float tensor's values as f32.
+  std::optional<Tensor> decode(const TensorView &view) {
     Tensor tensor;
-    tensor.shape.assign(shape.begin(), shape.end());
-    int64_t count = view->numElements();
+    tensor.shape.assign(view.shape.begin(), view.shape.end());
+    int64_t count = view.numElements();
     tensor.data.resize(static_cast<size_t>(count));
-    const char *bytes = view->bytes.data();
-    switch (view->dtype) {
+    const char *bytes = view.bytes.data();
+    switch (view.dtype) {
     case DType::F32:
       std::memcpy(tensor.data.data(), bytes, 4 * static_cast<size_t>(count));
       break;
@@ -122,7 +167,7 @@ private:
       for (int64_t i = 0; i < count; ++i) {
         uint16_t bits;
         std::memcpy(&bits, bytes + 2 * i, 2);
-        tensor.data[i] = view->dtype == DType::BF16 ? bf16ToFloat(bits) : f16ToFloat(bits);
+        tensor.data[i] = view.dtype == DType::BF16 ? bf16ToFloat(bits) : f16ToFloat(bits);
       }
       break;
     case DType::F64:
@@ -133,13 +178,136 @@ private:
       }
       break;
     default:
-      error(name, "has dtype " + dtypeName(view->dtype) +
-                      "; weights are read from f32, bf16, f16 or f64");
+      error(view.name, "has dtype " + dtypeName(view.dtype) +
+                           "; weights are read from f32, bf16, f16 or f64 (and F8_E4M3 with "
+                           "block scales, quantization_config fp8)");
       return std::nullopt;
     }
-    bytesRead += view->bytes.size();
-    progress();
     return tensor;
+  }
+
+  /// The name of the block scales of FP8 weight `name`, as transformers
+  /// spells them: X.weight -> X.weight_scale_inv, X.gate_up_proj ->
+  /// X.gate_up_proj_scale_inv.
+  static std::string scalesName(StringRef name) {
+    if (name.ends_with(".weight"))
+      return (name.drop_back(strlen(".weight")) + ".weight_scale_inv").str();
+    return (name + "_scale_inv").str();
+  }
+
+  /// A checked tensor's values as f32, or nullopt after an error. An FP8
+  /// weight is dequantised with its block scales.
+  std::optional<Tensor> values(const TensorView &tensor) {
+    if (tensor.dtype == DType::F8E4M3) {
+      std::optional<FP8Weight> weight = fp8(tensor);
+      return weight ? std::optional<Tensor>(dequantize(*weight)) : std::nullopt;
+    }
+    std::string scales = scalesName(tensor.name);
+    if (config.quantization && has(scales)) {
+      error(scales, "is given but '" + tensor.name + "' is " + dtypeName(tensor.dtype) +
+                        ", not F8_E4M3: block scales belong to an FP8 weight");
+      return std::nullopt;
+    }
+    return decode(tensor);
+  }
+
+  /// Tensor `name` of shape `shape` as f32, or nullopt after an error.
+  std::optional<Tensor> read(StringRef name, ArrayRef<int64_t> shape) {
+    std::optional<TensorView> tensor = view(name, shape);
+    return tensor ? values(*tensor) : std::nullopt;
+  }
+
+  /// An F8_E4M3 weight and its block scales (`scalesName`), checked: an fp8
+  /// quantization_config, scales of the shape its blocks make, finite, and no
+  /// NaN code.
+  std::optional<FP8Weight> fp8(const TensorView &tensor) {
+    StringRef name = tensor.name;
+    if (config.quantization != "fp8" || config.fp8BlockSize.size() != 2) {
+      error(name, "is F8_E4M3, but config.json has no fp8 quantization_config (its "
+                  "weight_block_size says what its weight_scale_inv blocks are)");
+      return std::nullopt;
+    }
+    FP8Weight weight;
+    weight.shape.assign(tensor.shape.begin(), tensor.shape.end());
+    weight.blockRows = config.fp8BlockSize[0];
+    weight.blockColumns = config.fp8BlockSize[1];
+    size_t rank = weight.shape.size();
+    if (rank < 2) {
+      error(name, "is F8_E4M3 with shape " + shapeString(weight.shape) +
+                      "; FP8 weights have at least two dimensions (their blocks' rows and "
+                      "columns)");
+      return std::nullopt;
+    }
+    SmallVector<int64_t> scaleShape(weight.shape.begin(), weight.shape.end());
+    scaleShape[rank - 2] = ceilDiv(scaleShape[rank - 2], weight.blockRows);
+    scaleShape[rank - 1] = ceilDiv(scaleShape[rank - 1], weight.blockColumns);
+    std::string scaleName = scalesName(name);
+    std::string blocks = "in blocks of " + std::to_string(weight.blockRows) + "x" +
+                         std::to_string(weight.blockColumns) +
+                         " (quantization_config.weight_block_size)";
+    if (!has(scaleName)) {
+      error(scaleName, "is missing: '" + name + "' is F8_E4M3 " + shapeString(weight.shape) +
+                           " and needs its block scales " + shapeString(scaleShape) + ", " +
+                           blocks);
+      return std::nullopt;
+    }
+    llvm::Expected<TensorView> scaleView = checkpoint.tensor(scaleName);
+    if (!scaleView) {
+      error(scaleName, "cannot be read: " + llvm::toString(scaleView.takeError()));
+      return std::nullopt;
+    }
+    if (ArrayRef<int64_t>(scaleView->shape) != ArrayRef<int64_t>(scaleShape)) {
+      error(scaleName, "has shape " + shapeString(scaleView->shape) + ", but '" + name + "' " +
+                           shapeString(weight.shape) + " " + blocks + " needs " +
+                           shapeString(scaleShape));
+      return std::nullopt;
+    }
+    std::optional<Tensor> scales = decode(*scaleView);
+    if (!scales)
+      return std::nullopt;
+    for (size_t i = 0; i < scales->data.size(); ++i)
+      if (!std::isfinite(scales->data[i])) {
+        error(scaleName, "holds a scale that is not finite (element " + std::to_string(i) + ")");
+        return std::nullopt;
+      }
+    bytesRead += scaleView->bytes.size();
+    bool nan = false;
+    for (char code : tensor.bytes)
+      nan |= (code & 0x7f) == 0x7f;
+    if (nan) {
+      size_t at = llvm::find_if(tensor.bytes, [](char code) { return (code & 0x7f) == 0x7f; }) -
+                  tensor.bytes.begin();
+      error(name, "holds an e4m3 NaN code (element " + std::to_string(at) + ")");
+      return std::nullopt;
+    }
+    weight.codes.assign(tensor.bytes.begin(), tensor.bytes.end());
+    weight.scales = std::move(*scales);
+    return weight;
+  }
+
+  /// The values an FP8 weight stands for, code · scale in f32.
+  static Tensor dequantize(const FP8Weight &weight) {
+    Tensor out;
+    out.shape = weight.shape;
+    size_t rank = weight.shape.size();
+    int64_t rows = weight.shape[rank - 2], columns = weight.shape[rank - 1];
+    int64_t rowBlocks = ceilDiv(rows, weight.blockRows);
+    int64_t columnBlocks = ceilDiv(columns, weight.blockColumns);
+    out.data.resize(weight.codes.size());
+    float table[256];
+    for (int code = 0; code < 256; ++code)
+      table[code] = e4m3ToFloat(static_cast<uint8_t>(code));
+    int64_t batches = static_cast<int64_t>(weight.codes.size()) / (rows * columns);
+    for (int64_t b = 0; b < batches; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *scales =
+            &weight.scales.data[(b * rowBlocks + r / weight.blockRows) * columnBlocks];
+        int64_t base = (b * rows + r) * columns;
+        for (int64_t c = 0; c < columns; ++c)
+          out.data[base + c] =
+              table[static_cast<uint8_t>(weight.codes[base + c])] * scales[c / weight.blockColumns];
+      }
+    return out;
   }
 
   /// A progress line on large checkpoints, every 10 %.
@@ -297,10 +465,24 @@ private:
   Value denseMLP(Value x, int64_t layer);
   Value moeBlock(Value x, int64_t layer);
 
+  /// An expert weight [E, rows, columns] as moe.layer takes it: f32 values,
+  /// or (an FP8 checkpoint's) e4m3 codes with their 128x128 block scales.
+  struct ExpertWeight {
+    Tensor values;
+    std::optional<FP8Weight> fp8;
+  };
+
   /// The stacked expert weights [E, rows, columns] from v5's fused tensor or
-  /// v4's per-expert ones (`parts` per expert, stacked by rows).
-  std::optional<Tensor> experts(StringRef prefix, StringRef fused,
-                                ArrayRef<StringRef> perExpert, int64_t rows, int64_t columns);
+  /// v4's per-expert ones (`parts` per expert, stacked by rows), FP8 ones
+  /// kept as they are.
+  std::optional<ExpertWeight> experts(StringRef prefix, StringRef fused,
+                                      ArrayRef<StringRef> perExpert, int64_t rows,
+                                      int64_t columns);
+  /// Whether FP8 expert weight `name` has moe.layer's 128x128 blocks.
+  bool expertBlocks(const FP8Weight &weight, StringRef name);
+  /// The constant(s) moe.layer takes for an expert weight: the weight and its
+  /// block scales (null for an f32 weight).
+  std::pair<Value, Value> expertConstants(const ExpertWeight &weight, StringRef name);
 
   Checkpoint &checkpoint;
   const ModelConfig &config;
@@ -416,30 +598,103 @@ Value Builder::denseMLP(Value x, int64_t layer) {
   return linear(hidden, down, Value(), p + "down_proj");
 }
 
-std::optional<Tensor> Builder::experts(StringRef prefix, StringRef fused,
-                                       ArrayRef<StringRef> perExpert, int64_t rows,
-                                       int64_t columns) {
+bool Builder::expertBlocks(const FP8Weight &weight, StringRef name) {
+  if (weight.blockRows == moe::kScaleBlock && weight.blockColumns == moe::kScaleBlock)
+    return true;
+  error(name, "is F8_E4M3 in blocks of " + std::to_string(weight.blockRows) + "x" +
+                  std::to_string(weight.blockColumns) +
+                  " (quantization_config.weight_block_size); moe.layer's FP8 experts take "
+                  "128x128 blocks, and moec does not quantise FP8 weights again");
+  return false;
+}
+
+std::optional<Builder::ExpertWeight> Builder::experts(StringRef prefix, StringRef fused,
+                                                      ArrayRef<StringRef> perExpert,
+                                                      int64_t rows, int64_t columns) {
   int64_t count = config.numExperts;
   std::string fusedName = (prefix + fused).str();
-  if (has(fusedName))
-    return read(fusedName, {count, rows, columns});
+  ExpertWeight out;
+  if (has(fusedName)) {
+    std::optional<TensorView> tensor = view(fusedName, {count, rows, columns});
+    if (!tensor)
+      return std::nullopt;
+    if (tensor->dtype == DType::F8E4M3) {
+      out.fp8 = fp8(*tensor);
+      if (!out.fp8 || !expertBlocks(*out.fp8, fusedName))
+        return std::nullopt;
+      return out;
+    }
+    std::optional<Tensor> decoded = values(*tensor);
+    if (!decoded)
+      return std::nullopt;
+    out.values = std::move(*decoded);
+    return out;
+  }
   // v4: one tensor per expert and part, its rows stacked.
-  Tensor out;
-  out.shape = {count, rows, columns};
   int64_t partRows = rows / static_cast<int64_t>(perExpert.size());
+  std::string first = (prefix + "0." + perExpert.front() + ".weight").str();
+  if (!has(first)) {
+    error(fusedName, "is missing, and so is its per-expert form '" + first + "'");
+    return std::nullopt;
+  }
+  std::optional<TensorView> firstView = view(first, {partRows, columns});
+  if (!firstView)
+    return std::nullopt;
+  bool isFP8 = firstView->dtype == DType::F8E4M3;
+  if (isFP8) {
+    out.fp8.emplace();
+    out.fp8->shape = {count, rows, columns};
+    out.fp8->scales.shape = {count, ceilDiv(rows, moe::kScaleBlock),
+                             ceilDiv(columns, moe::kScaleBlock)};
+  } else {
+    out.values.shape = {count, rows, columns};
+  }
   for (int64_t e = 0; e < count; ++e)
     for (StringRef part : perExpert) {
       std::string name = (prefix + Twine(e) + "." + part + ".weight").str();
-      if (!has(name) && e == 0 && perExpert.size() > 0) {
-        error(fusedName, "is missing, and so is its per-expert form '" + name + "'");
-        return std::nullopt;
-      }
-      std::optional<Tensor> piece = read(name, {partRows, columns});
+      std::optional<TensorView> piece =
+          e == 0 && part == perExpert.front() ? firstView : view(name, {partRows, columns});
       if (!piece)
         return std::nullopt;
-      out.data.insert(out.data.end(), piece->data.begin(), piece->data.end());
+      if ((piece->dtype == DType::F8E4M3) != isFP8) {
+        error(name, "is " + dtypeName(piece->dtype) + " but '" + first + "' is " +
+                        dtypeName(firstView->dtype) +
+                        ": the experts' weights are FP8 all or none");
+        return std::nullopt;
+      }
+      if (!isFP8) {
+        std::optional<Tensor> decoded = values(*piece);
+        if (!decoded)
+          return std::nullopt;
+        out.values.data.insert(out.values.data.end(), decoded->data.begin(), decoded->data.end());
+        continue;
+      }
+      std::optional<FP8Weight> weight = fp8(*piece);
+      if (!weight || !expertBlocks(*weight, name))
+        return std::nullopt;
+      // Stacked parts keep one scale per 128x128 block only if each part's
+      // rows are whole blocks; moec does not quantise FP8 weights again.
+      if (perExpert.size() > 1 && partRows % moe::kScaleBlock != 0) {
+        error(name, "is F8_E4M3 with " + std::to_string(partRows) +
+                        " rows, not a multiple of 128: moe.layer's FP8 gate_up stacks the "
+                        "experts' " + perExpert[0] + " and " + perExpert[1] +
+                        " rows with one scale per 128x128 block, and their blocks would "
+                        "straddle (moec does not quantise FP8 weights again)");
+        return std::nullopt;
+      }
+      out.fp8->codes.insert(out.fp8->codes.end(), weight->codes.begin(), weight->codes.end());
+      out.fp8->scales.data.insert(out.fp8->scales.data.end(), weight->scales.data.begin(),
+                                  weight->scales.data.end());
     }
   return out;
+}
+
+std::pair<Value, Value> Builder::expertConstants(const ExpertWeight &weight, StringRef name) {
+  if (!weight.fp8)
+    return {constant(weight.values, name), Value()};
+  auto type = RankedTensorType::get(weight.fp8->shape, Float8E4M3FNType::get(&context));
+  Value codes = makeConstant(builder, locFor(name), type, weight.fp8->codes, name);
+  return {codes, constant(weight.fp8->scales, (name + "_scale_inv").str())};
 }
 
 Value Builder::moeBlock(Value x, int64_t layer) {
@@ -453,15 +708,25 @@ Value Builder::moeBlock(Value x, int64_t layer) {
   Value correction = config.family == Family::DeepseekV3
                          ? weight(p + "gate.e_score_correction_bias", {count})
                          : Value();
-  std::optional<Tensor> gateUp, down;
+  std::optional<ExpertWeight> gateUp, down;
   Value gateUpBias, downBias;
   if (gptOss) {
     // [E, in, out] with gate and up interleaved in the columns.
-    std::optional<Tensor> fused = read(p + "experts.gate_up_proj", {count, h, 2 * inter});
-    std::optional<Tensor> fusedDown = read(p + "experts.down_proj", {count, inter, h});
+    std::string fusedName = p + "experts.gate_up_proj", fusedDownName = p + "experts.down_proj";
+    for (StringRef name : {StringRef(fusedName), StringRef(fusedDownName)}) {
+      if (!has(name))
+        continue;
+      llvm::Expected<TensorView> tensor = checkpoint.tensor(name);
+      if (!tensor)
+        llvm::consumeError(tensor.takeError()); // read() below names it
+      else if (tensor->dtype == DType::F8E4M3)
+        error(name, "is F8_E4M3: gpt-oss's [E, in, out] FP8 experts are not imported");
+    }
+    std::optional<Tensor> fused = read(fusedName, {count, h, 2 * inter});
+    std::optional<Tensor> fusedDown = read(fusedDownName, {count, inter, h});
     if (fused && fusedDown) {
-      gateUp = transposeLastTwo(*fused);
-      down = transposeLastTwo(*fusedDown);
+      gateUp = ExpertWeight{transposeLastTwo(*fused), std::nullopt};
+      down = ExpertWeight{transposeLastTwo(*fusedDown), std::nullopt};
     }
     gateUpBias = weight(p + "experts.gate_up_proj_bias", {count, 2 * inter});
     downBias = weight(p + "experts.down_proj_bias", {count, h});
@@ -483,8 +748,8 @@ Value Builder::moeBlock(Value x, int64_t layer) {
   }
   if (failedOnce || !x || !router || !gateUp || !down)
     return Value();
-  Value gateUpWeight = constant(*gateUp, p + "experts.gate_up_proj");
-  Value downWeight = constant(*down, p + "experts.down_proj");
+  auto [gateUpWeight, gateUpScales] = expertConstants(*gateUp, p + "experts.gate_up_proj");
+  auto [downWeight, downScales] = expertConstants(*down, p + "experts.down_proj");
 
   moe::RoutingKind routing = moe::RoutingKind::SoftmaxTopK;
   bool normalize = config.normTopKProb;
@@ -517,7 +782,7 @@ Value Builder::moeBlock(Value x, int64_t layer) {
       builder, locFor(p + "experts"), x.getType(), x, router, /*router_logits=*/Value(),
       /*expert_ids=*/Value(), /*expert_weights=*/Value(), routerBias, correction, gateUpWeight,
       /*up_weight=*/Value(), downWeight, gateUpBias, /*up_bias=*/Value(), downBias,
-      /*gate_up_scales=*/Value(), /*down_scales=*/Value(), sharedGateUp, sharedDown,
+      gateUpScales, downScales, sharedGateUp, sharedDown,
       /*shared_gate_weight=*/Value(), routing, static_cast<uint64_t>(config.topK), normalize,
       groups, keptGroups, APFloat(scaling), activation, layout);
 }
@@ -587,10 +852,10 @@ OwningOpRef<ModuleOp> importCheckpoint(StringRef dir, MLIRContext &context) {
     emitError(loc) << llvm::toString(config.takeError());
     return nullptr;
   }
-  if (config->quantization) {
+  if (config->quantization && *config->quantization != "fp8") {
     emitError(loc) << "config.json: quantization_config '" << *config->quantization
-                   << "' checkpoints are not imported yet (FP8 and MXFP4 experts come with "
-                      "their own issue)";
+                   << "' checkpoints are not imported yet (MXFP4 experts come with their "
+                      "own issue; fp8 ones are)";
     return nullptr;
   }
   Builder builder(**checkpoint, *config, context, dir);

@@ -10,7 +10,9 @@
 // moe.layer and arith.addf. Expert weights are merged into moe.layer's layout
 // here, once (per-expert v4 tensors stacked, v5's fused gate_up_proj as it
 // is, gpt-oss's [E, in, out] transposed). Only the tensors the model needs
-// are read.
+// are read. An FP8 checkpoint (quantization_config fp8: F8_E4M3 weights with
+// their weight_scale_inv blocks) keeps its routed experts e4m3 with their
+// 128x128 block scales; its other FP8 weights are dequantised once, to f32.
 //
 //===----------------------------------------------------------------------===//
 
