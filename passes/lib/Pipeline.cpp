@@ -31,8 +31,10 @@ llvm::StringRef moec::phaseName(Phase phase) {
 void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (options.stopAfter == Phase::Input)
     return;
-  // moe: every MoE block, whatever its form, becomes one moe.layer.
+  // moe: every MoE block, whatever its form, becomes one moe.layer; a
+  // whole-model export around them becomes the step program.
   pm.addPass(createMoERaiseONNX());
+  pm.addPass(createMoERaiseONNXModel());
   pm.addPass(createMoERaiseExpertLoops());
   pm.addPass(createCanonicalizerPass());
   if (options.stopAfter == Phase::MoE)

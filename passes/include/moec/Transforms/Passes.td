@@ -20,6 +20,26 @@ def MoERaiseONNX : Pass<"moe-raise-onnx", "::mlir::ModuleOp"> {
   let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
 }
 
+def MoERaiseONNXModel : Pass<"moe-raise-onnx-model", "::mlir::ModuleOp"> {
+  let summary = "Raise a whole-model ONNX export ([B, T] token ids to logits) to the step program";
+  let description = [{
+    Runs after moe-raise-onnx. A function whose only argument is integer token
+    ids [B, T] read by an embedding Gather and whose only result is [B, T, V]
+    logits (torch.onnx.export of a decoder's cache-free forward) becomes the
+    step program the checkpoint importer builds: @forward(input_ids,
+    positions, sequences: [N]) -> [N, V] of moe.embedding, moe.rms_norm,
+    moe.linear (weights transposed to [out, in] at compile time), moe.rotary
+    (inverse frequencies and attention factor read out of the constants),
+    moe.attention (causal, sliding window, GQA, sinks, DeepSeek's MLA with
+    kv_b_proj split into key and value projections and the shared rope key;
+    KV-cache slots 0..L-1 in program order), moe.layer and arith.addf.
+    Every form checks the constants it relies on; a value on the way from the
+    logits to the token ids that no form produces is an error at its node.
+    Other functions are left alone. docs/onnx-import.md lists the forms.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
+}
+
 def MoERaiseExpertLoops : Pass<"moe-raise-expert-loops", "::mlir::ModuleOp"> {
   let summary = "Raise hand-written expert loops (scf.for or unrolled, upstream dialects) to moe.layer";
   let description = [{
