@@ -42,9 +42,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace moec {
@@ -75,10 +75,13 @@ std::string describeNode(Operation *op) {
 
 namespace {
 
-/// A constant of rank `rank` and static shape whose bytes are at hand.
+/// A constant of rank `rank` and static shape whose bytes are at hand, or a
+/// splat.
 bool isWeight(Value value, int64_t rank) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type && type.getRank() == rank && type.hasStaticShape() && getConstantBytes(value);
+  DenseElementsAttr dense = denseElements(value);
+  return type && type.getRank() == rank && type.hasStaticShape() &&
+         (getConstantBytes(value) || (dense && dense.isSplat()));
 }
 
 int64_t staticDim(Value value, int64_t axis) {
@@ -99,12 +102,24 @@ std::pair<int64_t, int64_t> shapeRange(ox::ShapeOp shape, int64_t rank) {
   return {clamp(shape.getStart().value_or(0)), clamp(shape.getEnd().value_or(rank))};
 }
 
+/// The row-major bytes of a constant, a splat's repeated.
+std::vector<char> allBytes(Value value) {
+  if (std::optional<ArrayRef<char>> bytes = getConstantBytes(value))
+    return std::vector<char>(bytes->begin(), bytes->end());
+  DenseElementsAttr dense = denseElements(value);
+  ArrayRef<char> one = dense.getRawData();
+  std::vector<char> out;
+  for (int64_t i = 0, n = dense.getNumElements(); i < n; ++i)
+    out.insert(out.end(), one.begin(), one.end());
+  return out;
+}
+
 /// Rows of a [R, C] constant: for each block b of `blockRows` rows, rows
 /// [b·blockRows + begin, b·blockRows + begin + count) (a slice of every head).
 Value selectRows(OpBuilder &builder, Location loc, Value weight, int64_t blockRows, int64_t begin,
                  int64_t count, StringRef name) {
   auto type = cast<RankedTensorType>(weight.getType());
-  ArrayRef<char> bytes = *getConstantBytes(weight);
+  std::vector<char> bytes = allBytes(weight);
   int64_t rowBytes = elementBytes(type.getElementType()) *
                      (type.getRank() == 2 ? type.getDimSize(1) : int64_t{1});
   int64_t blocks = type.getDimSize(0) / blockRows;
@@ -304,15 +319,22 @@ Value ModelRaiser::transposed(Value weight, StringRef name) {
   if (Value known = transposedWeights.lookup(weight))
     return known;
   auto type = cast<RankedTensorType>(weight.getType());
-  ArrayRef<char> bytes = *getConstantBytes(weight);
   int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  auto outType = RankedTensorType::get({cols, rows}, type.getElementType());
+  std::optional<ArrayRef<char>> data = getConstantBytes(weight);
+  if (!data) { // a splat
+    Value splat = arith::ConstantOp::create(builder, weight.getLoc(), outType,
+                                            denseElements(weight).resizeSplat(outType));
+    transposedWeights[weight] = splat;
+    return splat;
+  }
+  ArrayRef<char> bytes = *data;
   int64_t size = elementBytes(type.getElementType());
   std::vector<char> out(bytes.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       std::memcpy(&out[(c * rows + r) * size], &bytes[(r * cols + c) * size], size);
-  Value result = makeConstant(builder, weight.getLoc(),
-                              RankedTensorType::get({cols, rows}, type.getElementType()), out, name);
+  Value result = makeConstant(builder, weight.getLoc(), outType, out, name);
   transposedWeights[weight] = result;
   return result;
 }
@@ -475,8 +497,8 @@ FailureOr<Act> ModelRaiser::split(OpResult result, std::string &why) {
   if (failed(x))
     return failure();
   auto linear = x->step.getDefiningOp<moe::LinearOp>();
-  if (!linear || linear.getEpilogue() || !getConstantBytes(linear.getWeight()) ||
-      (linear.getBias() && !getConstantBytes(linear.getBias())) || x->dim != last) {
+  if (!linear || linear.getEpilogue() || !isWeight(linear.getWeight(), 2) ||
+      (linear.getBias() && !isWeight(linear.getBias(), 1)) || x->dim != last) {
     why = "a Split of a value that is not a projection by a constant (only a projection's "
           "output columns can be split, by splitting its weight)";
     return failure();
@@ -592,8 +614,10 @@ FailureOr<Act> ModelRaiser::rmsNorm(ox::MulOp op, std::string &why) {
     }
     std::optional<double> exponent = scalarConstant(pow.getY());
     if (!exponent || *exponent != 2.0) {
-      why = "Pow's exponent is " + (exponent ? llvm::formatv("{0}", *exponent).str() : "not a constant") +
-            ", not 2";
+      char text[32] = "not a constant";
+      if (exponent)
+        std::snprintf(text, sizeof(text), "%g", *exponent);
+      why = std::string("Pow's exponent is ") + text + ", not 2";
       return failure();
     }
     int64_t size = staticDim(weight, 0);
@@ -654,8 +678,8 @@ FailureOr<Act> ModelRaiser::gatedMLP(ox::MulOp op, std::string &why) {
                                                                    : "gate_up_weight";
     Value gateT = transposed(wg, constantName(wg, "gate") + ".rows");
     Value upT = transposed(wu, constantName(wu, "up") + ".rows");
-    std::vector<char> bytes(getConstantBytes(gateT)->begin(), getConstantBytes(gateT)->end());
-    bytes.insert(bytes.end(), getConstantBytes(upT)->begin(), getConstantBytes(upT)->end());
+    std::vector<char> bytes = allBytes(gateT), upBytes = allBytes(upT);
+    bytes.insert(bytes.end(), upBytes.begin(), upBytes.end());
     auto stackedType = RankedTensorType::get(
         {2 * inter, in}, cast<ShapedType>(wg.getType()).getElementType());
     Value stacked = makeConstant(builder, op.getLoc(), stackedType, bytes, name);
