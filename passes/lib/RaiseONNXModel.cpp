@@ -437,8 +437,12 @@ FailureOr<Act> ModelRaiser::transpose(ox::TransposeOp op, std::string &why) {
 
 FailureOr<Act> ModelRaiser::projection(Operation *at, ox::MatMulOp matmul, Value bias,
                                        std::string &why) {
-  Value weight = matmul.getB();
-  if (!isWeight(weight, 2)) {
+  // W [in, out], or Transpose(W' [out, in]) (a tied LM head reads the embedding so).
+  Value weight = matmul.getB(), outMajor;
+  if (auto t = def<ox::TransposeOp>(weight);
+      t && t.getPerm() && *t.getPerm() == ArrayRef<int64_t>{1, 0} && isWeight(t.getData(), 2))
+    outMajor = t.getData();
+  if (!outMajor && !isWeight(weight, 2)) {
     why = "a MatMul by a [in, out] weight that is not a constant";
     return failure();
   }
@@ -456,9 +460,12 @@ FailureOr<Act> ModelRaiser::projection(Operation *at, ox::MatMulOp matmul, Value
           std::to_string(x->dim) + " columns";
     return failure();
   }
-  std::string name = constantName(weight, "weight");
-  name = StringRef(name).ends_with(".T") ? name.substr(0, name.size() - 2) : name + ".T";
-  Value w = transposed(weight, name);
+  Value w = outMajor;
+  if (!w) {
+    std::string name = constantName(weight, "weight");
+    name = StringRef(name).ends_with(".T") ? name.substr(0, name.size() - 2) : name + ".T";
+    w = transposed(weight, name);
+  }
   Value step = moe::LinearOp::create(builder, at->getLoc(), rowsOf(x->step, out), x->step, w, bias,
                                      /*epilogue=*/nullptr, /*epilogue_layout=*/nullptr);
   return Act{step, x->layout, 1, out};

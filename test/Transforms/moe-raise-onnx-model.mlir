@@ -587,6 +587,34 @@ func.func @divided(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?
 }
 // -----
 
+// A tied LM head: MatMul by Transpose(table), the [V, H] table itself being the
+// [out, in] weight.
+// CHECK-LABEL: func.func @forward(
+// CHECK: %[[TABLE:.*]] = "onnx.Constant"() <{value = dense<2.500000e-01> : tensor<6x8xf32>}>
+// CHECK: moe.embedding %{{.*}}, %[[TABLE]]
+// CHECK: moe.linear %{{.*}}, %[[TABLE]] : tensor<?x8xf32>, tensor<6x8xf32> -> tensor<?x6xf32>
+func.func @tied(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x6xf32> {onnx.name = "logits"}) {
+  %table = "onnx.Constant"() <{value = dense<0.25> : tensor<6x8xf32>}> : () -> tensor<6x8xf32>
+  %wnorm = "onnx.Constant"() <{value = dense<1.5> : tensor<8xf32>}> : () -> tensor<8xf32>
+  %wh = "onnx.Constant"() <{value = dense<0.5> : tensor<8x6xf32>}> : () -> tensor<8x6xf32>
+  %two = "onnx.Constant"() <{value = dense<2.000000e+00> : tensor<f32>}> : () -> tensor<f32>
+  %eps = "onnx.Constant"() <{value = dense<9.99999974E-6> : tensor<f32>}> : () -> tensor<f32>
+  %am1 = "onnx.Constant"() <{value = dense<-1> : tensor<1xi64>}> : () -> tensor<1xi64>
+  %none = onnx.NoValue
+  %x = "onnx.Gather"(%table, %ids) <{axis = 0 : i64}> : (tensor<6x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %n0sq = "onnx.Pow"(%x, %two) : (tensor<?x?x8xf32>, tensor<f32>) -> tensor<?x?x8xf32>
+  %n0ms = "onnx.ReduceMean"(%n0sq, %am1) <{keepdims = 1 : i64, noop_with_empty_axes = 0 : i64}> : (tensor<?x?x8xf32>, tensor<1xi64>) -> tensor<?x?x1xf32>
+  %n0me = "onnx.Add"(%n0ms, %eps) : (tensor<?x?x1xf32>, tensor<f32>) -> tensor<?x?x1xf32>
+  %n0rt = "onnx.Sqrt"(%n0me) : (tensor<?x?x1xf32>) -> tensor<?x?x1xf32>
+  %n0rr = "onnx.Reciprocal"(%n0rt) : (tensor<?x?x1xf32>) -> tensor<?x?x1xf32>
+  %n0xn = "onnx.Mul"(%x, %n0rr) : (tensor<?x?x8xf32>, tensor<?x?x1xf32>) -> tensor<?x?x8xf32>
+  %h = "onnx.Mul"(%wnorm, %n0xn) : (tensor<8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %tt = "onnx.Transpose"(%table) <{perm = array<i64: 1, 0>}> : (tensor<6x8xf32>) -> tensor<8x6xf32>
+  %logits = "onnx.MatMul"(%h, %tt) : (tensor<?x?x8xf32>, tensor<8x6xf32>) -> tensor<?x?x6xf32>
+  return %logits : tensor<?x?x6xf32>
+}
+// -----
+
 // An RMSNorm's square is Pow(x, 2); the error names the node (its NameLoc).
 func.func @pow3(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x6xf32> {onnx.name = "logits"}) {
   %table = "onnx.Constant"() <{value = dense<0.25> : tensor<6x8xf32>}> : () -> tensor<6x8xf32>
