@@ -120,8 +120,8 @@ Value selectRows(OpBuilder &builder, Location loc, Value weight, int64_t blockRo
                  int64_t count, StringRef name) {
   auto type = cast<RankedTensorType>(weight.getType());
   std::vector<char> bytes = allBytes(weight);
-  int64_t rowBytes = elementBytes(type.getElementType()) *
-                     (type.getRank() == 2 ? type.getDimSize(1) : int64_t{1});
+  int64_t rowBytes =
+      elementBytes(type.getElementType()) * (type.getRank() == 2 ? type.getDimSize(1) : int64_t{1});
   int64_t blocks = type.getDimSize(0) / blockRows;
   std::vector<char> out;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -159,8 +159,8 @@ FailureOr<Act> ModelRaiser::activation(Value value) {
   FailureOr<Act> act = raise(value, why);
   if (failed(act)) {
     if (!hardFailure)
-      emitError(op->getLoc()) << describeNode(op) << " cannot be raised to the step program: "
-                              << why;
+      emitError(op->getLoc()) << describeNode(op)
+                              << " cannot be raised to the step program: " << why;
     hardFailure = true;
     return failure();
   }
@@ -534,8 +534,8 @@ FailureOr<Act> ModelRaiser::add(ox::AddOp op, std::string &why) {
     return rotary(op, rope->source, *rope, 0, why);
   bool looksRotary = def<ox::MulOp>(op.getA()) && def<ox::MulOp>(op.getB()) && rankOf(op) == 4;
   for (auto [main, extra] : {std::pair(op.getA(), op.getB()), std::pair(op.getB(), op.getA())})
-    if (auto matmul = def<ox::MatMulOp>(main); matmul && isConstant(extra) && rankOf(extra) == 1 &&
-                                               rankOf(matmul.getB()) == 2)
+    if (auto matmul = def<ox::MatMulOp>(main);
+        matmul && isConstant(extra) && rankOf(extra) == 1 && rankOf(matmul.getB()) == 2)
       return projection(op, matmul, extra, why);
   if (isConstant(op.getA()) || isConstant(op.getB())) {
     why = "an Add of a constant that is not a projection's bias";
@@ -586,8 +586,8 @@ FailureOr<Act> ModelRaiser::rmsNorm(ox::MulOp op, std::string &why) {
     return failure();
   }
   why = "the product is not x · Reciprocal(Sqrt(...))";
-  for (auto [x, r] : {std::pair(normed.getA(), normed.getB()),
-                      std::pair(normed.getB(), normed.getA())}) {
+  for (auto [x, r] :
+       {std::pair(normed.getA(), normed.getB()), std::pair(normed.getB(), normed.getA())}) {
     auto reciprocal = def<ox::ReciprocalOp>(r);
     auto sqrt = reciprocal ? def<ox::SqrtOp>(reciprocal.getX()) : ox::SqrtOp();
     if (!sqrt)
@@ -640,9 +640,9 @@ FailureOr<Act> ModelRaiser::rmsNorm(ox::MulOp op, std::string &why) {
             std::to_string(input->dim);
       return failure();
     }
-    Value step = moe::RMSNormOp::create(builder, op.getLoc(), input->step.getType(), input->step,
-                                        weight, builder.getF64FloatAttr(*eps),
-                                        builder.getF64FloatAttr(0.0));
+    Value step =
+        moe::RMSNormOp::create(builder, op.getLoc(), input->step.getType(), input->step, weight,
+                               builder.getF64FloatAttr(*eps), builder.getF64FloatAttr(0.0));
     return Act{step, input->layout, input->heads, input->dim};
   }
   return failure();
@@ -650,7 +650,8 @@ FailureOr<Act> ModelRaiser::rmsNorm(ox::MulOp op, std::string &why) {
 
 FailureOr<Act> ModelRaiser::gatedMLP(ox::MulOp op, std::string &why) {
   why = "not Mul(Mul(g, Sigmoid(g)), MatMul(x, Wu)) with g = MatMul(x, Wg)";
-  for (auto [siluSide, upSide] : {std::pair(op.getA(), op.getB()), std::pair(op.getB(), op.getA())}) {
+  for (auto [siluSide, upSide] :
+       {std::pair(op.getA(), op.getB()), std::pair(op.getB(), op.getA())}) {
     auto silu = def<ox::MulOp>(siluSide);
     auto up = def<ox::MatMulOp>(upSide);
     if (!silu || !up)
@@ -682,19 +683,19 @@ FailureOr<Act> ModelRaiser::gatedMLP(ox::MulOp op, std::string &why) {
     std::string gateName = constantName(wg, "gate_proj.weight.T");
     StringRef prefix = StringRef(gateName);
     std::string name = prefix.consume_back("gate_proj.weight.T") ? (prefix + "gate_up_proj").str()
-                                                                   : "gate_up_weight";
+                                                                 : "gate_up_weight";
     Value gateT = transposed(wg, constantName(wg, "gate") + ".rows");
     Value upT = transposed(wu, constantName(wu, "up") + ".rows");
     std::vector<char> bytes = allBytes(gateT), upBytes = allBytes(upT);
     bytes.insert(bytes.end(), upBytes.begin(), upBytes.end());
-    auto stackedType = RankedTensorType::get(
-        {2 * inter, in}, cast<ShapedType>(wg.getType()).getElementType());
+    auto stackedType =
+        RankedTensorType::get({2 * inter, in}, cast<ShapedType>(wg.getType()).getElementType());
     Value stacked = makeConstant(builder, op.getLoc(), stackedType, bytes, name);
     MLIRContext *context = builder.getContext();
-    Value step = moe::LinearOp::create(
-        builder, op.getLoc(), rowsOf(x->step, inter), x->step, stacked, Value(),
-        moe::ActivationAttr::get(context, moe::ActivationKind::SiLU),
-        moe::GateUpLayoutAttr::get(context, moe::GateUpLayout::Concatenated));
+    Value step =
+        moe::LinearOp::create(builder, op.getLoc(), rowsOf(x->step, inter), x->step, stacked,
+                              Value(), moe::ActivationAttr::get(context, moe::ActivationKind::SiLU),
+                              moe::GateUpLayoutAttr::get(context, moe::GateUpLayout::Concatenated));
     return Act{step, x->layout, 1, inter};
   }
   return failure();

@@ -89,8 +89,7 @@ public:
   /// `tokenIds` is the export's input_ids [B, T]; `ids`, `positions` and
   /// `sequences` are the step program's arguments [N]. New ops go before
   /// `insertBefore`.
-  ModelRaiser(Value tokenIds, Value ids, Value positions, Value sequences,
-              Operation *insertBefore);
+  ModelRaiser(Value tokenIds, Value ids, Value positions, Value sequences, Operation *insertBefore);
 
   /// The step value of an activation of the [B, T] graph; the first failure
   /// is emitted at the node that no form produces.
@@ -145,8 +144,8 @@ private:
 
 /// An onnx.Constant or arith.constant.
 inline bool isConstant(Value value) {
-  return value && (value.getDefiningOp<ox::ConstantOp>() ||
-                   value.getDefiningOp<arith::ConstantOp>());
+  return value &&
+         (value.getDefiningOp<ox::ConstantOp>() || value.getDefiningOp<arith::ConstantOp>());
 }
 
 /// "node 'NAME' (Op)" of an op of an imported graph (its NameLoc), or the op's

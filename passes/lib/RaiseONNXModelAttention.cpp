@@ -169,14 +169,14 @@ std::optional<RopeTable> ModelRaiser::matchTable(Value table, bool cosine, std::
   }
   Value inv = matmul.getA();
   int64_t half = dimAt(inv, 1);
-  if (rankOf(inv) != 3 || dimAt(inv, 0) != 1 || dimAt(inv, 2) != 1 || half == ShapedType::kDynamic ||
-      !cast<ShapedType>(inv.getType()).getElementType().isF32() ||
+  if (rankOf(inv) != 3 || dimAt(inv, 0) != 1 || dimAt(inv, 2) != 1 ||
+      half == ShapedType::kDynamic || !cast<ShapedType>(inv.getType()).getElementType().isF32() ||
       !(getConstantBytes(inv) || constantValues(inv))) {
     why = "the inverse frequencies are not a [1, R/2, 1] f32 constant";
     return std::nullopt;
   }
-  if (rankOf(matmul.getB()) != 3 || dimAt(matmul.getB(), 0) != 1 ||
-      dimAt(matmul.getB(), 1) != 1 || !isPositions(matmul.getB())) {
+  if (rankOf(matmul.getB()) != 3 || dimAt(matmul.getB(), 0) != 1 || dimAt(matmul.getB(), 1) != 1 ||
+      !isPositions(matmul.getB())) {
     why = "the angles are not of the positions 0..T-1";
     return std::nullopt;
   }
@@ -209,7 +209,8 @@ std::optional<RopeMatch> ModelRaiser::matchRotary(Value value, std::string &why)
   // x·C + Concat(Neg(x[h:]), x[:h])·S
   if (auto add = def<ox::AddOp>(value)) {
     why = "not x·cos + rotate_half(x)·sin";
-    for (auto [first, second] : {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())}) {
+    for (auto [first, second] :
+         {std::pair(add.getA(), add.getB()), std::pair(add.getB(), add.getA())}) {
       Value x, c, rotated, s;
       if (!product(first, x, c) || !product(second, rotated, s))
         continue;
@@ -241,7 +242,8 @@ std::optional<RopeMatch> ModelRaiser::matchRotary(Value value, std::string &why)
 
   // Concat(x1·C − x2·S, x2·C + x1·S)
   auto cat = def<ox::ConcatOp>(value);
-  if (!cat || cat.getInputs().size() != 2 || !isLastAxis(static_cast<int64_t>(cat.getAxis()), value)) {
+  if (!cat || cat.getInputs().size() != 2 ||
+      !isLastAxis(static_cast<int64_t>(cat.getAxis()), value)) {
     why = "not a Concat of two halves";
     return std::nullopt;
   }
@@ -253,7 +255,8 @@ std::optional<RopeMatch> ModelRaiser::matchRotary(Value value, std::string &why)
     return std::nullopt;
   }
   bool matched = false;
-  for (auto [first, second] : {std::pair(sum.getA(), sum.getB()), std::pair(sum.getB(), sum.getA())}) {
+  for (auto [first, second] :
+       {std::pair(sum.getA(), sum.getB()), std::pair(sum.getB(), sum.getA())}) {
     Value y2, c2, y1, s2;
     if (product(first, y2, c2) && product(second, y1, s2) && y1 == x1 && y2 == x2 && c1 == c2 &&
         s1 == s2)
@@ -275,9 +278,8 @@ std::optional<RopeMatch> ModelRaiser::matchRotary(Value value, std::string &why)
   } else {
     std::optional<LastAxisSlice> even = lastAxisSlice(x1), odd = lastAxisSlice(x2);
     int64_t d = even ? lastDim(even->data) : ShapedType::kDynamic;
-    if (!even || !odd || even->data != odd->data || d == ShapedType::kDynamic ||
-        even->start != 0 || odd->start != 1 || even->step != 2 || odd->step != 2 ||
-        even->end < d || odd->end < d) {
+    if (!even || !odd || even->data != odd->data || d == ShapedType::kDynamic || even->start != 0 ||
+        odd->start != 1 || even->step != 2 || odd->step != 2 || even->end < d || odd->end < d) {
       why = "the rotated pairs are neither a Split's halves nor the even and odd columns";
       return std::nullopt;
     }
@@ -328,7 +330,8 @@ FailureOr<Act> ModelRaiser::concat(ox::ConcatOp op, std::string &why) {
   if (std::optional<RopeMatch> rope = matchRotary(op.getResult(), ropeWhy))
     return rotary(op, rope->source, *rope, 0, why);
   // DeepSeek's query: Concat(Split(q)#0, rotary(Split(q)#1)).
-  if (op.getInputs().size() == 2 && isLastAxis(static_cast<int64_t>(op.getAxis()), op.getResult())) {
+  if (op.getInputs().size() == 2 &&
+      isLastAxis(static_cast<int64_t>(op.getAxis()), op.getResult())) {
     auto head = dyn_cast<OpResult>(op.getInputs()[0]);
     auto splitOp = head ? dyn_cast<ox::SplitOp>(head.getOwner()) : ox::SplitOp();
     std::string tailWhy;
@@ -395,7 +398,8 @@ struct MaskMatcher {
       return success(succeeded(condition(both.getA())) && succeeded(condition(both.getB())));
     if (std::optional<double> constant = scalarConstant(value); constant && *constant != 0.0)
       return success();
-    if (auto le = def<ox::LessOrEqualOp>(value); le && isIndex(le.getA(), 3) && isIndex(le.getB(), 2)) {
+    if (auto le = def<ox::LessOrEqualOp>(value);
+        le && isIndex(le.getA(), 3) && isIndex(le.getB(), 2)) {
       causal = true;
       return success();
     }
@@ -490,8 +494,8 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
       columns = shifted.getA();
     }
     auto cat = def<ox::ConcatOp>(columns);
-    auto expand = cat && cat.getInputs().size() == 2 ? def<ox::ExpandOp>(cat.getInputs()[1])
-                                                     : ox::ExpandOp();
+    auto expand =
+        cat && cat.getInputs().size() == 2 ? def<ox::ExpandOp>(cat.getInputs()[1]) : ox::ExpandOp();
     if (!softmax || !isAttrAxis(softmax.getAxis(), -1, 3, 4) || kept->start != 0 ||
         kept->end != -1 || kept->step != 1 || !cat ||
         !isLastAxis(static_cast<int64_t>(cat.getAxis()), columns) || !expand) {
@@ -556,14 +560,15 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
   SmallVector<KeyPiece> pieces;
   std::function<LogicalResult(Value)> keyPieces, scatterPieces;
   keyPieces = [&](Value k) -> LogicalResult { // k [B, H, T, D]
-    if (auto cat = def<ox::ConcatOp>(k); cat && isLastAxis(static_cast<int64_t>(cat.getAxis()), k)) {
+    if (auto cat = def<ox::ConcatOp>(k);
+        cat && isLastAxis(static_cast<int64_t>(cat.getAxis()), k)) {
       for (Value part : cat.getInputs())
         if (failed(keyPieces(part)))
           return failure();
       return success();
     }
-    if (auto t = def<ox::TransposeOp>(k); t && t.getPerm() &&
-                                          *t.getPerm() == ArrayRef<int64_t>{3, 1, 2, 0})
+    if (auto t = def<ox::TransposeOp>(k);
+        t && t.getPerm() && *t.getPerm() == ArrayRef<int64_t>{3, 1, 2, 0})
       return scatterPieces(t.getData());
     if (auto zeros = def<ox::ConstantOfShapeOp>(k)) {
       std::optional<double> fill = 0.0;
@@ -579,8 +584,7 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
       return success();
     }
     if (auto expand = def<ox::ExpandOp>(k); expand && rankOf(expand.getInput()) == 4 &&
-                                             dimAt(expand.getInput(), 1) == 1 &&
-                                             dimAt(k, 1) != 1) {
+                                            dimAt(expand.getInput(), 1) == 1 && dimAt(k, 1) != 1) {
       pieces.push_back({expand.getInput(), lastDim(k), true});
       return success();
     }
@@ -588,8 +592,8 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
     return success();
   };
   scatterPieces = [&](Value s) -> LogicalResult { // s [D, H, T, B]
-    if (auto t = def<ox::TransposeOp>(s); t && t.getPerm() &&
-                                          *t.getPerm() == ArrayRef<int64_t>{3, 1, 2, 0})
+    if (auto t = def<ox::TransposeOp>(s);
+        t && t.getPerm() && *t.getPerm() == ArrayRef<int64_t>{3, 1, 2, 0})
       return keyPieces(t.getData());
     auto scatter = def<ox::ScatterNDOp>(s);
     if (!scatter || scatter.getReduction().value_or("none") != "none" ||
@@ -662,15 +666,16 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
   if (pieces.size() == 2 && failed(shared = activation(pieces[1].value)))
     return failure();
   if (q->layout != Layout::HeadTokens || k->layout != Layout::HeadTokens ||
-      v->layout != Layout::HeadTokens || (pieces.size() == 2 && (shared->layout != Layout::HeadTokens || shared->heads != 1))) {
+      v->layout != Layout::HeadTokens ||
+      (pieces.size() == 2 && (shared->layout != Layout::HeadTokens || shared->heads != 1))) {
     why = "attention of values that are not [B, H, T, D] heads";
     return failure();
   }
   int64_t sharedWidth = pieces.size() == 2 ? shared->dim : 0;
   if (k->heads != v->heads || keyRepeat != valueRepeat || k->heads * keyRepeat != q->heads ||
       k->dim + sharedWidth != q->dim) {
-    why = "attention of " + std::to_string(q->heads) + " query heads of " +
-          std::to_string(q->dim) + " columns and keys or values that do not fit them";
+    why = "attention of " + std::to_string(q->heads) + " query heads of " + std::to_string(q->dim) +
+          " columns and keys or values that do not fit them";
     return failure();
   }
   bool keyPermuted = pieces.size() == 2 ? shared->permuted : k->permuted;
@@ -687,11 +692,12 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
     sinkValues = reshaped(sinks, {q->heads}, constantName(sinks, "sinks"));
   }
   Value step = moe::AttentionOp::create(
-      builder, op.getLoc(), RankedTensorType::get({ShapedType::kDynamic, q->heads * v->dim},
-                                                  cast<ShapedType>(q->step.getType()).getElementType()),
-      q->step, k->step, v->step, positions, sequences,
-      pieces.size() == 2 ? shared->step : Value(), sinkValues, builder.getI64IntegerAttr(0),
-      builder.getI64IntegerAttr(q->heads), builder.getI64IntegerAttr(k->heads),
-      builder.getF64FloatAttr(scale), builder.getI64IntegerAttr(mask.window));
+      builder, op.getLoc(),
+      RankedTensorType::get({ShapedType::kDynamic, q->heads * v->dim},
+                            cast<ShapedType>(q->step.getType()).getElementType()),
+      q->step, k->step, v->step, positions, sequences, pieces.size() == 2 ? shared->step : Value(),
+      sinkValues, builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(q->heads),
+      builder.getI64IntegerAttr(k->heads), builder.getF64FloatAttr(scale),
+      builder.getI64IntegerAttr(mask.window));
   return Act{step, Layout::HeadTokens, q->heads, v->dim};
 }
