@@ -1,8 +1,9 @@
 //===- RaiseONNXModel.h - a whole-model ONNX export as a step program -*- C++ -*-===//
 //
-// Internal to moe-raise-onnx-model (RaiseONNXModel.cpp: the pass, the graph's
-// dimensions, embedding, projections, norms, MLPs, residuals and MoE blocks;
-// RaiseONNXModelAttention.cpp: rotary embedding, masks and attention).
+// Internal to moe-raise-onnx-model (RaiseONNXModel.cpp: the pass, embedding,
+// projections, norms, MLPs, residuals and MoE blocks; RaiseONNXModelAttention.cpp:
+// rotary embedding, masks and attention; RaiseONNXModelShapes.cpp: the graph's
+// dimensions and positions, constants made at compile time).
 //
 // torch.onnx.export writes a decoder's cache-free forward over a [B, T] batch
 // of token ids; the step program (docs/dialect.md, "Whole models") computes
@@ -120,7 +121,7 @@ private:
   FailureOr<Act> attention(ox::MatMulOp op, std::string &why);
 
 public:
-  // The graph's dimensions and shapes (RaiseONNXModel.cpp).
+  // The graph's dimensions and shapes (RaiseONNXModelShapes.cpp).
   Dim dimOf(Value value, int64_t axis);
   Dim scalarDim(Value value);
   std::optional<SmallVector<Dim>> shapeSpec(Value shape);
@@ -141,6 +142,14 @@ private:
   llvm::DenseMap<Value, Value> transposedWeights, invFreqs;
   bool hardFailure = false;
 };
+
+/// Dimension `axis` of `value`'s type, or ShapedType::kDynamic.
+inline int64_t staticDim(Value value, int64_t axis) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || axis < 0 || axis >= type.getRank() || type.isDynamicDim(axis))
+    return ShapedType::kDynamic;
+  return type.getDimSize(axis);
+}
 
 /// An onnx.Constant or arith.constant.
 inline bool isConstant(Value value) {

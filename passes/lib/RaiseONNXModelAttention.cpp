@@ -72,13 +72,6 @@ int64_t lastDim(Value value) {
   return type.getDimSize(type.getRank() - 1);
 }
 
-int64_t dimAt(Value value, int64_t axis) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type || axis >= type.getRank() || type.isDynamicDim(axis))
-    return ShapedType::kDynamic;
-  return type.getDimSize(axis);
-}
-
 bool isLastAxis(int64_t axis, Value value) {
   int64_t rank = rankOf(value);
   return normalizeAxis(axis, rank) == rank - 1;
@@ -168,15 +161,15 @@ std::optional<RopeTable> ModelRaiser::matchTable(Value table, bool cosine, std::
     return std::nullopt;
   }
   Value inv = matmul.getA();
-  int64_t half = dimAt(inv, 1);
-  if (rankOf(inv) != 3 || dimAt(inv, 0) != 1 || dimAt(inv, 2) != 1 ||
+  int64_t half = staticDim(inv, 1);
+  if (rankOf(inv) != 3 || staticDim(inv, 0) != 1 || staticDim(inv, 2) != 1 ||
       half == ShapedType::kDynamic || !cast<ShapedType>(inv.getType()).getElementType().isF32() ||
       !(getConstantBytes(inv) || constantValues(inv))) {
     why = "the inverse frequencies are not a [1, R/2, 1] f32 constant";
     return std::nullopt;
   }
-  if (rankOf(matmul.getB()) != 3 || dimAt(matmul.getB(), 0) != 1 || dimAt(matmul.getB(), 1) != 1 ||
-      !isPositions(matmul.getB())) {
+  if (rankOf(matmul.getB()) != 3 || staticDim(matmul.getB(), 0) != 1 ||
+      staticDim(matmul.getB(), 1) != 1 || !isPositions(matmul.getB())) {
     why = "the angles are not of the positions 0..T-1";
     return std::nullopt;
   }
@@ -370,7 +363,7 @@ struct MaskMatcher {
     if (rankOf(value) != 4)
       return false;
     for (int64_t i = 0; i < 4; ++i)
-      if (i != axis && dimAt(value, i) != 1)
+      if (i != axis && staticDim(value, i) != 1)
         return false;
     return raiser.isPositions(value);
   }
@@ -452,7 +445,7 @@ Value unrepeated(ModelRaiser &raiser, Value value, int64_t &repeat) {
   std::optional<SmallVector<Dim>> wide = raiser.shapeSpec(expand.getShape());
   std::optional<SmallVector<Dim>> flat = raiser.shapeSpec(reshape.getShape());
   Value k = unsqueeze.getData();
-  int64_t heads = dimAt(k, 1), d = dimAt(k, 3);
+  int64_t heads = staticDim(k, 1), d = staticDim(k, 3);
   if (!wide || !flat || wide->size() != 5 || flat->size() != 4 || heads == ShapedType::kDynamic)
     return value;
   const SmallVector<Dim> &w = *wide, &f = *flat;
@@ -504,8 +497,8 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
       return failure();
     }
     sinks = expand.getInput();
-    if (rankOf(sinks) != 4 || !isConstant(sinks) || dimAt(sinks, 0) != 1 || dimAt(sinks, 2) != 1 ||
-        dimAt(sinks, 3) != 1) {
+    if (rankOf(sinks) != 4 || !isConstant(sinks) || staticDim(sinks, 0) != 1 ||
+        staticDim(sinks, 2) != 1 || staticDim(sinks, 3) != 1) {
       why = "the sinks are not a [1, H, 1, 1] constant";
       return failure();
     }
@@ -584,7 +577,8 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
       return success();
     }
     if (auto expand = def<ox::ExpandOp>(k); expand && rankOf(expand.getInput()) == 4 &&
-                                            dimAt(expand.getInput(), 1) == 1 && dimAt(k, 1) != 1) {
+                                            staticDim(expand.getInput(), 1) == 1 &&
+                                            staticDim(k, 1) != 1) {
       pieces.push_back({expand.getInput(), lastDim(k), true});
       return success();
     }
@@ -685,7 +679,7 @@ FailureOr<Act> ModelRaiser::attention(ox::MatMulOp op, std::string &why) {
   }
   Value sinkValues;
   if (sinks) {
-    if (dimAt(sinks, 1) != q->heads) {
+    if (staticDim(sinks, 1) != q->heads) {
       why = "sinks of another head count than the query's";
       return failure();
     }
