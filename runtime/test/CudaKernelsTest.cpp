@@ -16,6 +16,7 @@
 
 #include "DependentLaunch.cuh"
 #include "Tuning.h"
+#include "CudaTestUtil.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -32,32 +33,13 @@
 #include <vector>
 
 using namespace moec::rt;
+using moec::rt::test::download;
+using moec::rt::test::poisoned;
 using moec::rt::test::randomVector;
+using moec::rt::test::upload;
 using moec::rt::test::RandomBlock;
 
 namespace {
-
-
-
-/// A device copy of a host vector.
-template <typename T> DeviceBuffer upload(const std::vector<T> &host) {
-  DeviceBuffer buffer;
-  Status status = DeviceBuffer::allocate(host.size() * sizeof(T), buffer);
-  EXPECT_TRUE(status.isOk()) << status.message();
-  status = cudaStatus(cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T),
-                                 cudaMemcpyHostToDevice),
-                      "upload", __FILE__, __LINE__);
-  EXPECT_TRUE(status.isOk()) << status.message();
-  return buffer;
-}
-
-/// A device buffer of `count` elements filled with 0xFF bytes (NaN, or -1).
-DeviceBuffer poisoned(size_t bytes) {
-  DeviceBuffer buffer;
-  EXPECT_TRUE(DeviceBuffer::allocate(bytes, buffer).isOk());
-  EXPECT_TRUE(poisonDeviceMemory(buffer.data(), bytes, nullptr).isOk());
-  return buffer;
-}
 
 /// Random e4m3 codes of either sign, never NaN (magnitude codes 0 to 0x7E).
 std::vector<uint8_t> randomE4M3(size_t count, std::mt19937 &rng) {
@@ -75,15 +57,6 @@ std::vector<float> randomBlockScales(size_t count, std::mt19937 &rng) {
   for (float &s : scales)
     s = positive(rng);
   return scales;
-}
-
-template <typename T> std::vector<T> download(const DeviceBuffer &buffer, size_t count) {
-  std::vector<T> host(count);
-  Status status = cudaStatus(cudaMemcpy(host.data(), buffer.data(), count * sizeof(T),
-                                        cudaMemcpyDeviceToHost),
-                             "download", __FILE__, __LINE__);
-  EXPECT_TRUE(status.isOk()) << status.message();
-  return host;
 }
 
 void expectNear(const std::vector<float> &want, const std::vector<float> &got, double rtol,

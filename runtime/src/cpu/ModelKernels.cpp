@@ -118,14 +118,20 @@ void KVCache::setLength(size_t slot, int64_t sequence, int64_t length) {
 // Kernels
 //===----------------------------------------------------------------------===//
 
-bool embedding(ThreadPool &pool, const int64_t *ids, int64_t n, const float *table, int64_t vocab,
-               int64_t hidden, float *out, std::string &error) {
+bool checkIds(const int64_t *ids, int64_t n, int64_t vocab, std::string &error) {
   for (int64_t t = 0; t < n; ++t)
     if (ids[t] < 0 || ids[t] >= vocab) {
       error = "moe.embedding: token " + std::to_string(t) + " has id " + std::to_string(ids[t]) +
               ", outside the table's rows [0, " + std::to_string(vocab) + ")";
       return false;
     }
+  return true;
+}
+
+bool embedding(ThreadPool &pool, const int64_t *ids, int64_t n, const float *table, int64_t vocab,
+               int64_t hidden, float *out, std::string &error) {
+  if (!checkIds(ids, n, vocab, error))
+    return false;
   pool.parallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
       std::memcpy(out + t * hidden, table + ids[t] * hidden, sizeof(float) * hidden);
@@ -224,31 +230,41 @@ bool checkAttention(const KVCache &cache, int64_t slot, const float *keyShared,
   std::vector<int64_t> lengths(static_cast<size_t>(cache.maxBatch()));
   for (int64_t s = 0; s < cache.maxBatch(); ++s)
     lengths[s] = cache.length(static_cast<size_t>(slot), s);
-  for (int64_t t = 0; t < n; ++t) {
-    int64_t sequence = sequences[t], position = positions[t];
-    std::string token = op + "token " + std::to_string(t);
-    if (sequence < 0 || sequence >= cache.maxBatch()) {
-      error = token + " has sequence " + std::to_string(sequence) +
-              ", outside the KV cache's [0, " + std::to_string(cache.maxBatch()) + ")";
-      return false;
-    }
-    if (position < 0 || position >= cache.maxSeq()) {
-      error = token + " has position " + std::to_string(position) +
-              ", outside the KV cache's [0, " + std::to_string(cache.maxSeq()) + ")";
-      return false;
-    }
-    if (position > lengths[sequence]) {
-      error = token + " has position " + std::to_string(position) + " of sequence " +
-              std::to_string(sequence) + ", which holds " + std::to_string(lengths[sequence]) +
-              " positions: a gap";
-      return false;
-    }
-    lengths[sequence] = std::max(lengths[sequence], position + 1);
-  }
-  return true;
+  return checkTokens(positions, sequences, n, cache.maxBatch(), cache.maxSeq(), lengths, error);
 }
 
 } // namespace
+
+bool checkTokens(const int64_t *positions, const int64_t *sequences, int64_t n, int64_t maxBatch,
+                 int64_t maxSeq, std::vector<int64_t> &lengths, std::string &error) {
+  const std::string op = "moe.attention: ";
+  lengths.resize(static_cast<size_t>(maxBatch), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    int64_t sequence = sequences[t], position = positions[t];
+    std::string token = op + "token " + std::to_string(t);
+    if (sequence < 0 || sequence >= maxBatch) {
+      error = token + " has sequence " + std::to_string(sequence) +
+              ", outside the KV cache's [0, " + std::to_string(maxBatch) + ")";
+      return false;
+    }
+    if (position < 0 || position >= maxSeq) {
+      error = token + " has position " + std::to_string(position) +
+              ", outside the KV cache's [0, " + std::to_string(maxSeq) + ")";
+      return false;
+    }
+    int64_t &length = lengths[sequence];
+    if (length < 0)
+      continue; // unknown: not checked
+    if (position > length) {
+      error = token + " has position " + std::to_string(position) + " of sequence " +
+              std::to_string(sequence) + ", which holds " + std::to_string(length) +
+              " positions: a gap";
+      return false;
+    }
+    length = std::max(length, position + 1);
+  }
+  return true;
+}
 
 bool attention(ThreadPool &pool, KVCache &cache, int64_t slot, const float *query,
                const float *key, const float *value, const float *keyShared, const float *sinks,

@@ -82,6 +82,21 @@ private:
   std::vector<Storage> slots_;
 };
 
+/// moe.embedding's check: every id in [0, vocab); else false and a message
+/// naming the first bad token in token order. (The CUDA target runs it on the
+/// host, before a step is queued.)
+bool checkIds(const int64_t *ids, int64_t n, int64_t vocab, std::string &error);
+
+/// moe.attention's check of a step's tokens against the sequences' lengths
+/// [maxBatch] before it (the positions each holds): every sequence in [0,
+/// maxBatch), every position in [0, maxSeq) and at most its sequence's length
+/// counting the step's earlier tokens (no gap). On success `lengths` are the
+/// lengths after the step; on failure, false, a message naming the token and
+/// the value, and `lengths` unspecified. A negative length means unknown: that
+/// sequence's gaps are not checked and its length stays unknown.
+bool checkTokens(const int64_t *positions, const int64_t *sequences, int64_t n, int64_t maxBatch,
+                 int64_t maxSeq, std::vector<int64_t> &lengths, std::string &error);
+
 /// moe.embedding: out[n] = table[ids[n]] for table [vocab, hidden]. An id
 /// outside [0, vocab) fails (the first in token order is named) and nothing
 /// is written.
