@@ -2,6 +2,8 @@
 # Usage: scripts/gpu-prebuilt.sh prepare [SETS]   (here: MLIR build tree + nvcc, no GPU)
 #        scripts/gpu-prebuilt.sh run              (on a GPU machine without MLIR)
 #        scripts/gpu-prebuilt.sh sanitize [TOOLS]  (there: compute-sanitizer, below)
+#        scripts/gpu-prebuilt.sh prepare-models   (here: whole models, below)
+#        scripts/gpu-prebuilt.sh models           (there)
 #
 # SETS (default "f32 loops sentinels fp8 exe", which fits the device machine's 64 MiB
 # upload beside the tracked tree): any of f32, bf16, bf16out (--expert-outputs=bf16 too),
@@ -16,10 +18,23 @@
 # an executable from --emit=exe, the GPU unit tests, a short
 # benchmark with and without CUDA graphs and compute-sanitizer memcheck on the unit
 # tests and four artifacts (MEMCHECK=0 leaves those two out, for a short call).
+#
+# `prepare-models` compiles each whole model (test/fixtures/models/FAMILY/checkpoint)
+# with --target=cuda into .device/models/FAMILY/{artifact,chunked} (64 and 4 tokens a
+# step) beside moec-run, libmoec.so and the GPU unit tests in .device/models/bin, and
+# packs them into .device/models.tar.xz (the one path to carry; `run` and `models`
+# unpack it). `models` runs test/fixtures/models/check-model-cuda.sh on each family
+# (ctest e2e.cuda.model.*), the GPU unit tests (the whole-model
+# kernels first; GTEST_FILTER narrows the rest), the decode step time at batch 1
+# and 2 (bench/model_decode.py, steady state, with CUDA graphs and eagerly) and
+# compute-sanitizer's memcheck and initcheck on a generation each. `run` runs the
+# model checks too when they are prepared. RUNTIME_DIR (default: the build) names
+# another runtime build to link and carry (`cmake -S runtime`: its lib/ and test/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin
+fx=test/fixtures L=test/Transforms/Inputs/expert-loops B=.device/bin M=.device/models
 fixtures="mixtral qwen3_moe gpt_oss deepseek_v3 ort-moe ort-moe-silu ort-qmoe"
+families="mixtral qwen3_moe gpt_oss deepseek_v3" # whole models (test/fixtures/models)
 fp8_fixtures="deepseek_v3_fp8 gpt_oss_fp8" # FP8 checkpoints: the CUDA target runs them with --fp8 only
 forms="loop loop-concat unrolled"
 # moec compile's flags of each build: f32 and bf16 expert weights, and bf16 expert outputs too.
@@ -32,7 +47,92 @@ build_flags() {
 tally() { # a check's exit code: 0 passed, 77 skipped (ctest's convention), else failed
   case $1 in 0) pass=$((pass + 1)) ;; 77) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
 }
+static_tools() { # here: moec-run (static libstdc++, zlib, cudart) and libmoec.so into $1
+  local build=$2 cuda=${CUDA_HOME:-/usr/local/cuda}
+  g++ -O2 -std=c++20 -DMOEC_RUN_WITH_CUDA tools/moec-run/moec-run.cpp tools/moec-run/StreamRun.cpp \
+    tools/moec-run/ModelRun.cpp -Iruntime/include -I"$cuda/include" "$build/lib/libmoec_runtime.a" \
+    "$build/lib/libmoec_tooling.a" /usr/lib/x86_64-linux-gnu/libz.a "$cuda/lib64/libcudart_static.a" \
+    -static-libstdc++ -static-libgcc -ldl -lrt -pthread -o "$1/moec-run"
+  # The C API as a shared library, for test/Codegen/check-cuda-faults.py and bench/model_decode.py.
+  g++ -shared -o "$1/libmoec.so" -Wl,--whole-archive "$build/lib/libmoec_runtime.a" \
+    -Wl,--no-whole-archive -static-libstdc++ -static-libgcc -Wl,--exclude-libs,libstdc++.a -ldl -pthread
+}
+unpack_models() { # there: .device/models from the carried archive
+  if [[ ! -d $M && -f .device/models.tar.xz ]]; then tar -xJf .device/models.tar.xz; fi
+  [[ -d $M ]]
+}
+check_models() { # there: check-model-cuda.sh on each prepared family
+  for f in $families; do
+    echo "== whole model $f (check-model-cuda.sh)"
+    if [[ ! -d $M/$f ]]; then
+      echo "absent: not prepared"
+      skip=$((skip + 1))
+      continue
+    fi
+    MOEC_PREBUILT_ARTIFACTS=$M/$f timeout 300 test/fixtures/models/check-model-cuda.sh $M/bin \
+      $fx/models/$f $fx/models/$f/checkpoint
+    local rc=$?
+    echo "rc=$rc"
+    tally $rc
+  done
+}
 case ${1:-} in
+prepare-models)
+  set -e
+  build=${BUILD_DIR:-build}
+  rt=${RUNTIME_DIR:-$build}
+  rm -rf $M .device/models.tar.xz
+  mkdir -p $M/bin
+  exclude=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$exclude")"
+  grep -qx '/.device/' "$exclude" 2>/dev/null || echo /.device/ >>"$exclude"
+  for f in $families; do
+    for plan in "artifact 64" "chunked 4"; do
+      read -r name tokens <<<"$plan"
+      "$build/bin/moec" compile $fx/models/$f/checkpoint --target=cuda --max-batch=2 --max-seq=32 \
+        --max-tokens=$tokens --runtime-dir="$rt" -o $M/$f/$name
+    done
+  done
+  rm -f $M/*/*/model.cu
+  static_tools $M/bin "$rt"
+  cp "$(ls "$rt"/runtime/test/moec-runtime-gpu-tests "$rt"/test/moec-runtime-gpu-tests 2>/dev/null |
+    head -1)" $M/bin/
+  tar -cJf .device/models.tar.xz $M
+  du -sh $M .device/models.tar.xz
+  ;;
+models)
+  nvidia-smi -L
+  pass=0 fail=0 skip=0
+  unpack_models || { echo "nothing prepared: run prepare-models here first"; exit 2; }
+  check_models
+  echo "== runtime gpu unit tests (the whole-model kernels first)"
+  for filter in "CudaModelKernels*:DeviceKVCache*" "${GTEST_FILTER:--CudaModelKernels*:DeviceKVCache*}"; do
+    timeout 240 $M/bin/moec-runtime-gpu-tests --gtest_brief=1 --gtest_filter="$filter" 2>&1 | tail -15
+    rc=${PIPESTATUS[0]}
+    echo "gpu unit tests $filter: rc=$rc"
+    tally $rc
+  done
+  echo "== decode step time (bench/model_decode.py: CUDA graphs, then eager)"
+  for f in $families; do
+    for graphs in 1 0; do
+      echo "-- $f, MOEC_CUDA_GRAPHS=$graphs"
+      MOEC_CUDA_GRAPHS=$graphs timeout 60 python3 bench/model_decode.py $M/bin/libmoec.so \
+        $M/$f/artifact $fx/models/$f/prompt.npz --repeats 4
+    done
+  done
+  echo "== compute-sanitizer on whole-model generations"
+  for run in "mixtral memcheck" "deepseek_v3 initcheck"; do
+    read -r f tool <<<"$run"
+    timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5 $M/bin/moec-run \
+      $M/$f/artifact --inputs $fx/models/$f/prompt.npz --generate 4 > .device/sanitize.log 2>&1
+    rc=$?
+    echo "$tool $f generate: rc=$rc $(grep -m1 'ERROR SUMMARY' .device/sanitize.log)"
+    [[ $rc -ne 0 ]] && grep -v "Host Frame" .device/sanitize.log | head -20
+    tally $rc
+  done
+  echo "MODELS SUMMARY pass=$pass fail=$fail skip=$skip"
+  [[ $fail -eq 0 ]]
+  ;;
 prepare)
   set -e
   build=${BUILD_DIR:-build}
@@ -53,15 +153,8 @@ prepare)
   for form in $forms; do
     if want loops; then "$build/bin/moec" compile $L/$form.mlir --target=cuda -o .device/art/loops-$form; fi
   done
-  cuda=${CUDA_HOME:-/usr/local/cuda}
-  g++ -O2 -std=c++20 -DMOEC_RUN_WITH_CUDA tools/moec-run/moec-run.cpp tools/moec-run/StreamRun.cpp \
-    -Iruntime/include -I"$cuda/include" "$build/lib/libmoec_runtime.a" "$build/lib/libmoec_tooling.a" \
-    /usr/lib/x86_64-linux-gnu/libz.a "$cuda/lib64/libcudart_static.a" -static-libstdc++ \
-    -static-libgcc -ldl -lrt -pthread -o $B/moec-run
+  static_tools $B "$build"
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-grouped-matmul" $B/
-  # The C API as a shared library, for test/Codegen/check-cuda-faults.py.
-  g++ -shared -o $B/libmoec.so -Wl,--whole-archive "$build/lib/libmoec_runtime.a" \
-    -Wl,--no-whole-archive -static-libstdc++ -static-libgcc -Wl,--exclude-libs,libstdc++.a -ldl -pthread
   # The sentinel regression (test/Codegen/check-sentinels.py), compiled here, run there.
   for w in f32 bf16 bf16out; do
     want sentinels || break
@@ -171,6 +264,7 @@ run)
   rc=$?
   echo "rc=$rc"
   tally $rc
+  unpack_models && check_models
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
   echo "== runtime gpu unit tests"
   timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5

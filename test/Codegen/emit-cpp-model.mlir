@@ -7,8 +7,9 @@
 // RUN: moec-opt %s -moe-plan-kv-cache="max-batch=2 max-seq=16" | moec-translate --emit-cpp | FileCheck %s
 // RUN: not moec-translate --emit-cpp %s 2>&1 | FileCheck %s --check-prefix=NOPLAN
 // NOPLAN: error: cannot generate code for 'moe.attention': its function has no KV cache plan (moe.kv_cache: run moe-plan-kv-cache, which moec compile --target does)
-// RUN: moec-opt %s -moe-plan-kv-cache | not moec-translate --emit-cuda 2>&1 | FileCheck %s --check-prefix=CUDA
-// CUDA: error: cannot generate code for 'moe.embedding': whole-model ops have no kernels on the CUDA target yet; compile for --target=cpu
+// The same program for the CUDA target (emit-cuda-model.mlir has its checks).
+// RUN: moec-opt %s -moe-plan-kv-cache | moec-translate --emit-cuda | FileCheck %s --check-prefix=CUDA
+// CUDA: MOEC_RETURN_IF_ERROR(attention(cache, 0, v4, v5, v3, nullptr, w5, in1, in2, T, 4, 2, 4, 0, 4, 0x1p-1f, 3, v6, stream));
 
 // CHECK: #include "moec/runtime/cpu/ModelKernels.h"
 // CHECK: struct State {

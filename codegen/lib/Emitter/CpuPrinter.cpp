@@ -30,7 +30,7 @@ private:
   bool hasModelKernels() const override { return true; }
   bool reusesWorkspace() const override { return true; }
 
-  void printCheckedKernel(StringRef name, std::vector<std::string> args) override {
+  void printCheckedKernel(Operation *, StringRef name, std::vector<std::string> args) override {
     args.insert(args.begin(), "pool");
     args.push_back("why");
     line("if (!" + name.str() + "(" + llvm::join(args, ", ") + "))");

@@ -9,7 +9,11 @@
 // stream (a shared expert) run there beside the routed chain. Counts the kernels compute (num_valid,
 // the offsets) stay on the device: kernels take pointers to them and the row
 // count as their launch bound. Past the generic walk, this printer fuses a
-// permute or an FP8 grouped matmul into the moe.quantize that reads it.
+// permute or an FP8 grouped matmul into the moe.quantize that reads it. A
+// whole model's step keeps its KV cache on the device (DeviceKVCache in the
+// State), checks its token ids, positions and sequences on the host before
+// queuing anything where the host can read them, and reuses workspace slots
+// as the CPU does when no op runs on the side stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +35,15 @@ public:
 private:
   std::string targetPhrase() const override { return "the CUDA target"; }
   bool hasBF16Kernels() const override { return true; }
+  bool hasModelKernels() const override { return true; }
+  /// A whole model's step reuses slots (first fit, as on the CPU: it has
+  /// thousands of values) when every kernel runs in order on one stream: no
+  /// op of the side stream. A block keeps one slot per value.
+  bool reusesWorkspace() const override { return cacheMaxBatch > 0 && !hasSideStreamOps(); }
+  bool hasSideStreamOps() const;
+  /// The kernel, and where its data is a function input, the step's host check
+  /// of it (checkStep in run()).
+  void printCheckedKernel(Operation *op, StringRef name, std::vector<std::string> args) override;
 
   /// With the stream last and its Status checked.
   void printKernel(StringRef name, std::vector<std::string> args, bool) override {
@@ -105,6 +118,8 @@ private:
     return it == inverseOf.end() ? "nullptr" : it->second;
   }
   std::string inPlaceSetup() const;
+  /// A whole model's host check of the step (DeviceKVCache::checkStep).
+  std::string modelChecks() const;
   /// The graph's run: keyed by the caller's addresses when in place.
   std::string graphRun() const;
 
@@ -125,7 +140,40 @@ private:
   llvm::DenseMap<Value, std::string> inverseOf;
   /// The stream the next kernel call is queued on.
   std::string streamExpr = "stream";
+  /// The host checks of a whole model's step, as DeviceKVCache::IdsCheck and
+  /// TokensCheck initialisers.
+  std::vector<std::string> idsChecks, tokensChecks;
 };
+
+/// An op that moe-plan-streams put on the side stream (or a view of an input
+/// that both streams read).
+bool onSideStream(Operation &op) {
+  auto stream = op.getAttrOfType<IntegerAttr>(moe::kStreamAttr);
+  return (stream && stream.getInt() == 1) || op.hasAttr(moe::kStreamInputViewAttr);
+}
+
+bool CudaPrinter::hasSideStreamOps() const {
+  return llvm::any_of(const_cast<func::FuncOp &>(function).getBody().front(), onSideStream);
+}
+
+void CudaPrinter::printCheckedKernel(Operation *op, StringRef name,
+                                     std::vector<std::string> args) {
+  auto input = [&](Value value) -> std::string {
+    if (auto argument = dyn_cast<BlockArgument>(viewRoot(value)))
+      return "inputs[" + std::to_string(argument.getArgNumber()) + "]";
+    return ""; // computed on the device: only the kernels' own guards
+  };
+  if (auto embedding = dyn_cast<moe::EmbeddingOp>(op)) {
+    if (std::string ids = input(embedding.getIds()); !ids.empty())
+      idsChecks.push_back("{" + ids + ", " + args[3] + "}");
+  } else if (auto attention = dyn_cast<moe::AttentionOp>(op)) {
+    std::string positions = input(attention.getPositions());
+    std::string sequences = input(attention.getSequences());
+    if (!positions.empty() && !sequences.empty())
+      tokensChecks.push_back("{" + positions + ", " + sequences + ", " + args[1] + "}");
+  }
+  kernel(name, std::move(args));
+}
 
 // The caller's buffer itself when the run is in place, else copied into its
 // own workspace slot, on the stream, from host or device memory
@@ -150,7 +198,7 @@ void CudaPrinter::declareInput(unsigned i, ValueInfo &info, const std::string &c
 void CudaPrinter::declareResult(ValueInfo &info, const std::string &cppType, uint64_t bytes,
                                 std::optional<unsigned> output) {
   std::string slot = "reinterpret_cast<" + cppType + " *>(workspace + " +
-                     std::to_string(reserve(bytes)) + ")";
+                     std::to_string(reserveValue(bytes)) + ")";
   if (inPlaceCapable && output)
     slot = "inPlace ? static_cast<" + cppType + " *>(outputs[" + std::to_string(*output) +
            "]) : " + slot;
@@ -175,10 +223,7 @@ void CudaPrinter::planOutputs(func::ReturnOp returnOp) {
 /// reads (`moe.stream_input_view`, aliases without a kernel) come with it. The
 /// main stream joins it before the first combine.
 LogicalResult CudaPrinter::emitOps(llvm::function_ref<LogicalResult(Operation &)> emitOp) {
-  auto onSide = [](Operation &op) {
-    auto stream = op.getAttrOfType<IntegerAttr>(moe::kStreamAttr);
-    return (stream && stream.getInt() == 1) || op.hasAttr(moe::kStreamInputViewAttr);
-  };
+  auto onSide = [](Operation &op) { return onSideStream(op); };
   Block &body = function.getBody().front();
   for (Operation &op : body)
     if (Attribute stream = op.getAttr(moe::kStreamAttr)) {
@@ -396,12 +441,17 @@ void CudaPrinter::printResult(unsigned index, Value, const ValueInfo &info, Dim 
 /// host waits once, at the end.
 void CudaPrinter::assemble(llvm::raw_ostream &os) {
   uint64_t sorts = sortSlots.size();
-  os << "// Generated by `moec compile --target=cuda`: the grouped phase of @"
-     << function.getSymName() << " as calls of moec's CUDA kernels on one stream. Do not edit.\n"
+  bool model = cacheMaxBatch > 0;
+  os << "// Generated by `moec compile --target=cuda`: "
+     << (model ? "a whole model's step, @" : "the grouped phase of @") << function.getSymName()
+     << (model ? "," : "") << " as calls of moec's CUDA kernels on one stream. Do not edit.\n"
      << "#include \"moec/runtime/ArtifactABI.h\"\n"
      << "#include \"moec/runtime/Cuda.h\"\n"
      << "#include \"moec/runtime/cuda/Artifact.h\"\n"
-     << "#include \"moec/runtime/cuda/MoEKernels.h\"\n\n"
+     << "#include \"moec/runtime/cuda/MoEKernels.h\"\n";
+  if (model)
+    os << "#include \"moec/runtime/cuda/ModelKernels.h\"\n";
+  os << "\n"
      << "#include <cstdint>\n#include <limits>\n#include <new>\n#include <string>\n\n"
      << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
      << "using namespace moec::rt;\nusing namespace moec::rt::cuda;\n"
@@ -416,6 +466,7 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
     os << (i ? ", " : "") << sortSlots[i];
   os << (sorts ? "" : "0") << "};\n\n"
      << "struct State {\n  DeviceModel model;\n  GraphCache graphs;\n"
+     << (model ? "  DeviceKVCache cache;\n" : "")
      << "  size_t sortOffset[" << std::max<uint64_t>(sorts, 1) << "] = {}, sortBytes["
      << std::max<uint64_t>(sorts, 1) << "] = {};\n};\n\n"
      << "Status create(State &state, const unsigned char *weights, uint64_t weightsBytes) {\n"
@@ -426,6 +477,14 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "    state.sortOffset[i] = total - kPlannedBytes;\n"
      << "    total += (state.sortBytes[i] + 255) / 256 * 256;\n  }\n"
      << "  MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));\n";
+  if (model) {
+    // The KV cache: moe-plan-kv-cache's size, one slot per attention op.
+    os << "  MOEC_RETURN_IF_ERROR(state.cache.create(" << cacheMaxBatch << ", " << cacheMaxSeq
+       << ", {";
+    for (auto [i, slot] : llvm::enumerate(cacheSlots))
+      os << (i ? ", " : "") << "{" << slot.first << ", " << slot.second << "}";
+    os << "}));\n";
+  }
   if (!createSteps.empty()) {
     os << "  // Concatenated gate/up rows interleaved once on the device: the kernels below\n"
        << "  // are given GateUpLayout::Interleaved (docs/design.md, \"Gate/up rows on the GPU\").\n";
@@ -441,6 +500,7 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "  if (T < 0 || T > " << maxTokens << ")\n"
      << "    return Status::error(\"the token count \" + std::to_string(T) +\n"
      << "                         \" is outside the plan of this library (0 to " << maxTokens << ")\");\n"
+     << modelChecks()
      << "  cudaStream_t stream = state.model.stream();\n"
      << "  const unsigned char *weights = state.model.weights();\n"
      << "  unsigned char *workspace = state.model.workspace();\n"
@@ -476,8 +536,11 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "    return reportStatus(status.withContext(\"creating the CUDA model\"), error, errorBytes);\n"
      << "  }\n  *state = created;\n  return 0;\n}\n\n"
      << "MOEC_EXPORT void moec_artifact_destroy(void *state) { delete static_cast<State *>(state); }\n\n"
-     << "// A block has no KV cache.\n"
-     << "MOEC_EXPORT void moec_artifact_reset(void *, int64_t) {}\n\n"
+     << (model ? "// Host state only: the lengths that the checks count.\n"
+                 "MOEC_EXPORT void moec_artifact_reset(void *state, int64_t sequence) {\n"
+                 "  static_cast<State *>(state)->cache.reset(sequence < 0 ? -1 : sequence);\n}\n\n"
+               : "// A block has no KV cache.\n"
+                 "MOEC_EXPORT void moec_artifact_reset(void *, int64_t) {}\n\n")
      << "MOEC_EXPORT int moec_artifact_run(void *state, const unsigned char *,\n"
      << "                                  const void *const *inputs, void *const *outputs,\n"
      << "                                  int64_t tokens, unsigned char *, const void *stream,\n"
@@ -487,6 +550,29 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "  if (status)\n"
      << "    status = run(model, inputs, outputs, tokens, static_cast<const cudaStream_t *>(stream));\n"
      << "  return reportStatus(model.model.endRun(std::move(status)), error, errorBytes);\n}\n";
+}
+
+std::string CudaPrinter::modelChecks() const {
+  if (!cacheMaxBatch)
+    return "";
+  auto list = [](const char *type, const char *name, const std::vector<std::string> &items) {
+    if (items.empty())
+      return std::string();
+    return std::string("  const DeviceKVCache::") + type + " " + name + "[] = {" +
+           llvm::join(items, ", ") + "};\n";
+  };
+  auto pointer = [](const char *name, const std::vector<std::string> &items) {
+    return items.empty() ? std::string("nullptr, 0")
+                         : std::string(name) + ", " + std::to_string(items.size());
+  };
+  return "  // The step's token ids, positions and sequences checked on the host before anything\n"
+         "  // is queued, where it can read them: host memory passed to moec_run. Otherwise the\n"
+         "  // kernels skip what is out of range (docs/artifact.md).\n" +
+         list("IdsCheck", "idsChecks", idsChecks) +
+         list("TokensCheck", "tokensChecks", tokensChecks) +
+         "  MOEC_RETURN_IF_ERROR(state.cache.checkStep(caller == nullptr, T, " +
+         pointer("idsChecks", idsChecks) + ", " + pointer("tokensChecks", tokensChecks) +
+         "));\n  DeviceKVCache &cache = state.cache;\n  (void)cache;\n";
 }
 
 std::string CudaPrinter::inPlaceSetup() const {

@@ -40,9 +40,9 @@ LogicalResult Emitter::emitEmbedding(moe::EmbeddingOp op) {
   if (failed(out))
     return failure();
   comment(op);
-  checkedKernel("embedding", {(*ids)->var, dimExpr(rows), (*table)->var,
-                              dimExpr((*table)->dims[0]), dimExpr((*table)->dims[1]),
-                              (*out)->var});
+  checkedKernel(op, "embedding",
+                {(*ids)->var, dimExpr(rows), (*table)->var, dimExpr((*table)->dims[0]),
+                 dimExpr((*table)->dims[1]), (*out)->var});
   return success();
 }
 
@@ -130,7 +130,7 @@ LogicalResult Emitter::emitAttention(moe::AttentionOp op) {
     cacheSlots.resize(slot + 1, {0, 0});
   cacheSlots[slot] = {keyColumns + sharedDim, valueColumns};
   comment(op);
-  checkedKernel("attention",
+  checkedKernel(op, "attention",
                 {"cache", std::to_string(slot), (*query)->var, (*key)->var, (*value)->var, shared,
                  sinks, (*positions)->var, (*sequences)->var, dimExpr(rows),
                  std::to_string(heads), std::to_string(kvHeads),

@@ -160,9 +160,10 @@ protected:
   /// Whether the target has the whole-model kernels (embedding, RMSNorm,
   /// rotary, attention over the KV cache, sums).
   virtual bool hasModelKernels() const { return false; }
-  /// A kernel that can fail on its data (a token id, a cache position): it
-  /// returns false and a message, and the run fails with it.
-  virtual void printCheckedKernel(mlir::StringRef, std::vector<std::string>) {
+  /// A kernel of `op` that checks its data (a token id, a cache position): on
+  /// the CPU it returns false and a message, and the run fails with it; the
+  /// CUDA target checks the step's inputs on the host before queuing it.
+  virtual void printCheckedKernel(mlir::Operation *, mlir::StringRef, std::vector<std::string>) {
     llvm_unreachable("only a target with model kernels prints checked kernels");
   }
 
@@ -171,8 +172,8 @@ protected:
   void kernel(mlir::StringRef name, std::vector<std::string> args, bool pool = true) {
     printKernel(name, std::move(args), pool);
   }
-  void checkedKernel(mlir::StringRef name, std::vector<std::string> args) {
-    printCheckedKernel(name, std::move(args));
+  void checkedKernel(mlir::Operation *op, mlir::StringRef name, std::vector<std::string> args) {
+    printCheckedKernel(op, name, std::move(args));
   }
   /// A workspace slot of `bytes` bytes; returns its offset. Sizes are
   /// checked: past kMaxPlannedBytes the plan is refused (run() says so).
@@ -191,7 +192,8 @@ protected:
   /// Frees the slots of the values `op` was the last to read.
   void releaseAfter(mlir::Operation *op);
   /// Whether a value's slot may be reused once no op reads it: the CPU runs
-  /// its kernels one after another; the CUDA target overlaps streams.
+  /// its kernels one after another; the CUDA target overlaps streams where
+  /// moe-plan-streams put a shared expert beside the routed chain.
   virtual bool reusesWorkspace() const { return false; }
   /// `count` elements of `elementBytes` each at max tokens, checked: an
   /// overflow is recorded and refused at the end of run().
