@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything moec needs on a fresh Debian 12 machine: the compiler toolchain
 # (MLIR/LLVM 22, ONNX, protobuf, ninja; clang-22 and its sanitizer runtimes for the
-# fuzz ctests) from apt and the Python test tooling from PyPI.
+# fuzz ctests), OpenBLAS (bench/cpu_gemm.cpp measures the CPU kernels' matrix
+# product against it; the kernels do not link it) from apt and the Python test
+# tooling from PyPI.
 # Idempotent and quiet: it prints nothing unless something fails.
 set -euo pipefail
 
@@ -17,6 +19,7 @@ apt_packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   ninja-build cmake g++ libgtest-dev zlib1g-dev python3-venv
   libclang-rt-22-dev
+  libopenblas-dev
 )
 missing=()
 for p in "${apt_packages[@]}"; do

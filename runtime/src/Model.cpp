@@ -133,6 +133,11 @@ struct moec_model {
   std::string dir;
   Manifest manifest;
   void *library = nullptr;
+  // The descriptor dlopen loaded the library through (/proc/self/fd/N), open
+  // while the library is: were it closed, the next model's library could get
+  // the same number, and dlopen, which knows loaded objects by name, would hand
+  // back this one instead of loading it.
+  int libraryFd = -1;
   void *weights = nullptr;
   size_t weightsMapped = 0;
   unsigned char *workspace = nullptr;
@@ -147,6 +152,8 @@ struct moec_model {
       destroy(state);
     if (library)
       dlclose(library);
+    if (libraryFd >= 0)
+      close(libraryFd);
     if (weights)
       munmap(weights, weightsMapped);
     ::operator delete[](workspace, std::align_val_t{64});
@@ -352,10 +359,9 @@ Status loadBundle(const std::string &path, const moec::rt::BundleTrailer &traile
     }
     done += static_cast<size_t>(wrote);
   }
-  Status opened = openLibrary(model, "/proc/self/fd/" + std::to_string(fd),
-                              path + " (bundled model library)");
-  close(fd); // the mapping dlopen made keeps the memory file alive
-  return opened;
+  model.libraryFd = fd; // kept open while the library is loaded (moec_model)
+  return openLibrary(model, "/proc/self/fd/" + std::to_string(fd),
+                     path + " (bundled model library)");
 }
 
 Status load(const char *dir, moec_model &model) {
@@ -373,9 +379,8 @@ Status load(const char *dir, moec_model &model) {
     std::string library = model.dir + "/" + model.manifest.library;
     int fd = -1;
     MOEC_RETURN_IF_ERROR(checkLibraryFile(model.manifest, library, fd));
-    Status opened = openLibrary(model, "/proc/self/fd/" + std::to_string(fd), library);
-    close(fd);
-    MOEC_RETURN_IF_ERROR(opened);
+    model.libraryFd = fd; // kept open while the library is loaded (moec_model)
+    MOEC_RETURN_IF_ERROR(openLibrary(model, "/proc/self/fd/" + std::to_string(fd), library));
   } else {
     moec::rt::BundleTrailer trailer;
     bool present = false;

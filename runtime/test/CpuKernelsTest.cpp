@@ -8,12 +8,15 @@
 
 #include "moec/runtime/cpu/MoEKernels.h"
 
+#include "../src/cpu/Gemm.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -289,6 +292,141 @@ TEST(CpuKernelsThreads, ResultsDoNotDependOnTheThreadCount) {
     ASSERT_EQ(one[i], many[i]) << i;
   for (int64_t i = 95 * N / 2; i < S * N / 2; ++i)
     ASSERT_TRUE(std::isnan(many[i])) << "row past offsets[E-1] written at " << i;
+}
+
+// Loops large enough to split over the workers: every index exactly once,
+// hundreds of loops back to back (the workers spin between them) and after
+// pauses (they sleep).
+TEST(CpuThreadPool, EveryIndexOnceInEveryLoop) {
+  for (unsigned threads : {2u, 3u, 5u}) {
+    ThreadPool pool(threads);
+    for (int loop = 0; loop < 400; ++loop) {
+      int64_t count = 1 + loop % 37;
+      std::vector<std::atomic<int>> hits(count);
+      pool.parallelFor(count, 1e9, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          hits[i].fetch_add(1);
+      });
+      for (int64_t i = 0; i < count; ++i)
+        ASSERT_EQ(hits[i].load(), 1) << threads << " threads, loop " << loop << ", index " << i;
+      if (loop % 100 == 99)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+}
+
+TEST(CpuThreadPool, SmallLoopsRunOnTheCaller) {
+  ThreadPool pool(4);
+  EXPECT_EQ(pool.chunksFor(1000, ThreadPool::kMinChunkWork - 1), 1u);
+  EXPECT_EQ(pool.chunksFor(1000, 2.5 * ThreadPool::kMinChunkWork), 2u);
+  EXPECT_EQ(pool.chunksFor(3, 1e12), 3u);
+  std::thread::id caller = std::this_thread::get_id(), ran;
+  pool.parallelFor(100, 10.0, [&](int64_t, int64_t) { ran = std::this_thread::get_id(); });
+  EXPECT_EQ(ran, caller);
+}
+
+// The product's every element is one sequence of operations fixed by K
+// (src/cpu/Gemm.h): the same bits on every instruction set, for any M and N,
+// and for a row computed alone or among others.
+TEST(CpuGemm, SameBitsOnEveryInstructionSetAndTile) {
+  std::mt19937 rng(11);
+  for (int64_t k : {1, 7, 16, 24, 40, 64, 100}) {
+    const int64_t m = 11, n = 13;
+    auto a = randomVector(m * k, rng), b = randomVector(n * k, rng), bias = randomVector(n, rng);
+    std::vector<float> want(m * n, kNaN);
+    ASSERT_TRUE(moec::rt::cpu::detail::gemmNTOn("scalar", a.data(), k, b.data(), k, bias.data(),
+                                                want.data(), n, m, n, k));
+    for (const char *isa : {"avx2", "avx512"}) {
+      std::vector<float> got(m * n, kNaN);
+      if (!moec::rt::cpu::detail::gemmNTOn(isa, a.data(), k, b.data(), k, bias.data(), got.data(),
+                                           n, m, n, k))
+        continue; // not on this processor
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << isa << " differs from scalar at k = " << k;
+    }
+    // Row 5 alone, and columns 3..9 alone: the same bits as in the whole.
+    std::vector<float> row(n, kNaN), cols(m * 7, kNaN);
+    moec::rt::cpu::detail::gemmNT(a.data() + 5 * k, k, b.data(), k, bias.data(), row.data(), n, 1,
+                                  n, k);
+    moec::rt::cpu::detail::gemmNT(a.data(), k, b.data() + 3 * k, k, bias.data() + 3, cols.data(), 7,
+                                  m, 7, k);
+    std::vector<float> whole(m * n, kNaN);
+    moec::rt::cpu::detail::gemmNT(a.data(), k, b.data(), k, bias.data(), whole.data(), n, m, n, k);
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_EQ(row[j], whole[5 * n + j]) << "k = " << k << ", column " << j;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < 7; ++j)
+        ASSERT_EQ(cols[i * 7 + j], whole[i * n + 3 + j]) << "k = " << k;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = bias[j];
+        for (int64_t x = 0; x < k; ++x)
+          s += double(a[i * k + x]) * b[j * k + x];
+        ASSERT_NEAR(whole[i * n + j], s, 1e-5 * (1 + std::abs(s)));
+      }
+  }
+}
+
+TEST(CpuGemm, SiluEpilogueSameBitsOnEveryInstructionSet) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> wide(-100.0f, 100.0f);
+  for (int64_t n : {2, 10, 34, 80}) {
+    std::vector<float> acc(n);
+    for (float &v : acc)
+      v = wide(rng) * (rng() % 2 ? 1.0f : 0.05f);
+    acc[0] = kNaN;
+    for (bool gated : {false, true})
+      for (bool interleaved : {false, true})
+        for (float limit : {7.0f, std::numeric_limits<float>::infinity()}) {
+          int64_t width = gated ? n / 2 : n;
+          std::vector<float> want(width, -1.0f);
+          moec::rt::cpu::detail::siluEpilogueOn("scalar", acc.data(), n, gated, interleaved,
+                                                1.702f, 1.0f, limit, want.data());
+          for (const char *isa : {"avx2", "avx512"}) {
+            std::vector<float> got(width, -1.0f);
+            if (!moec::rt::cpu::detail::siluEpilogueOn(isa, acc.data(), n, gated, interleaved,
+                                                       1.702f, 1.0f, limit, got.data()))
+              continue;
+            for (int64_t j = 0; j < width; ++j) // NaN as NaN (its sign and payload vary)
+              ASSERT_TRUE(std::memcmp(&got[j], &want[j], sizeof(float)) == 0 ||
+                          (std::isnan(got[j]) && std::isnan(want[j])))
+                  << isa << " n " << n << " gated " << gated << " j " << j << ": " << got[j]
+                  << " vs " << want[j];
+          }
+        }
+  }
+  // exp within a few ulp of the library's over the clamped range.
+  for (float x = -87.0f; x < 88.0f; x += 0.173f)
+    ASSERT_NEAR(moec::rt::cpu::detail::expClamped(x), std::exp(x), 3e-7f * std::exp(x)) << x;
+  EXPECT_TRUE(std::isnan(moec::rt::cpu::detail::expClamped(kNaN)));
+}
+
+// groupedMatmul split over threads (enough work for several chunks).
+TEST(CpuKernelsThreads, SplitLoopsGiveTheSameBits) {
+  std::mt19937 rng(8);
+  const int64_t S = 300, K = 64, E = 6, N = 80;
+  auto lhs = randomVector(S * K, rng), w = randomVector(E * N * K, rng);
+  const int32_t offsets[6] = {40, 40, 150, 151, 260, 290};
+  for (Epilogue act : {Epilogue{}, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
+                                            1.0f, 0.0f, std::numeric_limits<float>::infinity()}}) {
+    int64_t width = act.enabled ? N / 2 : N;
+    std::vector<float> one(S * width, kNaN), many(S * width, kNaN), lin1(S * width, kNaN),
+        lin3(S * width, kNaN);
+    ThreadPool single(1), several(3);
+    ASSERT_GT(several.chunksFor(290, 290.0 * N * K), 1u);
+    groupedMatmul(single, lhs.data(), K, w.data(), E, N, offsets, nullptr, act, one.data());
+    groupedMatmul(several, lhs.data(), K, w.data(), E, N, offsets, nullptr, act, many.data());
+    linear(single, lhs.data(), S, K, w.data(), N, nullptr, act, lin1.data());
+    linear(several, lhs.data(), S, K, w.data(), N, nullptr, act, lin3.data());
+    ASSERT_EQ(std::memcmp(one.data(), many.data(), 290 * width * sizeof(float)), 0);
+    ASSERT_EQ(std::memcmp(lin1.data(), lin3.data(), lin1.size() * sizeof(float)), 0);
+    // Decode-sized linear, split by columns.
+    std::vector<float> col1(2 * 4096, kNaN), col3(2 * 4096, kNaN);
+    auto wide = randomVector(4096 * K, rng);
+    linear(single, lhs.data(), 2, K, wide.data(), 4096, nullptr, Epilogue{}, col1.data());
+    linear(several, lhs.data(), 2, K, wide.data(), 4096, nullptr, Epilogue{}, col3.data());
+    ASSERT_EQ(std::memcmp(col1.data(), col3.data(), col1.size() * sizeof(float)), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, CpuKernels, ::testing::Values(1u, 3u));

@@ -4,9 +4,11 @@
 #include "moec/runtime/Float8.h"
 
 #include "../RoutingWeights.h"
+#include "Gemm.h"
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -36,6 +38,11 @@ void applyEpilogue(const Epilogue &e, const float *acc, int64_t n, float *out) {
     std::copy(acc, acc + n, out);
     return;
   }
+  if (e.kind == ActivationKind::SiLU) { // vectorised, moec's own exp (Gemm.h)
+    detail::siluEpilogue(acc, n, e.layout != GateUpLayout::None,
+                         e.layout == GateUpLayout::Interleaved, e.alpha, e.beta, e.limit, out);
+    return;
+  }
   if (e.layout == GateUpLayout::None) {
     for (int64_t j = 0; j < n; ++j)
       out[j] = activate(e.kind, e.alpha, acc[j]);
@@ -54,37 +61,59 @@ void applyEpilogue(const Epilogue &e, const float *acc, int64_t n, float *out) {
   }
 }
 
-/// x · w (both length k), with independent partial sums so the compiler can
-/// vectorise without reassociating.
-float dot(const float *x, const float *w, int64_t k) {
-  float partial[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8)
-    for (int lane = 0; lane < 8; ++lane)
-      partial[lane] += x[i + lane] * w[i + lane];
-  float sum = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
-              ((partial[4] + partial[5]) + (partial[6] + partial[7]));
-  for (; i < k; ++i)
-    sum += x[i] * w[i];
-  return sum;
+/// Rows of a product computed at once before their epilogue.
+constexpr int64_t kRowBlock = 16;
+
+/// Scratch floats of one chunk: on the stack up to kInline, else on the heap.
+/// (Not thread_local: a thread_local with a destructor pins model.so in
+/// memory after dlclose.)
+class Scratch {
+public:
+  explicit Scratch(size_t count) {
+    if (count > kInline)
+      heap_.reset(new float[count]);
+  }
+  float *data() { return heap_ ? heap_.get() : inline_; }
+
+private:
+  static constexpr size_t kInline = 4096;
+  float inline_[kInline];
+  std::unique_ptr<float[]> heap_;
+};
+
+/// Rows [0, m) of epilogue(x · wᵀ + bias) for w [n, k] into out (row stride
+/// `ldo`): straight into out without an epilogue, else through scratch.
+void project(const float *x, int64_t m, int64_t k, const float *w, int64_t n, const float *bias,
+             const Epilogue &epilogue, float *out, int64_t ldo) {
+  if (!epilogue.enabled) {
+    detail::gemmNT(x, k, w, k, bias, out, ldo, m, n, k);
+    return;
+  }
+  Scratch buffer(static_cast<size_t>(std::min(kRowBlock, m) * n));
+  float *sums = buffer.data();
+  for (int64_t r = 0; r < m; r += kRowBlock) {
+    int64_t rows = std::min(kRowBlock, m - r);
+    detail::gemmNT(x + r * k, k, w, k, bias, sums, n, rows, n, k);
+    for (int64_t i = 0; i < rows; ++i)
+      applyEpilogue(epilogue, sums + i * n, n, out + (r + i) * ldo);
+  }
 }
 
-/// One output row: epilogue(x · wᵀ + bias) for w [n, k].
-void projectRow(const float *x, int64_t k, const float *w, int64_t n, const float *bias,
-                const Epilogue &epilogue, float *scratch, float *out) {
-  for (int64_t j = 0; j < n; ++j)
-    scratch[j] = dot(x, w + j * k, k) + (bias ? bias[j] : 0.0f);
-  applyEpilogue(epilogue, scratch, n, out);
-}
-
-/// Indices of the k largest scores, descending, ties to the lower index.
+/// Indices of the k largest scores, descending, ties to the lower index: an
+/// insertion into the k best so far (k is small).
 void topK(const float *scores, int64_t count, int64_t k, int32_t *out) {
-  std::vector<int32_t> order(count);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-  });
-  std::copy(order.begin(), order.begin() + k, out);
+  int64_t held = 0;
+  for (int64_t e = 0; e < count; ++e) {
+    float s = scores[e];
+    if (held == k && !(s > scores[out[k - 1]]))
+      continue; // ties keep the earlier index
+    int64_t at = held < k ? held++ : k - 1;
+    while (at > 0 && s > scores[out[at - 1]]) {
+      out[at] = out[at - 1];
+      --at;
+    }
+    out[at] = static_cast<int32_t>(e);
+  }
 }
 
 } // namespace
@@ -92,18 +121,33 @@ void topK(const float *scores, int64_t count, int64_t k, int32_t *out) {
 void linear(ThreadPool &pool, const float *x, int64_t m, int64_t k, const float *w, int64_t n,
             const float *bias, const Epilogue &epilogue, float *y) {
   int64_t width = outputWidth(epilogue, n);
-  pool.parallelFor(m, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(n);
-    for (int64_t row = begin; row < end; ++row)
-      projectRow(x + row * k, k, w, n, bias, epilogue, scratch.data(), y + row * width);
+  double work = static_cast<double>(m) * n * k;
+  if (!epilogue.enabled && m < 4 * static_cast<int64_t>(pool.size()) &&
+      pool.chunksFor(n, work) > 1) {
+    // Few rows (decode) of a wide product: the columns split instead.
+    constexpr int64_t kColumns = 16;
+    pool.parallelFor((n + kColumns - 1) / kColumns, work, [&](int64_t begin, int64_t end) {
+      int64_t first = begin * kColumns, last = std::min(n, end * kColumns);
+      detail::gemmNT(x, k, w + first * k, k, bias ? bias + first : nullptr, y + first, width, m,
+                     last - first, k);
+    });
+    return;
+  }
+  pool.parallelFor(m, work, [&](int64_t begin, int64_t end) {
+    project(x + begin * k, end - begin, k, w, n, bias, epilogue, y + begin * width, width);
   });
 }
 
 void route(ThreadPool &pool, const float *logits, int64_t tokens, int64_t experts,
            const float *correctionBias, const Routing &routing, int32_t *ids, float *weights) {
   int64_t k = routing.topK;
-  pool.parallelFor(tokens, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(experts), selection(experts);
+  pool.parallelFor(tokens, static_cast<double>(tokens) * experts * 32, [&](int64_t begin,
+                                                                          int64_t end) {
+    Scratch buffer(static_cast<size_t>(2 * experts));
+    float *scores = buffer.data(), *selection = scores + experts;
+    // Group scores and the kept groups, once per chunk.
+    std::vector<float> groupScores(static_cast<size_t>(std::max(routing.numGroups, 1)));
+    std::vector<int32_t> kept(static_cast<size_t>(std::max(routing.topkGroups, 1)));
     for (int64_t t = begin; t < end; ++t) {
       const float *l = logits + t * experts;
       int32_t *tokenIds = ids + t * k;
@@ -117,7 +161,7 @@ void route(ThreadPool &pool, const float *logits, int64_t tokens, int64_t expert
         for (int64_t e = 0; e < experts; ++e)
           scores[e] = static_cast<float>(scores[e] / sum);
       } else if (routing.kind == RoutingKind::TopKSoftmax) {
-        std::copy(l, l + experts, scores.begin());
+        std::copy(l, l + experts, scores);
       } else {
         for (int64_t e = 0; e < experts; ++e)
           scores[e] = sigmoid(l[e]);
@@ -129,22 +173,23 @@ void route(ThreadPool &pool, const float *logits, int64_t tokens, int64_t expert
         // A group scores the sum of its two best experts; only the topkGroups
         // best groups stay, the others are masked to -inf (not 0).
         int64_t groups = routing.numGroups, size = experts / groups;
-        std::vector<float> groupScores(groups);
         for (int64_t g = 0; g < groups; ++g) {
           int32_t best[2];
-          topK(selection.data() + g * size, size, 2, best);
+          topK(selection + g * size, size, 2, best);
           groupScores[g] = selection[g * size + best[0]] + selection[g * size + best[1]];
         }
-        std::vector<int32_t> kept(routing.topkGroups);
         topK(groupScores.data(), groups, routing.topkGroups, kept.data());
-        std::vector<bool> keep(groups, false);
-        for (int32_t g : kept)
-          keep[g] = true;
-        for (int64_t e = 0; e < experts; ++e)
-          if (!keep[e / size])
-            selection[e] = -std::numeric_limits<float>::infinity();
+        // Masked: every expert of a group not kept (kept groups are few).
+        for (int64_t g = 0; g < groups; ++g) {
+          bool keep = false;
+          for (int64_t i = 0; i < routing.topkGroups; ++i)
+            keep |= kept[i] == g;
+          if (!keep)
+            std::fill(selection + g * size, selection + (g + 1) * size,
+                      -std::numeric_limits<float>::infinity());
+        }
       }
-      topK(selection.data(), experts, k, tokenIds);
+      topK(selection, experts, k, tokenIds);
 
       if (routing.kind != RoutingKind::TopKSoftmax)
         for (int64_t i = 0; i < k; ++i)
@@ -179,7 +224,8 @@ void sortByExpert(const int32_t *ids, int64_t slots, int64_t numExperts, int64_t
 
 void permute(ThreadPool &pool, const float *hidden, int64_t hiddenSize,
              const int32_t *permutation, int64_t numValid, int64_t topK, float *rows) {
-  pool.parallelFor(numValid, [&](int64_t begin, int64_t end) {
+  pool.parallelFor(numValid, static_cast<double>(numValid) * hiddenSize / 4, [&](int64_t begin,
+                                                                                int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *source = hidden + (permutation[r] / topK) * hiddenSize;
       std::copy(source, source + hiddenSize, rows + r * hiddenSize);
@@ -192,15 +238,16 @@ void groupedMatmul(ThreadPool &pool, const float *lhs, int64_t k, const float *w
                    const Epilogue &epilogue, float *out) {
   int64_t validRows = offsets[experts - 1];
   int64_t width = outputWidth(epilogue, n);
-  pool.parallelFor(validRows, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(n);
-    // The expert of the first row, then walk forward.
+  pool.parallelFor(validRows, static_cast<double>(validRows) * n * k, [&](int64_t begin,
+                                                                           int64_t end) {
+    // The expert of the first row, then each expert's rows of the chunk at once.
     int64_t e = std::upper_bound(offsets, offsets + experts, static_cast<int32_t>(begin)) - offsets;
-    for (int64_t r = begin; r < end; ++r) {
-      while (r >= offsets[e])
-        ++e;
-      projectRow(lhs + r * k, k, weights + e * n * k, n, bias ? bias + e * n : nullptr,
-                 epilogue, scratch.data(), out + r * width);
+    for (int64_t r = begin; r < end; ++e) {
+      int64_t last = std::min<int64_t>(end, offsets[e]);
+      if (last > r)
+        project(lhs + r * k, last - r, k, weights + e * n * k, n, bias ? bias + e * n : nullptr,
+                epilogue, out + r * width, width);
+      r = std::max(r, last);
     }
   });
 }
@@ -212,7 +259,8 @@ void combine(ThreadPool &pool, const float *rows, const int32_t *permutation, in
   std::vector<int32_t> rowOf(slots, -1);
   for (int64_t r = 0; r < numValid; ++r)
     rowOf[permutation[r]] = static_cast<int32_t>(r);
-  pool.parallelFor(tokens, [&](int64_t begin, int64_t end) {
+  pool.parallelFor(tokens, static_cast<double>(tokens) * (topK + 1) * hiddenSize, [&](int64_t begin,
+                                                                                     int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       float *y = out + t * hiddenSize;
       std::fill(y, y + hiddenSize, 0.0f); // written, so all-sentinel tokens are exact zeros
@@ -237,7 +285,7 @@ void combine(ThreadPool &pool, const float *rows, const int32_t *permutation, in
 void quantizeE4M3(ThreadPool &pool, const float *x, int64_t rows, int64_t k, uint8_t *q,
                   float *scales) {
   int64_t groups = (k + kScaleBlock - 1) / kScaleBlock;
-  pool.parallelFor(rows, [&](int64_t begin, int64_t end) {
+  pool.parallelFor(rows, static_cast<double>(rows) * k * 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t g = 0; g < groups; ++g) {
         int64_t first = g * kScaleBlock, last = std::min(k, first + kScaleBlock);
@@ -285,8 +333,11 @@ void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
   constexpr int64_t kColumns = 64;
   int64_t chunks = (n + kColumns - 1) / kColumns;
   std::vector<float> sums(validRows * n); // before the epilogue, which needs whole rows
-  pool.parallelFor(experts * chunks, [&](int64_t begin, int64_t end) {
-    std::vector<float> w(kColumns * k);
+  // Work: the decoding of every touched expert's weights, and the products.
+  double work = static_cast<double>(validRows) * n * k + static_cast<double>(experts) * n * k;
+  pool.parallelFor(experts * chunks, work, [&](int64_t begin, int64_t end) {
+    Scratch buffer(static_cast<size_t>(kColumns * k));
+    float *w = buffer.data();
     for (int64_t task = begin; task < end; ++task) {
       int64_t e = task / chunks, first = (task % chunks) * kColumns;
       int64_t rowBegin = e > 0 ? offsets[e - 1] : 0, rowEnd = offsets[e];
@@ -299,13 +350,12 @@ void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
         for (int64_t i = 0; i < k; ++i)
           w[c * k + i] = table[source[i]] * scale[i / kScaleBlock];
       }
-      for (int64_t r = rowBegin; r < rowEnd; ++r)
-        for (int64_t c = 0; c < columns; ++c)
-          sums[r * n + first + c] =
-              dot(rows + r * k, w.data() + c * k, k) + (bias ? bias[e * n + first + c] : 0.0f);
+      detail::gemmNT(rows + rowBegin * k, k, w, k, bias ? bias + e * n + first : nullptr,
+                     sums.data() + rowBegin * n + first, n, rowEnd - rowBegin, columns, k);
     }
   });
-  pool.parallelFor(validRows, [&](int64_t begin, int64_t end) {
+  pool.parallelFor(validRows, static_cast<double>(validRows) * n * 4, [&](int64_t begin,
+                                                                          int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       applyEpilogue(epilogue, sums.data() + r * n, n, out + r * width);
   });
@@ -322,7 +372,7 @@ void groupedMatmulFP8(ThreadPool &pool, const uint8_t *lhs, const float *lhsScal
   // The rows, dequantised once (each is read by every column task).
   const float *table = e4m3Values();
   std::vector<float> rows(validRows * k);
-  pool.parallelFor(validRows, [&](int64_t begin, int64_t end) {
+  pool.parallelFor(validRows, static_cast<double>(validRows) * k, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t i = 0; i < k; ++i)
         rows[r * k + i] = table[lhs[r * k + i]] * lhsScales[r * kBlocks + i / kScaleBlock];

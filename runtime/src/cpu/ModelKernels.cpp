@@ -132,7 +132,7 @@ bool embedding(ThreadPool &pool, const int64_t *ids, int64_t n, const float *tab
                int64_t hidden, float *out, std::string &error) {
   if (!checkIds(ids, n, vocab, error))
     return false;
-  pool.parallelFor(n, [&](int64_t begin, int64_t end) {
+  pool.parallelFor(n, static_cast<double>(n) * hidden / 4, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
       std::memcpy(out + t * hidden, table + ids[t] * hidden, sizeof(float) * hidden);
   });
@@ -144,7 +144,8 @@ void rmsNorm(ThreadPool &pool, const float *x, int64_t m, int64_t k, const float
   if (group <= 0)
     return; // the op's verifier rules it out
   int64_t groupsPerRow = k / group;
-  pool.parallelFor(m * groupsPerRow, [&](int64_t begin, int64_t end) {
+  pool.parallelFor(m * groupsPerRow, static_cast<double>(m) * k * 2, [&](int64_t begin,
+                                                                         int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       const float *in = x + (g / groupsPerRow) * k + (g % groupsPerRow) * group;
       float *o = y + (g / groupsPerRow) * k + (g % groupsPerRow) * group;
@@ -166,7 +167,9 @@ void rotary(ThreadPool &pool, const float *x, int64_t n, int64_t columns, const 
   if (headDim <= 0)
     return; // the op's verifier rules it out
   int64_t headCount = columns / headDim;
-  pool.parallelFor(n, [&](int64_t begin, int64_t end) {
+  // Work: the angles' cosines and sines in double, then the rotations.
+  double work = static_cast<double>(n) * (halfRotary * 40 + headCount * halfRotary * 4);
+  pool.parallelFor(n, work, [&](int64_t begin, int64_t end) {
     std::vector<double> cosine(halfRotary), sine(halfRotary);
     for (int64_t t = begin; t < end; ++t) {
       float *row = y + t * columns;
@@ -291,7 +294,12 @@ bool attention(ThreadPool &pool, KVCache &cache, int64_t slot, const float *quer
 
   // The reads: one (token, head) pair an item.
   const int64_t queryDim = keyDim + sharedDim, group = heads / kvHeads;
-  pool.parallelFor(n * heads, [&](int64_t begin, int64_t end) {
+  double attended = 0; // the attended positions of every token, for the work
+  for (int64_t t = 0; t < n; ++t)
+    attended += static_cast<double>(window > 0 ? std::min(positions[t] + 1, window)
+                                               : positions[t] + 1);
+  double work = attended * heads * (queryDim + valueDim + 8);
+  pool.parallelFor(n * heads, work, [&](int64_t begin, int64_t end) {
     std::vector<float> scores, sum(valueDim);
     for (int64_t item = begin; item < end; ++item) {
       int64_t t = item / heads, h = item % heads, kv = h / group;
@@ -332,7 +340,8 @@ bool attention(ThreadPool &pool, KVCache &cache, int64_t slot, const float *quer
 }
 
 void add(ThreadPool &pool, const float *a, const float *b, int64_t count, float *out) {
-  pool.parallelFor((count + kElementBlock - 1) / kElementBlock, [&](int64_t begin, int64_t end) {
+  pool.parallelFor((count + kElementBlock - 1) / kElementBlock, static_cast<double>(count) / 4,
+                   [&](int64_t begin, int64_t end) {
     int64_t last = std::min(count, end * kElementBlock);
     for (int64_t i = begin * kElementBlock; i < last; ++i)
       out[i] = a[i] + b[i];
