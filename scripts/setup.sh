@@ -42,6 +42,22 @@ if ! "$venv/bin/python" -c "import numpy, onnx, onnxruntime" >/dev/null 2>&1; th
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
     -r "$root/scripts/requirements.txt" >"$log" 2>&1 || fail "pip install"
 fi
+# The Python package (python/, docs/python.md): its build backend and bindings,
+# pytest, and torch + transformers for its tensor and swap tests, at the pinned
+# versions of python/requirements-test.txt.
+if ! "$venv/bin/python" - "$root/python/requirements-test.txt" >/dev/null 2>&1 <<'PY'
+import sys
+from importlib.metadata import version
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if line:
+        name, pinned = line.split("==")
+        assert version(name) == pinned, name
+PY
+then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$root/python/requirements-test.txt" >"$log" 2>&1 || fail "pip install (python/)"
+fi
 # CUTLASS's headers (the runtime's prefill wgmma kernel) come in PyPI's
 # nvidia-cutlass wheel; only the headers are used, so not its Python dependencies.
 # Only where CUDA is: without nvcc the runtime builds no CUDA at all.

@@ -16,6 +16,17 @@ fi
 build=${MOEC_BUILD_DIR:-$root/build}
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh" "${configure[@]}"
+if [ -z "${MOEC_SANITIZE:-}" ]; then
+  # The Python package (docs/python.md): its wheel, built as `pip install .`
+  # builds it, installed into .venv for the python.* ctests.
+  wheels="$build/python-wheel"
+  rm -rf "$wheels"
+  { "$root/.venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-build-isolation \
+      --no-deps -w "$wheels" "$root" &&
+    "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall \
+      --no-deps "$wheels"/moec-*.whl; } >"$build/python-wheel.log" 2>&1 || {
+    cat "$build/python-wheel.log" >&2; echo "test.sh: building the Python package failed" >&2; exit 1; }
+fi
 if [ -n "${MOEC_SANITIZE:-}" ]; then
   # The artifacts the tests compile link the instrumented kernels: build them
   # with the same flags (wrappers written by CMake).
