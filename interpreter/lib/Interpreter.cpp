@@ -165,7 +165,7 @@ private:
     if (isa_and_nonnull<onnx::ONNXDialect>(op.getDialect()))
       return detail::evalONNXOp(&op, operands, results);
     if (detail::isModelOp(&op))
-      return detail::evalModelOp(&op, operands, results, kvCache);
+      return detail::evalModelOp(&op, operands, results, kvCache, *this);
     if (isa_and_nonnull<moe::MoEDialect>(op.getDialect()))
       return detail::evalMoEOp(&op, operands, results);
     // Scalars, loops, slices and linalg ops of hand-written blocks.

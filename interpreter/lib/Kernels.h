@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -55,12 +56,19 @@ struct KVCache {
   std::map<int64_t, Slot> slots; // by layer
 };
 
+class RegionRunner;
+
 /// Whether `op` is one of the ops of whole models (ModelOps.cpp):
-/// moe.embedding, moe.rms_norm, moe.rotary, moe.attention.
+/// moe.embedding, moe.rms_norm, moe.rotary, moe.attention, and the generic
+/// moe.elementwise and moe.reduce_rows (ModelGenericOps.cpp).
 bool isModelOp(mlir::Operation *op);
 /// Evaluates one of them; moe.attention writes and reads `cache`.
 mlir::LogicalResult evalModelOp(mlir::Operation *op, Operands operands, Results &results,
-                                KVCache &cache);
+                                KVCache &cache, RegionRunner &regions);
+/// moe.elementwise and moe.reduce_rows (ModelGenericOps.cpp); failure without
+/// a diagnostic (`handled` false) for any other op.
+mlir::LogicalResult evalGenericModelOp(mlir::Operation *op, Operands operands, Results &results,
+                                       RegionRunner &regions, bool &handled);
 
 /// The tensor of `value`, one of `op`'s operands; null for an absent optional
 /// operand. (The same value twice is the same tensor, so the first match is right.)
@@ -101,6 +109,11 @@ public:
   /// The value computed so far for `value`, or null.
   virtual const Tensor *lookup(mlir::Value value) = 0;
 };
+
+/// A block of scalar arith and math ops, compiled once (UpstreamOps.cpp): its
+/// value for the block arguments' values, each op's result rounded to its type.
+using ScalarBlock = std::function<double(llvm::ArrayRef<double>)>;
+mlir::FailureOr<ScalarBlock> compileScalarBlock(mlir::Block &block, RegionRunner &regions);
 
 /// Evaluates an op of the upstream dialects hand-written MoE blocks use
 /// (UpstreamOps.cpp): arith, math, scf.for, tensor, linalg.

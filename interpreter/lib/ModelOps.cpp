@@ -248,9 +248,16 @@ LogicalResult evalAttention(AttentionOp op, Operands in, Results &out, KVCache &
 
 } // namespace
 
-bool isModelOp(Operation *op) { return isa<EmbeddingOp, RMSNormOp, RotaryOp, AttentionOp>(op); }
+bool isModelOp(Operation *op) {
+  return isa<EmbeddingOp, RMSNormOp, RotaryOp, AttentionOp, ElementwiseOp, ReduceRowsOp>(op);
+}
 
-LogicalResult evalModelOp(Operation *op, Operands in, Results &out, KVCache &cache) {
+LogicalResult evalModelOp(Operation *op, Operands in, Results &out, KVCache &cache,
+                          RegionRunner &regions) {
+  bool handled = false;
+  LogicalResult generic = evalGenericModelOp(op, in, out, regions, handled);
+  if (handled)
+    return generic;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<EmbeddingOp>([&](EmbeddingOp o) { return evalEmbedding(o, in, out); })
       .Case<RMSNormOp>([&](RMSNormOp o) { return evalRMSNorm(o, in, out); })

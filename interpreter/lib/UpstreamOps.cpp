@@ -155,6 +155,12 @@ FailureOr<ScalarFunction> scalarFunction(Operation *op) {
       .Case([&](math::ErfOp) { return unary(std::erf); })
       .Case([&](math::SqrtOp) { return unary(std::sqrt); })
       .Case([&](math::AbsFOp) { return unary(std::fabs); })
+      .Case([](math::RsqrtOp) -> ScalarFunction {
+        return [](Args a) { return 1.0 / std::sqrt(a[0]); };
+      })
+      .Case([](math::PowFOp) -> ScalarFunction {
+        return [](Args a) { return std::pow(a[0], a[1]); };
+      })
       .Default([](Operation *) -> FailureOr<ScalarFunction> { return failure(); });
 }
 
@@ -345,8 +351,8 @@ public:
     for (BlockArgument arg : body.getArguments())
       slotOf[arg] = allocate(elementTypeOf(arg.getType()));
     for (Operation &op : body) {
-      if (auto yield = dyn_cast<linalg::YieldOp>(op)) {
-        for (Value value : yield.getOperands())
+      if (op.hasTrait<OpTrait::IsTerminator>()) {
+        for (Value value : op.getOperands())
           if (FailureOr<int> slot = operandSlot(&op, value, regions); succeeded(slot))
             yields.push_back(*slot);
           else
@@ -521,6 +527,18 @@ LogicalResult evalLinalg(linalg::LinalgOp op, Operands in, Results &out, RegionR
 }
 
 } // namespace
+
+FailureOr<ScalarBlock> compileScalarBlock(Block &block, RegionRunner &regions) {
+  auto payload = std::make_shared<Payload>();
+  if (failed(payload->compile(block, regions)))
+    return failure();
+  return ScalarBlock([payload](ArrayRef<double> arguments) {
+    std::copy(arguments.begin(), arguments.end(), payload->slots.begin());
+    SmallVector<double, 1> yielded;
+    payload->run({}, yielded);
+    return yielded.empty() ? 0.0 : yielded[0];
+  });
+}
 
 LogicalResult evalUpstreamOp(Operation *op, Operands operands, Results &results,
                              RegionRunner &regions) {

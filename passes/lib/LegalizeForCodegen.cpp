@@ -29,6 +29,7 @@
 #include "moec/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
@@ -207,6 +208,9 @@ struct MoELegalizeForCodegen : moec::impl::MoELegalizeForCodegenBase<MoELegalize
       Dialect *dialect = op->getDialect();
       if (isa_and_nonnull<func::FuncDialect, arith::ArithDialect, tensor::TensorDialect,
                           moe::MoEDialect>(dialect))
+        return;
+      // moe.elementwise's body of scalar arith and math ops is printed with it.
+      if (isa_and_nonnull<math::MathDialect>(dialect) && op->getParentOfType<moe::ElementwiseOp>())
         return;
       op->emitError() << "cannot legalise '" << op->getName()
                       << "' for codegen: only func, arith, tensor and moe ops (and onnx "

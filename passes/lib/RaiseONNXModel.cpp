@@ -24,10 +24,11 @@
 //   residual    Add(a, b) of two activations                 -> arith.addf
 //   views       Reshape among [B·T, C], [B, T, C], [B, T, H, D], [B, 1, T, D],
 //               Transpose [0, 2, 1, 3]                       -> the same value
+//   otherwise   elementwise chains, last-axis reductions     -> moe.elementwise,
+//               moe.reduce_rows (RaiseONNXModelGeneric.cpp)
 //
-// Every other value on the way from the logits back to input_ids, and every
-// near miss of a form (an exponent, an axis, a shape that differs), is an
-// error at its node. What no longer reads anything is erased: the mask and
+// Every other value on the way from the logits back to input_ids (an op that
+// mixes tokens, a view the step program has not) is an error at its node. What no longer reads anything is erased: the mask and
 // position arithmetic, the routers moe-raise-onnx replaced, the shapes.
 //
 //===----------------------------------------------------------------------===//
@@ -38,6 +39,7 @@
 #include "moec/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -127,6 +129,17 @@ FailureOr<Act> ModelRaiser::activation(Value value) {
   }
   std::string why;
   FailureOr<Act> act = raise(value, why);
+  // What no form matches is lowered generically, if it is elementwise or a
+  // row reduction (not a rotary embedding's near miss: its reason says more).
+  bool looksRotary = isa<ox::AddOp>(op) && def<ox::MulOp>(op->getOperand(0)) &&
+                     def<ox::MulOp>(op->getOperand(1)) && rankOf(value) == 4;
+  if (failed(act) && !hardFailure && !looksRotary &&
+      (isGenericElementwise(op) || isRowReduction(op))) {
+    std::string genericWhy;
+    act = generic(value, genericWhy);
+    if (failed(act))
+      why += "; nor lowered generically: " + genericWhy;
+  }
   if (failed(act)) {
     if (!hardFailure)
       emitError(op->getLoc()) << describeNode(op)

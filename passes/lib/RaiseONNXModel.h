@@ -3,7 +3,9 @@
 // Internal to moe-raise-onnx-model (RaiseONNXModel.cpp: the pass, embedding,
 // projections, norms, MLPs, residuals and MoE blocks; RaiseONNXModelAttention.cpp:
 // rotary embedding, masks and attention; RaiseONNXModelShapes.cpp: the graph's
-// dimensions and positions, constants made at compile time).
+// dimensions and positions, constants made at compile time;
+// RaiseONNXModelGeneric.cpp: what no form matches, as moe.elementwise and
+// moe.reduce_rows).
 //
 // torch.onnx.export writes a decoder's cache-free forward over a [B, T] batch
 // of token ids; the step program (docs/dialect.md, "Whole models") computes
@@ -11,8 +13,9 @@
 // back from the logits and maps each activation of the [B, T] graph to its
 // step value: the ONNX value is one of a few views of the step value's
 // memory (an Act), and each op that computes one is matched against the form
-// the exporter writes, every constant it relies on checked. The first value
-// that no form produces is an error at its node.
+// the exporter writes, every constant it relies on checked. An elementwise
+// node or a last-axis reduction that no form matches is lowered generically;
+// the first other value that no form produces is an error at its node.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,6 +115,12 @@ private:
   FailureOr<Act> split(OpResult result, std::string &why);
   FailureOr<Act> layer(moe::LayerOp op, std::string &why);
 
+  // What no form matches: fused elementwise chains and last-axis reductions
+  // (RaiseONNXModelGeneric.cpp).
+  FailureOr<Act> generic(Value value, std::string &why);
+  FailureOr<Act> elementwise(Operation *root, std::string &why);
+  FailureOr<Act> reduction(Operation *op, std::string &why);
+
   // Rotary embedding, masks and attention (RaiseONNXModelAttention.cpp).
   FailureOr<Act> concat(ox::ConcatOp op, std::string &why);
   FailureOr<Act> rotary(Operation *at, Value source, const RopeMatch &rope, int64_t offset,
@@ -156,6 +165,11 @@ inline bool isConstant(Value value) {
   return value &&
          (value.getDefiningOp<ox::ConstantOp>() || value.getDefiningOp<arith::ConstantOp>());
 }
+
+/// An elementwise ONNX op that moe.elementwise can hold, and a reduction that
+/// moe.reduce_rows may (RaiseONNXModelGeneric.cpp).
+bool isGenericElementwise(Operation *op);
+bool isRowReduction(Operation *op);
 
 /// "node 'NAME' (Op)" of an op of an imported graph (its NameLoc), or the op's
 /// name alone.

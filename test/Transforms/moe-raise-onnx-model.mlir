@@ -615,7 +615,24 @@ func.func @tied(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x
 }
 // -----
 
-// An RMSNorm's square is Pow(x, 2); the error names the node (its NameLoc).
+// A near miss of the RMSNorm (Pow(x, 3)) is lowered generically: the power,
+// the mean of each row, and the rest fused into one moe.elementwise.
+// CHECK-LABEL: func.func @forward(
+// CHECK: %[[X:.*]] = moe.embedding
+// CHECK: %[[P:.*]] = moe.elementwise %[[X]] : tensor<?x8xf32> -> tensor<?x8xf32> {
+// CHECK: math.powf
+// CHECK: %[[M:.*]] = moe.reduce_rows <mean> %[[P]] : tensor<?x8xf32> -> tensor<?x1xf32>
+// CHECK: %[[W:.*]] = arith.constant dense<1.500000e+00> : tensor<8xf32>
+// CHECK: moe.elementwise %[[M]], %[[X]], %[[W]] : tensor<?x1xf32>, tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[C:.*]]: f32):
+// CHECK: arith.addf %[[A]]
+// CHECK: math.sqrt
+// CHECK: arith.divf
+// CHECK: arith.mulf %[[B]]
+// CHECK: arith.mulf %[[C]]
+// CHECK: moe.yield
+// CHECK: moe.linear
+// CHECK-NOT: onnx.
 func.func @pow3(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x6xf32> {onnx.name = "logits"}) {
   %table = "onnx.Constant"() <{value = dense<0.25> : tensor<6x8xf32>}> : () -> tensor<6x8xf32>
   %wnorm = "onnx.Constant"() <{value = dense<1.5> : tensor<8xf32>}> : () -> tensor<8xf32>
@@ -632,14 +649,17 @@ func.func @pow3(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x
   %n0rt = "onnx.Sqrt"(%n0me) : (tensor<?x?x1xf32>) -> tensor<?x?x1xf32>
   %n0rr = "onnx.Reciprocal"(%n0rt) : (tensor<?x?x1xf32>) -> tensor<?x?x1xf32>
   %n0xn = "onnx.Mul"(%x, %n0rr) : (tensor<?x?x8xf32>, tensor<?x?x1xf32>) -> tensor<?x?x8xf32>
-  // expected-error@unknown {{node 'norm_mul' (Mul) cannot be raised to the step program: not an RMSNorm (Pow's exponent is 3, not 2) nor a gated MLP}}
   %h = "onnx.Mul"(%wnorm, %n0xn) : (tensor<8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32> loc("norm_mul")
   %logits = "onnx.MatMul"(%h, %wh) : (tensor<?x?x8xf32>, tensor<8x6xf32>) -> tensor<?x?x6xf32>
   return %logits : tensor<?x?x6xf32>
 }
 // -----
 
-// An RMSNorm's epsilon is a constant.
+// An RMSNorm whose epsilon is no constant is no moe.rms_norm: generic.
+// CHECK-LABEL: func.func @forward(
+// CHECK: %[[M:.*]] = moe.reduce_rows <mean>
+// CHECK: %[[S:.*]] = arith.addf %[[M]], %[[M]] : tensor<?x1xf32>
+// CHECK: moe.elementwise %[[S]], {{.*}} : tensor<?x1xf32>, tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
 func.func @eps(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x6xf32> {onnx.name = "logits"}) {
   %table = "onnx.Constant"() <{value = dense<0.25> : tensor<6x8xf32>}> : () -> tensor<6x8xf32>
   %wnorm = "onnx.Constant"() <{value = dense<1.5> : tensor<8xf32>}> : () -> tensor<8xf32>
@@ -655,14 +675,21 @@ func.func @eps(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x6
   %n0rt = "onnx.Sqrt"(%n0me) : (tensor<?x?x1xf32>) -> tensor<?x?x1xf32>
   %n0rr = "onnx.Reciprocal"(%n0rt) : (tensor<?x?x1xf32>) -> tensor<?x?x1xf32>
   %n0xn = "onnx.Mul"(%x, %n0rr) : (tensor<?x?x8xf32>, tensor<?x?x1xf32>) -> tensor<?x?x8xf32>
-  // expected-error @+1 {{not an RMSNorm (epsilon is not a constant scalar >= 0)}}
   %h = "onnx.Mul"(%wnorm, %n0xn) : (tensor<8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   %logits = "onnx.MatMul"(%h, %wh) : (tensor<?x?x8xf32>, tensor<8x6xf32>) -> tensor<?x?x6xf32>
   return %logits : tensor<?x?x6xf32>
 }
 // -----
 
-// An op no form holds.
+// An op no form holds (Tanh) is a moe.elementwise; the RMSNorm of it stays
+// a moe.rms_norm.
+// CHECK-LABEL: func.func @forward(
+// CHECK: %[[X:.*]] = moe.embedding
+// CHECK: %[[T:.*]] = moe.elementwise %[[X]] : tensor<?x8xf32> -> tensor<?x8xf32> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: f32):
+// CHECK-NEXT: %[[Y:.*]] = math.tanh %[[A]] : f32
+// CHECK-NEXT: moe.yield %[[Y]] : f32
+// CHECK: moe.rms_norm %[[T]]
 func.func @tanh(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x6xf32> {onnx.name = "logits"}) {
   %table = "onnx.Constant"() <{value = dense<0.25> : tensor<6x8xf32>}> : () -> tensor<6x8xf32>
   %wnorm = "onnx.Constant"() <{value = dense<1.5> : tensor<8xf32>}> : () -> tensor<8xf32>
@@ -672,7 +699,6 @@ func.func @tanh(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x
   %am1 = "onnx.Constant"() <{value = dense<-1> : tensor<1xi64>}> : () -> tensor<1xi64>
   %none = onnx.NoValue
   %x = "onnx.Gather"(%table, %ids) <{axis = 0 : i64}> : (tensor<6x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
-  // expected-error @+1 {{no form of the step program computes it}}
   %xt = "onnx.Tanh"(%x) : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   %n0sq = "onnx.Pow"(%xt, %two) : (tensor<?x?x8xf32>, tensor<f32>) -> tensor<?x?x8xf32>
   %n0ms = "onnx.ReduceMean"(%n0sq, %am1) <{keepdims = 1 : i64, noop_with_empty_axes = 0 : i64}> : (tensor<?x?x8xf32>, tensor<1xi64>) -> tensor<?x?x1xf32>
@@ -682,6 +708,20 @@ func.func @tanh(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x
   %n0xn = "onnx.Mul"(%xt, %n0rr) : (tensor<?x?x8xf32>, tensor<?x?x1xf32>) -> tensor<?x?x8xf32>
   %h = "onnx.Mul"(%wnorm, %n0xn) : (tensor<8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   %logits = "onnx.MatMul"(%h, %wh) : (tensor<?x?x8xf32>, tensor<8x6xf32>) -> tensor<?x?x6xf32>
+  return %logits : tensor<?x?x6xf32>
+}
+// -----
+
+// What mixes tokens stays an error at its node: a mean over the token axis.
+func.func @tokenmean(%ids: tensor<?x?xi64> {onnx.name = "input_ids"}) -> (tensor<?x?x6xf32> {onnx.name = "logits"}) {
+  %table = "onnx.Constant"() <{value = dense<0.25> : tensor<6x8xf32>}> : () -> tensor<6x8xf32>
+  %wh = "onnx.Constant"() <{value = dense<0.5> : tensor<8x6xf32>}> : () -> tensor<8x6xf32>
+  %a1 = "onnx.Constant"() <{value = dense<1> : tensor<1xi64>}> : () -> tensor<1xi64>
+  %x = "onnx.Gather"(%table, %ids) <{axis = 0 : i64}> : (tensor<6x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  // expected-error@unknown {{node 'token_mean' (ReduceMean) cannot be raised to the step program: no form of the step program computes it (embeddings, RMSNorms, projections, gated MLPs, MoE blocks, rotary embeddings, attention, residual sums and their views); nor lowered generically: a reduction over another axis than the last with keepdims = 1 (only each token's row reduces on its own)}}
+  %m = "onnx.ReduceMean"(%x, %a1) <{keepdims = 1 : i64, noop_with_empty_axes = 0 : i64}> : (tensor<?x?x8xf32>, tensor<1xi64>) -> tensor<?x1x8xf32> loc("token_mean")
+  %d = "onnx.Sub"(%x, %m) : (tensor<?x?x8xf32>, tensor<?x1x8xf32>) -> tensor<?x?x8xf32>
+  %logits = "onnx.MatMul"(%d, %wh) : (tensor<?x?x8xf32>, tensor<8x6xf32>) -> tensor<?x?x6xf32>
   return %logits : tensor<?x?x6xf32>
 }
 // -----

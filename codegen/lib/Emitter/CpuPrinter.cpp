@@ -28,6 +28,7 @@ private:
   std::string targetPhrase() const override { return "the CPU target"; }
   bool hasBF16Kernels() const override { return false; }
   bool hasModelKernels() const override { return true; }
+  bool hasGenericModelKernels() const override { return true; }
   bool reusesWorkspace() const override { return true; }
 
   void printCheckedKernel(Operation *, StringRef name, std::vector<std::string> args) override {

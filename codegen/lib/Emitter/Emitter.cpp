@@ -419,6 +419,8 @@ LogicalResult Emitter::run() {
         .Case<moe::RotaryOp>([&](auto op) { return emitRotary(op); })
         .Case<moe::AttentionOp>([&](auto op) { return emitAttention(op); })
         .Case<arith::AddFOp>([&](auto op) { return emitAdd(op); })
+        .Case<moe::ElementwiseOp>([&](auto op) { return emitElementwise(op); })
+        .Case<moe::ReduceRowsOp>([&](auto op) { return emitReduceRows(op); })
         .Default([&](Operation *op) -> LogicalResult {
           if (isView(op))
             return emitView(op);

@@ -160,6 +160,9 @@ protected:
   /// Whether the target has the whole-model kernels (embedding, RMSNorm,
   /// rotary, attention over the KV cache, sums).
   virtual bool hasModelKernels() const { return false; }
+  /// Whether the target prints moe.elementwise and moe.reduce_rows (as C++
+  /// loops over the pool).
+  virtual bool hasGenericModelKernels() const { return false; }
   /// A kernel of `op` that checks its data (a token id, a cache position): on
   /// the CPU it returns false and a message, and the run fails with it; the
   /// CUDA target checks the step's inputs on the host before queuing it.
@@ -260,6 +263,10 @@ protected:
   mlir::LogicalResult emitRotary(moe::RotaryOp op);
   mlir::LogicalResult emitAttention(moe::AttentionOp op);
   mlir::LogicalResult emitAdd(mlir::arith::AddFOp op);
+  // The generic ops of whole models, printed as loops (EmitGenericOps.cpp).
+  mlir::LogicalResult checkGenericTarget(mlir::Operation *op);
+  mlir::LogicalResult emitElementwise(moe::ElementwiseOp op);
+  mlir::LogicalResult emitReduceRows(moe::ReduceRowsOp op);
   /// moe.kv_cache of the function, when planned.
   void readKVCachePlan();
 

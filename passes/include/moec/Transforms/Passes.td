@@ -33,11 +33,15 @@ def MoERaiseONNXModel : Pass<"moe-raise-onnx-model", "::mlir::ModuleOp"> {
     moe.attention (causal, sliding window, GQA, sinks, DeepSeek's MLA with
     kv_b_proj split into key and value projections and the shared rope key;
     KV-cache slots 0..L-1 in program order), moe.layer and arith.addf.
-    Every form checks the constants it relies on; a value on the way from the
-    logits to the token ids that no form produces is an error at its node.
+    Every form checks the constants it relies on; elementwise nodes and
+    last-axis reductions that no form matches are lowered generically
+    (moe.elementwise, fusing chains, and moe.reduce_rows); any other value on
+    the way from the logits to the token ids that no form produces is an
+    error at its node.
     Other functions are left alone. docs/onnx-import.md lists the forms.
   }];
-  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
 }
 
 def MoERaiseExpertLoops : Pass<"moe-raise-expert-loops", "::mlir::ModuleOp"> {

@@ -338,5 +338,6 @@ def MoE_AllReduceOp : MoE_Op<"all_reduce", [SameOperandsAndResultType]> {
 }
 
 include "moec/Dialect/MoE/ModelOps.td"
+include "moec/Dialect/MoE/ModelGenericOps.td"
 
 #endif // MOEC_DIALECT_MOE_MOEOPS_TD
