@@ -13,6 +13,7 @@
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -59,8 +60,9 @@ LogicalResult translate(Operation *op, llvm::raw_ostream &os, Target target) {
 }
 
 void registerDialects(DialectRegistry &registry) {
+  // math: the scalar ops of moe.elementwise's body.
   registry.insert<moe::MoEDialect, onnx::ONNXDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect>();
+                  math::MathDialect, tensor::TensorDialect>();
 }
 
 } // namespace
