@@ -22,6 +22,7 @@ import struct
 
 import numpy as np
 
+from ._compiler import CompileError, find_compiler
 from ._compiler import compile as _compile
 
 _HEADER = b"MOECWTS\0"
@@ -147,21 +148,43 @@ def cache_dir():
 def compile_block(spec, target, cache=None, **options):
     """The artifact (without weights.bin) of `spec` for `target`, compiled once
     and kept under `cache` (cache_dir()) by a hash of its MLIR and options: a
-    later call with the same shape, or a cache carried to a machine without
-    the compiler, finds it there."""
+    later call with the same shape finds it there, compiled again only when
+    the compiler found now is another build (a stamp beside it records which
+    compiled it); where there is no compiler (a cache carried to a GPU
+    machine) what the cache holds is used."""
     text = block_mlir(spec)
     options = {k: v for k, v in options.items() if v is not None}
     key = hashlib.sha256(repr((text, target, sorted(options.items()))).encode()).hexdigest()[:24]
     root = os.path.join(cache or cache_dir(), "blocks")
     out = os.path.join(root, key + ".moec")
+    stamp = os.path.join(root, key + ".compiler")
+    try:
+        compiler = find_compiler()
+        info = os.stat(compiler)
+        identity = f"{os.path.realpath(compiler)} {info.st_size} {info.st_mtime_ns}\n"
+    except CompileError:
+        compiler = identity = None  # no compiler here: what the cache holds is what runs
     if os.path.isfile(os.path.join(out, "manifest.txt")):
-        return out
+        if identity is None:
+            return out
+        try:
+            with open(stamp) as f:
+                if f.read() == identity:
+                    return out
+        except OSError:
+            pass
+        # compiled by another build of moec: compile again
+    elif compiler is None:
+        find_compiler()  # raises: nothing cached, nothing to compile with
     os.makedirs(root, exist_ok=True)
     source = os.path.join(root, key + ".mlir")
     with open(source + ".tmp", "w") as f:
         f.write(text)
     os.replace(source + ".tmp", source)
     _compile(source, target=target, output=out, weights="external", **options)
+    with open(stamp + ".tmp", "w") as f:
+        f.write(identity)
+    os.replace(stamp + ".tmp", stamp)
     return out
 
 

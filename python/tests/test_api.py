@@ -159,6 +159,25 @@ def test_write_weights_checks_names_and_shapes(cache, workdir):
     assert blocks.compile_block(spec, "cpu", cache=cache, max_tokens=8) == art
 
 
+def test_block_cache_follows_the_compiler(cache, monkeypatch):
+    spec = blocks.BlockSpec(experts=4, hidden=16, inter=8, top_k=2)
+    art = blocks.compile_block(spec, "cpu", cache=cache, max_tokens=8)
+    manifest = os.path.join(art, "manifest.txt")
+    stamp = art[:-len(".moec")] + ".compiler"
+    before = os.stat(manifest).st_mtime_ns
+    assert blocks.compile_block(spec, "cpu", cache=cache, max_tokens=8) == art
+    assert os.stat(manifest).st_mtime_ns == before
+    with open(stamp, "w") as f:  # compiled by another build of moec
+        f.write("another moec\n")
+    assert blocks.compile_block(spec, "cpu", cache=cache, max_tokens=8) == art
+    assert os.stat(manifest).st_mtime_ns != before
+    # no compiler (a GPU machine with a carried cache): the cached shape is used
+    monkeypatch.setenv("MOEC_COMPILER", "/nonexistent/moec")
+    assert blocks.compile_block(spec, "cpu", cache=cache, max_tokens=8) == art
+    with pytest.raises(moec.CompileError, match="MOEC_COMPILER"):
+        blocks.compile_block(spec, "cpu", cache=cache, max_tokens=9)
+
+
 def test_whole_model_generate_and_forward(whole):
     m = moec.load(whole)
     assert m.is_whole_model and m.max_batch == 2 and m.max_seq == 32 and m.vocab_size == 128

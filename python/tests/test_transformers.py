@@ -54,7 +54,8 @@ def test_compile_experts_same_tokens(family, cache):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_experts_implementation_same_tokens(family):
+def test_experts_implementation_same_tokens(family, cache, monkeypatch):
+    monkeypatch.setenv("MOEC_CACHE_DIR", cache)
     model = load(family)
     ids = prompts(model, seed=3)
     with torch.no_grad():
