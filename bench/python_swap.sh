@@ -33,7 +33,7 @@ run)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$site" "$dir"/whl/*.whl || exit 1
   export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-  python3 -m pip wheel -q --no-build-isolation --no-deps -w /tmp/moec-wheel . \
+  python3 -m pip wheel -q --no-index --no-build-isolation --no-deps -w /tmp/moec-wheel . \
     >"$OUT/python-wheel.txt" 2>&1 || { tail -30 "$OUT/python-wheel.txt"; exit 1; }
   python3 -m pip install -q --no-index --no-deps --upgrade --target "$site" /tmp/moec-wheel/moec-*.whl || exit 1
   export MOEC_CACHE_DIR=$PWD/$dir/cache
