@@ -92,6 +92,9 @@ class BlockMatcher {
 public:
   explicit BlockMatcher(MatchedBlock &block) : m(block) {}
 
+  /// The [T, K] routing weights the block multiplies its slots by (match()).
+  Value getRoutingWeights() const { return routingWeights; }
+
   /// Matches the whole block ending in `sum` = ReduceSum(Reshape(y·w, [-1,K,H]), 1).
   LogicalResult match(ox::ReduceSumOp sum) {
     if (sum.getKeepdims().value_or(1) != 0 || rankOf(sum.getData()) != 3 ||
@@ -804,7 +807,55 @@ struct RaiseBatchedMoE : OpRewritePattern<ox::ReduceSumOp> {
     rewriter.replaceOp(sum, layer.getResult());
     if (block.sharedAdd)
       rewriter.replaceOp(block.sharedAdd, block.sharedAddRouted);
+    exposeRoutingWeights(rewriter, layer, matcher.getRoutingWeights());
     return success();
+  }
+
+  /// A block that also returns its routing weights (transformers' gpt-oss MLP
+  /// returns its router scores): the uses after the layer read moe.route's
+  /// weights of the same router instead of the exported chain, so nothing of
+  /// that chain outlives the raise. The lowering's own router is the same
+  /// moe.linear and moe.route, which CSE merges with these.
+  static void exposeRoutingWeights(PatternRewriter &rewriter, moe::LayerOp layer,
+                                   Value weights) {
+    // The chain's value, and the same through a cast to its own type.
+    SmallVector<Value, 2> exported{weights};
+    if (auto cast = def<ox::CastOp>(weights))
+      exported.push_back(cast.getInput());
+    auto after = [&](OpOperand &use) {
+      return use.getOwner()->getBlock() == layer->getBlock() &&
+             layer->isBeforeInBlock(use.getOwner());
+    };
+    for (Value value : exported) {
+      auto type = dyn_cast<RankedTensorType>(value.getType());
+      if (!type || !type.getElementType().isF32() || type.getRank() != 2 ||
+          llvm::none_of(value.getUses(), after))
+        continue;
+      Location loc = layer.getLoc();
+      rewriter.setInsertionPoint(layer);
+      Value hidden = layer.getHidden();
+      auto hiddenType = cast<RankedTensorType>(hidden.getType());
+      int64_t experts = layer.getNumExperts(), topK = static_cast<int64_t>(layer.getTopK());
+      auto f32 = rewriter.getF32Type();
+      Value logits = moe::LinearOp::create(
+          rewriter, loc, RankedTensorType::get({hiddenType.getDimSize(0), experts}, f32), hidden,
+          layer.getRouterWeight(), layer.getRouterBias(), /*epilogue=*/nullptr,
+          /*epilogue_layout=*/nullptr);
+      auto route = moe::RouteOp::create(
+          rewriter, loc,
+          RankedTensorType::get({hiddenType.getDimSize(0), topK}, rewriter.getI32Type()),
+          RankedTensorType::get({hiddenType.getDimSize(0), topK}, f32), logits,
+          layer.getCorrectionBias(), layer.getRoutingAttr(), layer.getTopKAttr(),
+          layer.getNormalizeAttr(), layer.getNumGroupsAttr(), layer.getTopkGroupsAttr(),
+          layer.getRoutedScalingFactorAttr());
+      Value routed = route.getWeights();
+      if (routed.getType() != value.getType()) { // e.g. a static token count
+        rewriter.eraseOp(route);
+        rewriter.eraseOp(logits.getDefiningOp());
+        continue;
+      }
+      rewriter.replaceUsesWithIf(value, routed, after);
+    }
   }
 };
 
