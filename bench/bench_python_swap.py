@@ -14,6 +14,13 @@ prefill alone is timed with max_new_tokens=1, and a decode step is
 (total - prefill) / (new_tokens - 1). tokens/s = batch / step, the figure the
 issue quotes (10.9 tokens/s at batch 1 = 92 ms a step with batched_mm).
 
+The prompt is short (32 tokens) so that every implementation's prefill fits:
+batched_mm gathers each token's top-8 expert weights, 16 x 128 tokens x 8 x
+6 MB = 96 GiB at batch 16 with 128-token prompts, more than the GPU has free
+beside the model's 57 GiB. A cell (implementation, batch) that still runs out
+of memory is recorded as OOM (its memory freed) and the run goes on; the JSON
+is rewritten after every cell, so a run cut short keeps what it measured.
+
 Before: transformers' experts implementations (--before, default batched_mm and
 grouped_mm). Then compile_experts swaps the 48 blocks (the shape compiled here
 with --prepare, from the cache; weights written from the model's own parameters,
@@ -25,6 +32,7 @@ against the step's wall time; and each MoE block alone (CUDA events) at the
 decode token counts.
 """
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -122,6 +130,34 @@ def swap(model, a):
     return time.time() - t
 
 
+def is_oom(e):
+    import torch
+    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e)
+
+
+def free_memory(a):
+    import torch
+    gc.collect()
+    if a.device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def guarded(what, fn, a, **fields):
+    """fn()'s result, or a record of its OOM (the memory freed) so the run goes on."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - only OOM is recorded; the rest propagates
+        if not is_oom(e):
+            raise
+        msg = str(e).split("\n")[0][:200]
+    # Out of the except block: its traceback, which holds the failed step's
+    # tensors, is gone before the cache is emptied.
+    free_memory(a)
+    print(f"  {what}: out of memory ({msg})", flush=True)
+    return dict(oom=True, error=msg, **fields)
+
+
 def time_generate(model, batch, a):
     import torch
     g = torch.Generator().manual_seed(batch)
@@ -138,7 +174,7 @@ def time_generate(model, batch, a):
 
     with torch.no_grad():
         run(4)  # warm-up: allocator, kernels, moec's graphs for these token counts
-        prefill, _ = run(1)
+        prefill = sorted(run(1)[0] for _ in range(3))[1]  # the median of three
         total, out = run(a.new_tokens)
     step = (total - prefill) / (a.new_tokens - 1)
     return dict(batch=batch, prompt=a.prompt, new_tokens=a.new_tokens, prefill_s=prefill,
@@ -234,12 +270,14 @@ def main():
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: a check of this script where there is no GPU (with --tiny)")
     p.add_argument("--batches", default="1,16")
-    p.add_argument("--prompt", type=int, default=128)
-    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--prompt", type=int, default=32)
+    p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--max-tokens", type=int, default=2048, help="moec's largest step")
     p.add_argument("--expert-outputs", choices=["bf16", "f32"], default="bf16")
     p.add_argument("--before", default="batched_mm,grouped_mm",
                    help="transformers' experts implementations timed before the swap")
+    p.add_argument("--no-swap", action="store_true",
+                   help="transformers' implementations only (where moec.load fails)")
     p.add_argument("--json")
     a = p.parse_args()
     if a.prepare:
@@ -262,34 +300,91 @@ def main():
     print(f"model made in {time.time() - t:.1f} s, "
           f"{sum(p.numel() for p in model.parameters()) / 1e9:.1f} B parameters", flush=True)
 
-    def record(label, results):
-        for r in results:
+    def save():
+        if a.json:
+            with open(a.json + ".tmp", "w") as f:
+                json.dump(report, f, indent=1)
+            os.replace(a.json + ".tmp", a.json)
+
+    def cells(label):
+        """model.generate at each batch size, one cell at a time."""
+        for b in batches:
+            r = guarded(f"{label} batch {b}", lambda: time_generate(model, b, a), a,
+                        batch=b, prompt=a.prompt, new_tokens=a.new_tokens)
             r["experts"] = label
             report["runs"].append(r)
-            print(f"{label:>12} batch {r['batch']:>2}: prefill {r['prefill_s'] * 1e3:8.1f} ms, "
-                  f"step {r['step_ms']:7.2f} ms, {r['tokens_per_s']:8.1f} tokens/s", flush=True)
+            if r.get("oom"):
+                print(f"{label:>12} batch {b:>2}: OOM", flush=True)
+            else:
+                print(f"{label:>12} batch {b:>2}: prefill {r['prefill_s'] * 1e3:8.1f} ms, "
+                      f"step {r['step_ms']:7.2f} ms, {r['tokens_per_s']:8.1f} tokens/s", flush=True)
+            save()
+
+    def where_time_goes(label, profile_batches):
+        report["blocks"][label] = guarded(f"{label} blocks", lambda: time_blocks(model, batches, a), a)
+        for b in profile_batches:
+            pr = guarded(f"{label} profile", lambda: profile_step(model, b, a), a, batch=b)
+            report["profiles"].append(dict(experts=label, **pr))
+        save()
 
     for impl in a.before.split(","):
         model.set_experts_implementation(impl)
-        record(impl, [time_generate(model, b, a) for b in batches])
-        report["blocks"][impl] = time_blocks(model, batches, a)
-        report["profiles"].append(dict(experts=impl, **profile_step(model, batches[0], a)))
-    report["swap_s"] = swap(model, a)
-    print(f"swapped in {report['swap_s']:.1f} s", flush=True)
-    record("moec", [time_generate(model, b, a) for b in batches])
-    report["blocks"]["moec"] = time_blocks(model, batches, a)
-    for b in batches:
-        report["profiles"].append(dict(experts="moec", **profile_step(model, b, a)))
+        cells(impl)
+        where_time_goes(impl, batches[:1])
+    if not a.no_swap:
+        report["swap_s"] = swap(model, a)
+        print(f"swapped in {report['swap_s']:.1f} s", flush=True)
+        save()
+        cells("moec")
+        where_time_goes("moec", batches)
     for pr in report["profiles"]:
+        if pr.get("oom"):
+            print(f"profile {pr['experts']:>12} batch {pr['batch']:>2}: OOM")
+            continue
         kinds = ", ".join(f"{k} {v:.2f}" for k, v in pr["by_kind_ms"].items())
         print(f"profile {pr['experts']:>12} batch {pr['batch']:>2}: wall {pr['wall_ms']:.2f} ms, "
               f"GPU busy {pr['gpu_busy_ms']:.2f} ms ({kinds}), idle {pr['gpu_idle_ms']:.2f} ms")
     for impl, per in report["blocks"].items():
+        if per.get("oom"):
+            print(f"block {impl:>12}: OOM")
+            continue
         for t_, r in per.items():
             print(f"block {impl:>12} T={t_:>3}: {r['block_ms']:.3f} ms, all blocks {r['all_blocks_ms']:.2f} ms")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
+    print()
+    print(table(report, batches))
+    save()
+
+
+def table(report, batches):
+    """The runs as a markdown table: per-step decode time and tokens/s of each
+    implementation at each batch, and the speed-up of moec over each."""
+    runs = {(r["experts"], r["batch"]): r for r in report["runs"]}
+    impls = list(dict.fromkeys(r["experts"] for r in report["runs"]))
+    head = ["experts"]
+    for b in batches:
+        head += [f"batch {b} prefill ms", f"batch {b} decode step ms", f"batch {b} tokens/s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for impl in impls:
+        row = [impl]
+        for b in batches:
+            r = runs.get((impl, b))
+            if r is None:
+                row += ["-"] * 3
+            elif r.get("oom"):
+                row += ["OOM"] * 3
+            else:
+                row += [f"{r['prefill_s'] * 1e3:.1f}", f"{r['step_ms']:.2f}", f"{r['tokens_per_s']:.1f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    for b in batches:
+        m = runs.get(("moec", b))
+        if not m or m.get("oom"):
+            continue
+        for impl in impls:
+            r = runs.get((impl, b))
+            if impl != "moec" and r and not r.get("oom"):
+                lines.append(f"batch {b}: decode step {impl} / moec = {r['step_ms'] / m['step_ms']:.2f}x")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -133,7 +133,7 @@ struct moec_model {
   std::string dir;
   Manifest manifest;
   void *library = nullptr;
-  // The descriptor dlopen loaded the library through (/proc/self/fd/N), open
+  // The descriptor dlopen loaded the library through (/proc/PID/fd/N), open
   // while the library is: were it closed, the next model's library could get
   // the same number, and dlopen, which knows loaded objects by name, would hand
   // back this one instead of loading it.
@@ -219,7 +219,7 @@ Status checkLibraryHash(const Manifest &manifest, const unsigned char *bytes, ui
 
 /// Hashes the file at `file` (mapped, read once) against the manifest; on
 /// success `fd` stays open on it, so that what dlopen loads (through
-/// /proc/self/fd) is the file that was hashed, whatever happens to the path.
+/// /proc/PID/fd) is the file that was hashed, whatever happens to the path.
 Status checkLibraryFile(const Manifest &manifest, const std::string &file, int &fd) {
   fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -247,6 +247,14 @@ Status checkLibraryFile(const Manifest &manifest, const std::string &file, int &
     fd = -1;
   }
   return status;
+}
+
+/// The name dlopen loads descriptor `fd` by: /proc/PID/fd/N rather than
+/// /proc/self/fd/N, because the name stays in the link map, where debuggers
+/// and profilers read it in their own process: gdb opened its own descriptor N
+/// (a pipe) for /proc/self/fd/N and hung reading it.
+std::string descriptorPath(int fd) {
+  return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);
 }
 
 /// dlopens the model library at `file`; `path` names it in errors.
@@ -360,8 +368,7 @@ Status loadBundle(const std::string &path, const moec::rt::BundleTrailer &traile
     done += static_cast<size_t>(wrote);
   }
   model.libraryFd = fd; // kept open while the library is loaded (moec_model)
-  return openLibrary(model, "/proc/self/fd/" + std::to_string(fd),
-                     path + " (bundled model library)");
+  return openLibrary(model, descriptorPath(fd), path + " (bundled model library)");
 }
 
 Status load(const char *dir, moec_model &model) {
@@ -380,7 +387,7 @@ Status load(const char *dir, moec_model &model) {
     int fd = -1;
     MOEC_RETURN_IF_ERROR(checkLibraryFile(model.manifest, library, fd));
     model.libraryFd = fd; // kept open while the library is loaded (moec_model)
-    MOEC_RETURN_IF_ERROR(openLibrary(model, "/proc/self/fd/" + std::to_string(fd), library));
+    MOEC_RETURN_IF_ERROR(openLibrary(model, descriptorPath(fd), library));
   } else {
     moec::rt::BundleTrailer trailer;
     bool present = false;
