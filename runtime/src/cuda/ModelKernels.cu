@@ -279,7 +279,11 @@ int64_t checkedProduct(int64_t a, int64_t b) {
 // DeviceKVCache
 //===----------------------------------------------------------------------===//
 
-Status DeviceKVCache::create(int64_t maxBatch, int64_t maxSeq, std::vector<Slot> slots) {
+Status DeviceKVCache::create(int64_t maxBatch, int64_t maxSeq, std::vector<Slot> slots,
+                             KVCacheType type) {
+  if (type != KVCacheType::F32)
+    return Status::error("the KV cache: bf16 storage is not implemented yet");
+  type_ = type;
   if (maxBatch < 0 || maxSeq < 0)
     return Status::error("the KV cache: negative batch or sequence size");
   int64_t rows = checkedProduct(maxBatch, maxSeq);

@@ -34,6 +34,10 @@
 
 namespace moec::rt::cuda {
 
+/// How a KV cache stores its rows: f32, or bf16 (rounded to nearest even as
+/// they are written; the attention kernels read them back exactly).
+enum class KVCacheType { F32, BF16 };
+
 /// The KV cache of a CUDA model artifact: one slot per moe.attention op (its
 /// `layer` attribute), each holding keys [maxBatch][maxSeq][keyColumns] and
 /// values [maxBatch][maxSeq][valueColumns] in f32 device memory, zero-filled
@@ -58,7 +62,9 @@ public:
 
   /// Allocates and zero-fills the storage on the current device (an error
   /// where the sizes are negative, overflow, or the memory cannot be had).
-  Status create(int64_t maxBatch, int64_t maxSeq, std::vector<Slot> slots);
+  Status create(int64_t maxBatch, int64_t maxSeq, std::vector<Slot> slots,
+                KVCacheType type = KVCacheType::F32);
+  KVCacheType type() const { return type_; }
 
   int64_t maxBatch() const { return maxBatch_; }
   int64_t maxSeq() const { return maxSeq_; }
@@ -102,6 +108,7 @@ private:
     std::vector<int64_t> lengths;          // [maxBatch], -1 unknown
   };
   int64_t maxBatch_ = 0, maxSeq_ = 0;
+  KVCacheType type_ = KVCacheType::F32;
   std::vector<Storage> slots_;
   DeviceBuffer storage_;
 };
