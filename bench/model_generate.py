@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Whole models, moec against transformers' generate, on one GPU with random weights.
+
+Usage:
+  model_generate.py transformers CONFIG_DIR --out FILE.json [--cells B:P,...] [--new N]
+  model_generate.py moec LIBMOEC.so ARTIFACT --out FILE.json [--cells B:P,...] [--new N]
+  model_generate.py table FILE.json... [--floor-gb NAME=GB ...]
+
+Each system runs in a process of its own (a 30-90 GB model of each does not fit one GPU
+twice); the driver (bench/model_generate.sh) runs both in one device call, so the table
+compares runs on the same GPU, minutes apart.
+
+A cell is a batch B and a prompt length P. For each cell:
+- decode: milliseconds per decode step with P positions cached, over N new tokens
+  (greedy). moec: moec_generate's decode seconds over its decode steps (the prefill of the
+  B prompts is timed on its own). transformers: `model.generate` continuing from a
+  DynamicCache that already holds P random positions of every layer (a prefill of 64 x
+  4096 tokens would take minutes), max_new_tokens = N, the time over N steps; the best of
+  its experts backends (`batched_mm`, `grouped_mm`), as transformers' docs advise.
+- prefill: the time to the first token of B prompts of P tokens (moec: moec_generate's
+  prefill seconds; transformers: `generate(max_new_tokens=1)` on an empty cache, only
+  where B * P <= --max-prefill-tokens).
+
+The L2 is not flushed: a decode step streams GBs. Times are medians of --repeats runs
+after a warm-up, each synchronised. Weights: N(0, 0.02) (transformers: drawn on the GPU;
+moec: its artifact's own random fill at load, `moec compile --random-weights`), norms 1.
+"""
+
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+import time
+
+
+def parse_cells(text):
+    cells = []
+    for item in text.split(","):
+        b, p = item.split(":")
+        cells.append((int(b), int(p)))
+    return cells
+
+
+def gpu_info():
+    try:
+        import subprocess
+        return subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.max.sm,memory.total",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=20).stdout.strip()
+    except Exception as e:  # noqa: BLE001 - informational only
+        return f"unknown ({e})"
+
+
+# ----------------------------------------------------------------------------- transformers
+
+DEV = "cuda"
+
+
+def run_transformers(args):
+    global DEV
+    import torch
+    DEV = args.device
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+
+    def sync():
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+
+    torch.manual_seed(0)
+    cfg = AutoConfig.from_pretrained(args.config)
+    t0 = time.perf_counter()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    model = model.to_empty(device=DEV).eval()
+    g = torch.Generator(device=DEV).manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and "norm" in name:
+                p.fill_(1.0)
+            elif p.dim() == 1:
+                p.zero_()
+            else:
+                p.normal_(0.0, 0.02, generator=g)
+    # Rope's inv_freq is a non-persistent buffer computed at construction; on the meta
+    # device it holds nothing, so rebuild the rotary embedding on the GPU.
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    for module in model.modules():
+        if hasattr(module, "inv_freq") and hasattr(module, "rope_type"):
+            fn = (module.compute_default_rope_parameters if module.rope_type == "default"
+                  else ROPE_INIT_FUNCTIONS[module.rope_type])
+            inv_freq, scaling = fn(module.config, torch.device(DEV))
+            module.inv_freq = inv_freq
+            module.original_inv_freq = inv_freq
+            module.attention_scaling = scaling
+    sync()
+    init_s = time.perf_counter() - t0
+    model.generation_config.pad_token_id = 0
+    model.generation_config.eos_token_id = None
+    vocab = cfg.vocab_size
+    res = {"system": "transformers", "model": args.name or args.config, "config": args.config, "transformers": transformers.__version__,
+           "torch": torch.__version__, "gpu": gpu_info(), "init_seconds": init_s,
+           "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "cells": []}
+    print("transformers: model ready in", f"{init_s:.1f} s;", res["params_b"], "B params", flush=True)
+
+    def timed(fn):
+        sync()
+        t = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - t
+
+    def prefilled_cache(batch, length):
+        cache = DynamicCache(config=model.config)
+        text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else cfg
+        kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        k_dim = head_dim
+        v_dim = head_dim
+        if getattr(text, "qk_rope_head_dim", None):  # MLA: transformers caches expanded keys
+            k_dim = text.qk_nope_head_dim + text.qk_rope_head_dim
+            v_dim = text.v_head_dim
+            kv_heads = text.num_attention_heads
+        for layer in range(text.num_hidden_layers):
+            k = torch.randn(batch, kv_heads, length, k_dim, device=DEV, dtype=torch.bfloat16)
+            v = torch.randn(batch, kv_heads, length, v_dim, device=DEV, dtype=torch.bfloat16)
+            cache.update(k, v, layer)
+        return cache
+
+    impls = ["batched_mm", "grouped_mm"]
+    for batch, length in args.cells:
+        cell = {"batch": batch, "prompt": length}
+        ids = torch.randint(0, vocab, (batch, length + 1), device=DEV)
+        mask = torch.ones_like(ids)
+        for impl in impls:
+            try:
+                model.set_experts_implementation(impl)
+            except Exception as e:  # noqa: BLE001
+                cell[f"{impl}_error"] = str(e)[:200]
+                continue
+            try:
+                with torch.no_grad():
+                    times = []
+                    for r in range(args.repeats + 1):
+                        cache = prefilled_cache(batch, length)
+                        t = timed(lambda: model.generate(
+                            ids, attention_mask=mask, past_key_values=cache,
+                            max_new_tokens=args.new, min_new_tokens=args.new, do_sample=False))
+                        del cache
+                        if r:
+                            times.append(t)
+                cell[f"{impl}_decode_ms"] = 1e3 * statistics.median(times) / args.new
+                print(f"transformers {impl} B={batch} P={length}: decode "
+                      f"{cell[f'{impl}_decode_ms']:.2f} ms/step", flush=True)
+            except torch.OutOfMemoryError:
+                cell[f"{impl}_decode_error"] = "OutOfMemoryError"
+                print(f"transformers {impl} B={batch} P={length}: out of memory", flush=True)
+            sync() or (DEV == "cuda" and torch.cuda.empty_cache())
+            if batch * length <= args.max_prefill_tokens:
+                try:
+                    with torch.no_grad():
+                        prompt = ids[:, :length]
+                        times = [timed(lambda: model.generate(
+                            prompt, attention_mask=mask[:, :length], max_new_tokens=1,
+                            min_new_tokens=1, do_sample=False)) for _ in range(args.repeats + 1)][1:]
+                    cell[f"{impl}_prefill_ms"] = 1e3 * statistics.median(times)
+                    print(f"transformers {impl} B={batch} P={length}: prefill "
+                          f"{cell[f'{impl}_prefill_ms']:.1f} ms", flush=True)
+                except torch.OutOfMemoryError:
+                    cell[f"{impl}_prefill_error"] = "OutOfMemoryError"
+                sync() or (DEV == "cuda" and torch.cuda.empty_cache())
+        res["cells"].append(cell)
+        json.dump(res, open(args.out, "w"), indent=1)
+    return res
+
+
+# ----------------------------------------------------------------------------- moec
+
+class Sampling(ctypes.Structure):
+    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int32),
+                ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("prefill_tokens", ctypes.c_int64), ("decode_tokens", ctypes.c_int64),
+                ("prefill_seconds", ctypes.c_double), ("decode_seconds", ctypes.c_double)]
+
+
+def run_moec(args):
+    import numpy as np
+
+    lib = ctypes.CDLL(args.library)
+    lib.moec_load.restype = ctypes.c_void_p
+    lib.moec_load.argtypes = [ctypes.c_char_p]
+    lib.moec_last_error.restype = ctypes.c_char_p
+    for f in ("moec_max_seq", "moec_max_batch", "moec_vocab_size"):
+        getattr(lib, f).restype = ctypes.c_int64
+        getattr(lib, f).argtypes = [ctypes.c_void_p]
+    lib.moec_free.argtypes = [ctypes.c_void_p]
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    lib.moec_generate.argtypes = [ctypes.c_void_p, i64p, i64p, ctypes.c_int64, ctypes.c_int64,
+                                  ctypes.c_int64, ctypes.POINTER(Sampling), i64p,
+                                  ctypes.POINTER(Stats)]
+    t0 = time.perf_counter()
+    model = lib.moec_load(args.artifact.encode())
+    load_s = time.perf_counter() - t0
+    if not model:
+        sys.exit("model_generate.py: " + lib.moec_last_error().decode())
+    vocab, max_batch, max_seq = (lib.moec_vocab_size(model), lib.moec_max_batch(model),
+                                 lib.moec_max_seq(model))
+    res = {"system": "moec", "model": args.name or args.artifact, "artifact": args.artifact, "gpu": gpu_info(), "load_seconds": load_s,
+           "max_batch": max_batch, "max_seq": max_seq, "cells": []}
+    print(f"moec: loaded in {load_s:.2f} s (vocab {vocab}, cache {max_batch} x {max_seq})",
+          flush=True)
+    rng = np.random.default_rng(0)
+    for batch, length in args.cells:
+        cell = {"batch": batch, "prompt": length}
+        if batch > max_batch or length + args.new > max_seq:
+            cell["error"] = f"outside the artifact's cache ({max_batch} x {max_seq})"
+            res["cells"].append(cell)
+            continue
+        ids = np.ascontiguousarray(rng.integers(0, vocab, (batch, length)), dtype=np.int64)
+        mask = np.ones_like(ids)
+        sequences = np.zeros((batch, length + args.new), dtype=np.int64)
+        decode, prefill = [], []
+        for _ in range(args.repeats + 1):
+            stats = Stats()
+            if lib.moec_generate(model, ids.ctypes.data_as(i64p), mask.ctypes.data_as(i64p), batch,
+                                 length, args.new, ctypes.byref(Sampling(0, 0, 1, 0)),
+                                 sequences.ctypes.data_as(i64p), ctypes.byref(stats)):
+                sys.exit("model_generate.py: " + lib.moec_last_error().decode())
+            steps = max(stats.decode_tokens // batch, 1)
+            decode.append(stats.decode_seconds * 1e3 / steps)
+            prefill.append(stats.prefill_seconds * 1e3)
+        cell["decode_ms"] = statistics.median(decode[1:])
+        cell["prefill_ms"] = statistics.median(prefill[1:])
+        cell["first_decode_ms"] = decode[0]
+        print(f"moec B={batch} P={length}: decode {cell['decode_ms']:.3f} ms/step, prefill "
+              f"{cell['prefill_ms']:.1f} ms", flush=True)
+        res["cells"].append(cell)
+        json.dump(res, open(args.out, "w"), indent=1)
+    lib.moec_free(model)
+    return res
+
+
+# ----------------------------------------------------------------------------- table
+
+def table(args):
+    floors = dict(kv.split("=") for kv in args.floor_gb)
+    runs = [json.load(open(f)) for f in args.files]
+    lines = []
+    by_model = {}
+    for r in runs:
+        by_model.setdefault(r["model"], {})[r["system"]] = r
+    for model, systems in by_model.items():
+        moec, tf = systems.get("moec"), systems.get("transformers")
+        lines.append(f"### {model}\n")
+        if moec:
+            lines.append(f"moec load (random fill on the GPU): {moec['load_seconds']:.2f} s\n")
+        lines.append("| B | P | moec decode ms/step | transformers best ms/step (backend) | ratio | "
+                     "moec prefill ms | transformers prefill ms | ratio |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        cells = {(c["batch"], c["prompt"]): c for c in (moec or {"cells": []})["cells"]}
+        tcells = {(c["batch"], c["prompt"]): c for c in (tf or {"cells": []})["cells"]}
+        for key in sorted(set(cells) | set(tcells)):
+            m, t = cells.get(key, {}), tcells.get(key, {})
+            best = min(((t[k], k.split("_decode")[0]) for k in t if k.endswith("_decode_ms")),
+                       default=(None, ""))
+            bestp = min(((t[k], k.split("_prefill")[0]) for k in t if k.endswith("_prefill_ms")),
+                        default=(None, ""))
+
+            def fmt(v, d=2):
+                return "—" if v is None else f"{v:.{d}f}"
+            ratio = (m.get("decode_ms") / best[0]) if m.get("decode_ms") and best[0] else None
+            pratio = (m.get("prefill_ms") / bestp[0]) if m.get("prefill_ms") and bestp[0] else None
+            lines.append(f"| {key[0]} | {key[1]} | {fmt(m.get('decode_ms'), 3)} | "
+                         f"{fmt(best[0])} ({best[1]}) | {fmt(ratio, 3)} | "
+                         f"{fmt(m.get('prefill_ms'), 1)} | {fmt(bestp[0], 1)} | {fmt(pratio, 3)} |")
+        lines.append("")
+    print("\n".join(lines))
+    del floors
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="mode", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", required=True)
+    common.add_argument("--name", default=None, help="the model's name in the table")
+    common.add_argument("--cells", type=parse_cells,
+                        default=parse_cells("1:512,16:512,64:512,1:4096,16:4096,64:4096"))
+    common.add_argument("--new", type=int, default=16)
+    common.add_argument("--repeats", type=int, default=2)
+    t = sub.add_parser("transformers", parents=[common])
+    t.add_argument("config")
+    t.add_argument("--max-prefill-tokens", type=int, default=65536)
+    t.add_argument("--device", default="cuda", help="cpu: a smoke test of the script itself")
+    m = sub.add_parser("moec", parents=[common])
+    m.add_argument("library")
+    m.add_argument("artifact")
+    tb = sub.add_parser("table")
+    tb.add_argument("files", nargs="+")
+    tb.add_argument("--floor-gb", nargs="*", default=[])
+    args = parser.parse_args()
+    if args.mode == "transformers":
+        run_transformers(args)
+    elif args.mode == "moec":
+        run_moec(args)
+    else:
+        table(args)
+
+
+if __name__ == "__main__":
+    main()
