@@ -27,9 +27,9 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -57,7 +57,8 @@ __device__ float hashed(size_t i, uint32_t seed, float scale) {
   return scale * (static_cast<float>(h & 0xFFFF) / 32768.0f - 1.0f);
 }
 
-template <typename T> __global__ void fillKernel(T *data, size_t count, uint32_t seed, float scale) {
+template <typename T>
+__global__ void fillKernel(T *data, size_t count, uint32_t seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
        i += size_t(gridDim.x) * blockDim.x)
     data[i] = static_cast<T>(hashed(i, seed, scale));
@@ -161,9 +162,8 @@ double timeCase(const Shape &s, KVCacheType type, int64_t batch, int64_t tokens,
 
 int main(int argc, char **argv) {
   FILE *results = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
-  auto emit = [&](const char *kind, const Shape &s, const char *type, int64_t batch,
-                  int64_t tokens, int64_t length, int64_t layers, double us, double metric,
-                  const char *unit) {
+  auto emit = [&](const char *kind, const Shape &s, const char *type, int64_t batch, int64_t tokens,
+                  int64_t length, int64_t layers, double us, double metric, const char *unit) {
     std::printf("%-7s %-13s %-4s batch %2ld tokens %5ld length %5ld (%2ld layers): %9.2f us  "
                 "%7.2f %s\n",
                 kind, s.name, type, long(batch), long(tokens), long(length), long(layers), us,
@@ -178,8 +178,8 @@ int main(int argc, char **argv) {
     double us = timeCase(s, type, batch, 1, length, layers);
     int64_t attended = s.window > 0 ? std::min(s.window, length) : length;
     size_t element = type == KVCacheType::BF16 ? 2 : 4;
-    double bytes = double(batch) * attended *
-                   (s.kvHeads * (s.keyDim + s.valueDim) + s.sharedDim) * element;
+    double bytes =
+        double(batch) * attended * (s.kvHeads * (s.keyDim + s.valueDim) + s.sharedDim) * element;
     emit("decode", s, type == KVCacheType::BF16 ? "bf16" : "f32", batch, 1, length, layers, us,
          bytes / us * 1e-6, "TB/s");
   };

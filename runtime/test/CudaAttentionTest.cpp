@@ -109,7 +109,7 @@ struct Case {
   double worstTight = 0, worstLoose = 0;
 
   Case(const AttentionShape &shape, KVCacheType type, const std::vector<int64_t> &lengths,
-        std::mt19937 &rng)
+       std::mt19937 &rng)
       : s(shape), type(type), sinks(randomVector(shape.heads, rng)) {
     for (int64_t length : lengths)
       seqs.push_back(makeSequence(s, length, rng));
@@ -156,22 +156,7 @@ struct Case {
   }
 };
 
-/// One call's inputs on the device, its output poisoned.
-struct DeviceStep {
-  DeviceBuffer query, key, keyShared, value, positions, rows, out;
-  int64_t n;
-
-  DeviceStep(const AttentionShape &s, const Call &call)
-      : query(upload(call.query)), key(upload(call.key)), value(upload(call.value)),
-        positions(upload(call.positions)), rows(upload(call.rows)),
-        out(poisoned(sizeof(float) * call.positions.size() * s.heads * s.valueDim)),
-        n(static_cast<int64_t>(call.positions.size())) {
-    if (s.sharedDim)
-      keyShared = upload(call.keyShared);
-  }
-};
-
-Status queue(DeviceKVCache &cache, const AttentionShape &s, const DeviceStep &step,
+Status queue(DeviceKVCache &cache, const AttentionShape &s, const DeviceCall &step,
              const DeviceBuffer &sinks, cudaStream_t stream) {
   return cuda::attention(
       cache, 0, step.query.dataAs<float>(), step.key.dataAs<float>(), step.value.dataAs<float>(),
@@ -187,7 +172,7 @@ void runStep(Case &c, DeviceKVCache &cache, const std::vector<Token> &tokens,
              const std::string &what, size_t stride = 1) {
   const AttentionShape &s = c.s;
   Call call(s, c.seqs, tokens);
-  DeviceStep step(s, call);
+  DeviceCall step(s, call);
   DeviceBuffer sinks = upload(c.sinks);
   ASSERT_OK(queue(cache, s, step, sinks, nullptr));
   ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
@@ -198,8 +183,7 @@ void runStep(Case &c, DeviceKVCache &cache, const std::vector<Token> &tokens,
     if (i % stride == 0 || i + 8 >= tokens.size())
       checked.push_back(i);
   auto outside = [&](const Token &t) {
-    return t.row < 0 || t.row >= cache.maxBatch() || t.position < 0 ||
-           t.position >= cache.maxSeq();
+    return t.row < 0 || t.row >= cache.maxBatch() || t.position < 0 || t.position >= cache.maxSeq();
   };
   // The float64 references on every core, then the comparisons in order.
   std::vector<Case::Want> wants(checked.size());
@@ -252,8 +236,8 @@ protected:
 
 /// Fills the sequences' first `lengths[i]` positions (one packed prefill,
 /// checked at a stride), then `steps` decode steps of one token each.
-void prefillThenDecode(Case &c, const std::vector<int64_t> &filled, int64_t steps,
-                       int64_t maxSeq, const std::string &what) {
+void prefillThenDecode(Case &c, const std::vector<int64_t> &filled, int64_t steps, int64_t maxSeq,
+                       const std::string &what) {
   DeviceKVCache cache;
   const AttentionShape &s = c.s;
   int64_t batch = static_cast<int64_t>(filled.size());
@@ -310,6 +294,19 @@ TEST_F(CudaAttention, DecodeBatch64AndDeepSeekHeads) {
   Case c(s, KVCacheType::BF16, {300, 101, 7}, rng);
   ASSERT_NO_FATAL_FAILURE(prefillThenDecode(c, {298, 99, 5}, 2, 512, label(s)));
   c.report("decode, batch 3, " + label(s));
+}
+
+TEST_F(CudaAttention, DecodeOfEverySequenceOfALargeBatch) {
+  // 96 sequences, one token each: more than 64 tokens, but a step of the
+  // cache's whole batch still takes the split-KV decode.
+  std::vector<int64_t> lengths(96), full(96);
+  for (int i = 0; i < 96; ++i)
+    lengths[i] = 3 + 7 * i, full[i] = lengths[i] + 1;
+  for (const AttentionShape &s : {qwen3(), deepseek(8)}) {
+    Case c(s, KVCacheType::BF16, full, rng);
+    ASSERT_NO_FATAL_FAILURE(prefillThenDecode(c, lengths, 1, 704, label(s)));
+    c.report("decode, batch 96, 3-668 positions, " + label(s));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -414,7 +411,7 @@ TEST_F(CudaAttention, Bf16DecodeReplaysACapturedGraph) {
                        __FILE__, __LINE__));
   DeviceBuffer sinks = upload(c.sinks);
   std::vector<Token> first{{1, 1, 300}, {0, 0, 600}};
-  DeviceStep step(s, Call(s, c.seqs, first));
+  DeviceCall step(s, Call(s, c.seqs, first));
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_OK(cudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "capture",
@@ -440,8 +437,8 @@ TEST_F(CudaAttention, Bf16DecodeReplaysACapturedGraph) {
     std::vector<float> out = download<float>(step.out, 2 * s.heads * s.valueDim);
     for (size_t i = 0; i < 2; ++i)
       ASSERT_NO_FATAL_FAILURE(c.check(tokens[i].sequence, tokens[i].position,
-                                          out.data() + i * s.heads * s.valueDim,
-                                          "replay " + std::to_string(k)));
+                                      out.data() + i * s.heads * s.valueDim,
+                                      "replay " + std::to_string(k)));
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -464,27 +461,32 @@ TEST(DeviceKVCacheBf16, RowsRoundToNearestEvenInHalfTheBytes) {
   EXPECT_GT(bf16.scratchFloats(), 0u);
   EXPECT_EQ(f32.scratchFloats(), 0u);
   std::vector<uint16_t> zeros(2 * 8 * 16, 1);
-  ASSERT_OK(cudaStatus(cudaMemcpy(zeros.data(), bf16.values(1), zeros.size() * 2,
-                                  cudaMemcpyDeviceToHost),
-                       "download", __FILE__, __LINE__));
+  ASSERT_OK(
+      cudaStatus(cudaMemcpy(zeros.data(), bf16.values(1), zeros.size() * 2, cudaMemcpyDeviceToHost),
+                 "download", __FILE__, __LINE__));
   EXPECT_EQ(zeros, std::vector<uint16_t>(zeros.size(), 0));
 
   // Values on and around the rounding ties: 1 + 2^-8 (a tie, to even: 1),
   // 1 + 3·2^-8 (a tie, up), just above a tie, negative ones.
   std::mt19937 rng(7);
   std::vector<Sequence> seqs{Sequence(s, 1, rng)};
-  const float ties[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f,
-                        -(1.0f + 0x1p-8f), -3.0f - 3 * 0x1p-7f, 0x1p-130f, 1e30f, -7.1234567f};
+  const float ties[] = {1.0f + 0x1p-8f,
+                        1.0f + 3 * 0x1p-8f,
+                        1.0f + 0x1p-8f + 0x1p-20f,
+                        -(1.0f + 0x1p-8f),
+                        -3.0f - 3 * 0x1p-7f,
+                        0x1p-130f,
+                        1e30f,
+                        -7.1234567f};
   for (size_t j = 0; j < seqs[0].key.size(); ++j)
     seqs[0].key[j] = ties[j % 8] * (j < 8 ? 1.0f : 1.37f);
   Call call(s, seqs, {{0, 1, 3}});
-  DeviceStep step(s, call);
+  DeviceCall step(s, call);
   DeviceBuffer sinks = upload(std::vector<float>{0.0f});
-  ASSERT_OK(cuda::attention(bf16, 0, step.query.dataAs<float>(), step.key.dataAs<float>(),
-                            step.value.dataAs<float>(), nullptr, nullptr,
-                            step.positions.dataAs<int64_t>(), step.rows.dataAs<int64_t>(), 1,
-                            s.heads, s.kvHeads, s.keyDim, 0, s.valueDim, 0.5f, 0,
-                            step.out.dataAs<float>(), nullptr));
+  ASSERT_OK(cuda::attention(
+      bf16, 0, step.query.dataAs<float>(), step.key.dataAs<float>(), step.value.dataAs<float>(),
+      nullptr, nullptr, step.positions.dataAs<int64_t>(), step.rows.dataAs<int64_t>(), 1, s.heads,
+      s.kvHeads, s.keyDim, 0, s.valueDim, 0.5f, 0, step.out.dataAs<float>(), nullptr));
   std::vector<uint16_t> row(16);
   ASSERT_OK(cudaStatus(cudaMemcpy(row.data(), static_cast<uint16_t *>(bf16.keys(0)) + (8 + 3) * 16,
                                   32, cudaMemcpyDeviceToHost),

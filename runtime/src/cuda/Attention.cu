@@ -10,8 +10,9 @@
 //  - attendKernel, the exact path: one block per (token, head) on CUDA cores,
 //    f32 throughout. Every f32 cache, and any shape the tensor-core kernels
 //    do not take.
-//  - flashDecodeKernel + mergeKernel, bf16 caches, up to kDecodeTokens tokens
-//    (decode): split KV ("flash-decoding"). Each warp takes one (token, KV
+//  - flashDecodeKernel + mergeKernel, bf16 caches, up to max(64, maxBatch)
+//    tokens (a decode step, or a short chunk) where the scratch holds their
+//    partial results: split KV ("flash-decoding"). Each warp takes one (token, KV
 //    head, split of the token's positions) and computes all the query heads
 //    that share the KV head (GQA: 16 rows of an m16n8k16 tile, the heads
 //    that share it, the rest padding), so a KV row is read once per token;
@@ -59,10 +60,14 @@ using detail::kSMs;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kMaxRowBlocks = 16 * kSMs;
-/// Up to this many tokens a bf16 cache's step takes the split-KV decode.
+/// Up to this many tokens, or the cache's batch if more (a decode step of
+/// every sequence), a bf16 cache's step takes the split-KV decode: the
+/// prefill's tiles would hold a sequence per token.
 constexpr int64_t kDecodeTokens = 64;
-/// Warps the decode aims at (about four waves of the resident warps).
-constexpr int64_t kDecodeWarps = 4 * 12 * kSMs;
+/// Warps the decode aims at: about a wave of the resident ones (12 an SM at
+/// 128 dims), whose tiles in flight are more than the HBM's latency needs;
+/// more splits would only add partial results to write and merge.
+constexpr int64_t kDecodeWarps = 12 * kSMs;
 /// At most this many splits of a token's positions, each at least
 /// kMinSplitPositions of a full cache.
 constexpr int64_t kMaxSplits = 64, kMinSplitPositions = 32;
@@ -137,9 +142,9 @@ __device__ __forceinline__ float warpSum(float v) {
 /// at the end. Shared memory: the query [queryDim], then the warps' sums
 /// [kWarps][valueDim].
 template <typename T>
-__global__ void attendKernel(const float *query, const T *keys, const T *values,
-                             const float *sinks, const int64_t *positions, const int64_t *sequences,
-                             int64_t n, AttentionGeometry g, float *out) {
+__global__ void attendKernel(const float *query, const T *keys, const T *values, const float *sinks,
+                             const int64_t *positions, const int64_t *sequences, int64_t n,
+                             AttentionGeometry g, float *out) {
   device::awaitPrerequisites();
   extern __shared__ float scratch[];
   __shared__ float warpMax[kWarps], warpDenominator[kWarps];
@@ -221,6 +226,13 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/// 2^x in one MUFU.EX2 (2 ulp; -inf gives 0), for the softmax's weights.
+__device__ __forceinline__ float exp2Approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                     uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -254,6 +266,18 @@ __device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_g
 
 template <int Pending> __device__ __forceinline__ void awaitCopies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+/// A two-stage pipeline's step at `tile`: the next tile's copies queued
+/// (where there is one), then this tile's awaited (the thread's own copies:
+/// a barrier makes the others' visible).
+template <class Load> __device__ __forceinline__ void nextTile(int tile, int tiles, Load load) {
+  if (tile + 1 < tiles) {
+    load(tile + 1);
+    awaitCopies<1>();
+  } else {
+    awaitCopies<0>();
+  }
 }
 
 /// The head shapes the tensor-core kernels are built for: Dk key columns per
@@ -323,26 +347,27 @@ template <class S> struct WarpRows {
         mma(s[nt], q[k0 / 16 + 1], b[2], b[3]);
       }
     }
-    float top[2] = {m[0], m[1]};
+    // The maxima of the raw scores (scaleLog2 > 0 keeps the order); each
+    // weight is then one FFMA and one MUFU.EX2: 2^(s·scaleLog2 - base).
+    float raw[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < N / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float v = s[nt][e] * scaleLog2;
         if (masked && !allowed(e / 2, first + nt * 8 + 2 * c + (e % 2)))
-          v = -INFINITY;
-        s[nt][e] = v;
-        top[e / 2] = fmaxf(top[e / 2], v);
+          s[nt][e] = -INFINITY;
+        raw[e / 2] = fmaxf(raw[e / 2], s[nt][e]);
       }
     float base[2], rescale[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      top[i] = fmaxf(top[i], __shfl_xor_sync(0xffffffffu, top[i], 1));
-      top[i] = fmaxf(top[i], __shfl_xor_sync(0xffffffffu, top[i], 2));
+      raw[i] = fmaxf(raw[i], __shfl_xor_sync(0xffffffffu, raw[i], 1));
+      raw[i] = fmaxf(raw[i], __shfl_xor_sync(0xffffffffu, raw[i], 2));
+      float top = fmaxf(m[i], raw[i] * scaleLog2);
       // A row that has seen nothing yet keeps -inf: exponents from 0.
-      base[i] = top[i] == -INFINITY ? 0.0f : top[i];
-      rescale[i] = exp2f(m[i] - base[i]);
-      m[i] = top[i];
+      base[i] = top == -INFINITY ? 0.0f : top;
+      rescale[i] = exp2Approx(m[i] - base[i]);
+      m[i] = top;
       l[i] *= rescale[i];
     }
 #pragma unroll
@@ -356,8 +381,8 @@ template <class S> struct WarpRows {
       float e[8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        e[i] = exp2f(s[2 * kt][i] - base[i / 2]);
-        e[4 + i] = exp2f(s[2 * kt + 1][i] - base[i / 2]);
+        e[i] = exp2Approx(fmaf(s[2 * kt][i], scaleLog2, -base[i / 2]));
+        e[4 + i] = exp2Approx(fmaf(s[2 * kt + 1][i], scaleLog2, -base[i / 2]));
       }
       l[0] += e[0] + e[1] + e[4] + e[5];
       l[1] += e[2] + e[3] + e[6] + e[7];
@@ -411,17 +436,16 @@ template <class S> struct WarpRows {
 /// (the head's Dk columns, then the shared Dr), values [N][kValueStride].
 /// `threads` threads from `thread`, 16 bytes each per copy.
 template <class S, int N, int Dk>
-__device__ __forceinline__ void loadTile(bf16 *kTile, bf16 *vTile, const bf16 *keyRows,
-                                         const bf16 *valueRows, int64_t keyColumns,
-                                         int64_t sharedColumn, int64_t valueColumns, int first,
-                                         int last, int thread, int threads) {
+__device__ __forceinline__ void
+loadTile(bf16 *kTile, bf16 *vTile, const bf16 *keyRows, const bf16 *valueRows, int64_t keyColumns,
+         int64_t sharedColumn, int64_t valueColumns, int first, int last, int thread, int threads) {
   constexpr int kKeyChunks = S::kQuery / 8, kValueChunks = S::kValue / 8;
   for (int i = thread; i < N * kKeyChunks; i += threads) {
     int r = i / kKeyChunks, chunk = i % kKeyChunks;
     int64_t p = min(first + r, last);
     int column = chunk * 8;
-    const bf16 *from = keyRows + p * keyColumns +
-                       (column < Dk ? column : sharedColumn + (column - Dk));
+    const bf16 *from =
+        keyRows + p * keyColumns + (column < Dk ? column : sharedColumn + (column - Dk));
     copyAsync16(kTile + r * S::kKeyStride + column, from);
   }
   for (int i = thread; i < N * kValueChunks; i += threads) {
@@ -467,8 +491,8 @@ __global__ void __launch_bounds__(kThreads)
   const int G = static_cast<int>(g.group());
   const int last = static_cast<int>(position), start = static_cast<int>(g.firstPosition(position));
   const int length = last - start + 1;
-  const int chunk = ((length + splits - 1) / splits + kDecodePositions - 1) / kDecodePositions *
-                    kDecodePositions;
+  const int chunk =
+      ((length + splits - 1) / splits + kDecodePositions - 1) / kDecodePositions * kDecodePositions;
   const int from = start + split * chunk, to = min(from + chunk, last + 1); // [from, to)
 
   bf16 *kTiles = reinterpret_cast<bf16 *>(sharedBytes) +
@@ -481,10 +505,9 @@ __global__ void __launch_bounds__(kThreads)
   auto load = [&](int tile) {
     int stage = tile % 2;
     loadTile<S, kDecodePositions, Dk>(kTiles + stage * kDecodePositions * S::kKeyStride,
-                                      vTiles + stage * kDecodePositions * S::kValueStride,
-                                      keyRows, valueRows, g.keyColumns(), sharedColumn,
-                                      g.valueColumns(), from + tile * kDecodePositions, to - 1,
-                                      lane, 32);
+                                      vTiles + stage * kDecodePositions * S::kValueStride, keyRows,
+                                      valueRows, g.keyColumns(), sharedColumn, g.valueColumns(),
+                                      from + tile * kDecodePositions, to - 1, lane, 32);
     commitCopies();
   };
   if (tiles > 0)
@@ -498,18 +521,13 @@ __global__ void __launch_bounds__(kThreads)
                  r1 < G ? qRow + h1 * S::kQuery : nullptr);
   const float scaleLog2 = g.scale * kLog2e;
   for (int tile = 0; tile < tiles; ++tile) {
-    if (tile + 1 < tiles) {
-      load(tile + 1);
-      awaitCopies<1>();
-    } else {
-      awaitCopies<0>();
-    }
+    nextTile(tile, tiles, load);
     __syncwarp();
     int stage = tile % 2, first = from + tile * kDecodePositions;
-    rows.template attend<kDecodePositions>(
-        kTiles + stage * kDecodePositions * S::kKeyStride,
-        vTiles + stage * kDecodePositions * S::kValueStride, first,
-        first + kDecodePositions > to, scaleLog2, [&](int, int p) { return p < to; });
+    rows.template attend<kDecodePositions>(kTiles + stage * kDecodePositions * S::kKeyStride,
+                                           vTiles + stage * kDecodePositions * S::kValueStride,
+                                           first, first + kDecodePositions > to, scaleLog2,
+                                           [&](int, int p) { return p < to; });
     __syncwarp(); // the next load rewrites this stage
   }
   rows.finishDenominators();
@@ -533,38 +551,57 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /// One warp per (token, head): the splits' partial results combined with the
-/// sink, normalised; a token outside the cache gets zeros.
+/// sink, normalised; a token outside the cache gets zeros. Lane i holds the
+/// weights 2^(m - top) of splits i and 32 + i; the lanes then sum their
+/// value columns over the splits, rows read whole by the warp.
+template <int Dv>
 __global__ void mergeKernel(const float *partialSums, const float *partialStats, const float *sinks,
                             const int64_t *positions, const int64_t *sequences, int64_t n,
                             AttentionGeometry g, int splits, float *out) {
+  static_assert(kMaxSplits == 64 && Dv % 32 == 0);
   device::awaitPrerequisites();
   const int lane = threadIdx.x % 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (item >= n * g.heads)
     return;
   const int64_t t = item / g.heads, h = item % g.heads;
-  float *o = out + item * g.valueDim;
+  float *o = out + item * Dv;
   if (!g.inCache(sequences[t], positions[t])) {
-    for (int64_t j = lane; j < g.valueDim; j += 32)
+    for (int j = lane; j < Dv; j += 32)
       o[j] = 0.0f;
     return;
   }
   const float *stats = partialStats + item * splits * 2;
-  float top = sinks ? sinks[h] * kLog2e : -INFINITY;
-  for (int s = 0; s < splits; ++s)
-    top = fmaxf(top, stats[2 * s]);
-  float total = sinks ? exp2f(sinks[h] * kLog2e - top) : 0.0f;
-  for (int s = 0; s < splits; ++s)
-    if (stats[2 * s] != -INFINITY)
-      total += stats[2 * s + 1] * exp2f(stats[2 * s] - top);
-  const float *sums = partialSums + item * splits * g.valueDim;
-  for (int64_t j = lane; j < g.valueDim; j += 32) {
-    float sum = 0.0f;
-    for (int s = 0; s < splits; ++s)
-      if (stats[2 * s] != -INFINITY)
-        sum += sums[s * g.valueDim + j] * exp2f(stats[2 * s] - top);
-    o[j] = total > 0.0f ? sum / total : 0.0f;
+  const float sink = sinks ? sinks[h] * kLog2e : -INFINITY;
+  float m[2], l[2], top = sink;
+  for (int k = 0; k < 2; ++k) {
+    int split = lane + 32 * k;
+    m[k] = split < splits ? stats[2 * split] : -INFINITY;
+    l[k] = split < splits ? stats[2 * split + 1] : 0.0f;
+    top = fmaxf(top, m[k]);
   }
+  for (int offset = 16; offset > 0; offset /= 2)
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+  float weight[2], total = 0.0f;
+  for (int k = 0; k < 2; ++k) {
+    // A split that saw nothing counts for nothing (its sums are zeros).
+    weight[k] = m[k] == -INFINITY ? 0.0f : exp2f(m[k] - top);
+    total += l[k] * weight[k];
+  }
+  total = warpSum(total) + (sinks ? exp2f(sink - top) : 0.0f);
+  const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+  const float *sums = partialSums + item * splits * Dv;
+  float acc[Dv / 32] = {};
+#pragma unroll 4
+  for (int split = 0; split < splits; ++split) {
+    float w = __shfl_sync(0xffffffffu, split < 32 ? weight[0] : weight[1], split % 32);
+#pragma unroll
+    for (int k = 0; k < Dv / 32; ++k)
+      acc[k] += w * sums[split * Dv + lane + 32 * k];
+  }
+#pragma unroll
+  for (int k = 0; k < Dv / 32; ++k)
+    o[lane + 32 * k] = acc[k] * inverse;
 }
 
 //===----------------------------------------------------------------------===//
@@ -590,9 +627,9 @@ template <class S> constexpr int prefillSharedBytes() {
 /// position and window.
 template <int Dk, int Dr, int Dv>
 __global__ void __launch_bounds__(kPrefillThreads)
-    flashPrefillKernel(const float *query, const bf16 *keys, const bf16 *values,
-                       const float *sinks, const int64_t *positions, const int64_t *sequences,
-                       int64_t n, AttentionGeometry g, float *out) {
+    flashPrefillKernel(const float *query, const bf16 *keys, const bf16 *values, const float *sinks,
+                       const int64_t *positions, const int64_t *sequences, int64_t n,
+                       AttentionGeometry g, float *out) {
   using S = HeadShape<Dk, Dr, Dv>;
   device::awaitPrerequisites();
   extern __shared__ __align__(16) unsigned char sharedBytes[];
@@ -686,12 +723,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
     };
     load(0);
     for (int tile = 0; tile < tiles; ++tile) {
-      if (tile + 1 < tiles) {
-        load(tile + 1);
-        awaitCopies<1>();
-      } else {
-        awaitCopies<0>();
-      }
+      nextTile(tile, tiles, load);
       __syncthreads();
       const int first = begin + tile * kPrefillPositions, end = first + kPrefillPositions - 1;
       if (first <= myTo && end >= myFrom) { // warp-uniform: some row sees some position
@@ -734,10 +766,10 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
     return g.keyDim == Dk && g.sharedDim == Dr && g.valueDim == Dv;
   }
 
-  static Status decode(const float *query, const bf16 *keys, const bf16 *values,
-                       const float *sinks, const int64_t *positions, const int64_t *sequences,
-                       int64_t n, const AttentionGeometry &g, int splits, float *scratch,
-                       float *out, cudaStream_t stream) {
+  static Status decode(const float *query, const bf16 *keys, const bf16 *values, const float *sinks,
+                       const int64_t *positions, const int64_t *sequences, int64_t n,
+                       const AttentionGeometry &g, int splits, float *scratch, float *out,
+                       cudaStream_t stream) {
     constexpr int shared = decodeSharedBytes<S>();
     MOEC_CUDA_TRY(cudaFuncSetAttribute(flashDecodeKernel<Dk, Dr, Dv>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
@@ -748,11 +780,10 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
         dim3(kThreads), shared, stream, query, keys, values, positions, sequences, n, g, splits,
         sums, stats));
     int64_t rows = n * g.heads;
-    return detail::launchDependent(mergeKernel,
-                                   dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps)),
-                                   dim3(kThreads), 0, stream, static_cast<const float *>(sums),
-                                   static_cast<const float *>(stats), sinks, positions, sequences,
-                                   n, g, splits, out);
+    return detail::launchDependent(
+        mergeKernel<Dv>, dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps)), dim3(kThreads),
+        0, stream, static_cast<const float *>(sums), static_cast<const float *>(stats), sinks,
+        positions, sequences, n, g, splits, out);
   }
 
   static Status prefill(const float *query, const bf16 *keys, const bf16 *values,
@@ -763,9 +794,9 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
     int64_t tiles = (n * g.group() + kPrefillRows - 1) / kPrefillRows;
     dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(g.kvHeads));
-    return detail::launchDependent(flashPrefillKernel<Dk, Dr, Dv>, grid, dim3(kPrefillThreads), shared,
-                                   stream, query, keys, values, sinks, positions, sequences, n, g,
-                                   out);
+    return detail::launchDependent(flashPrefillKernel<Dk, Dr, Dv>, grid, dim3(kPrefillThreads),
+                                   shared, stream, query, keys, values, sinks, positions, sequences,
+                                   n, g, out);
   }
 };
 
@@ -790,7 +821,8 @@ std::optional<Status> tryFlash(const DeviceKVCache &cache, const float *query, c
   using K = FlashKernels<Dk, Dr, Dv>;
   if (!K::fits(g))
     return std::nullopt;
-  int64_t splits = n <= kDecodeTokens ? decodeSplits(g, n, cache.scratchFloats()) : 0;
+  bool decode = n <= std::max(kDecodeTokens, cache.maxBatch());
+  int64_t splits = decode ? decodeSplits(g, n, cache.scratchFloats()) : 0;
   if (splits > 0)
     return K::decode(query, keys, values, sinks, positions, sequences, n, g,
                      static_cast<int>(splits), cache.scratch(), out, stream);
@@ -834,33 +866,33 @@ Status attention(DeviceKVCache &cache, int64_t slot, const float *query, const f
     return Status::ok();
   void *keys = cache.keys(static_cast<size_t>(slot));
   void *values = cache.values(static_cast<size_t>(slot));
-  dim3 writeGrid(blocksFor(n, 1, kMaxRowBlocks)), grid(static_cast<unsigned>(heads),
-                                                       static_cast<unsigned>(blocksFor(n, 1)));
+  dim3 writeGrid(blocksFor(n, 1, kMaxRowBlocks)),
+      grid(static_cast<unsigned>(heads), static_cast<unsigned>(blocksFor(n, 1)));
   // Write, then read: every token of the step sees the others' rows.
   if (cache.type() == KVCacheType::F32) {
     auto *k = static_cast<float *>(keys), *v = static_cast<float *>(values);
-    MOEC_RETURN_IF_ERROR(detail::launchDependent(writeCacheKernel<float>, writeGrid,
-                                                 dim3(kThreads), 0, stream, key, keyShared, value,
-                                                 positions, sequences, n, g, k, v));
+    MOEC_RETURN_IF_ERROR(detail::launchDependent(writeCacheKernel<float>, writeGrid, dim3(kThreads),
+                                                 0, stream, key, keyShared, value, positions,
+                                                 sequences, n, g, k, v));
     if (valueDim <= 0)
       return Status::ok();
-    return detail::launchDependent(attendKernel<float>, grid, dim3(kThreads), shared, stream,
-                                   query, static_cast<const float *>(k),
-                                   static_cast<const float *>(v), sinks, positions, sequences, n,
-                                   g, out);
+    return detail::launchDependent(attendKernel<float>, grid, dim3(kThreads), shared, stream, query,
+                                   static_cast<const float *>(k), static_cast<const float *>(v),
+                                   sinks, positions, sequences, n, g, out);
   }
   auto *k = static_cast<bf16 *>(keys), *v = static_cast<bf16 *>(values);
-  MOEC_RETURN_IF_ERROR(detail::launchDependent(writeCacheKernel<bf16>, writeGrid, dim3(kThreads),
-                                               0, stream, key, keyShared, value, positions,
-                                               sequences, n, g, k, v));
+  MOEC_RETURN_IF_ERROR(detail::launchDependent(writeCacheKernel<bf16>, writeGrid, dim3(kThreads), 0,
+                                               stream, key, keyShared, value, positions, sequences,
+                                               n, g, k, v));
   if (valueDim <= 0)
     return Status::ok();
   // The tensor-core kernels: G query heads of a KV head fill 16-row tiles
   // (G divides 16), positions index as int.
   int64_t group = heads / kvHeads;
   auto aligned8 = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; };
-  if (16 % group == 0 && aligned8(query) && aligned8(out) && cache.maxSeq() < (int64_t(1) << 30) &&
-      cache.maxBatch() < (int64_t(1) << 30) && n * group < (int64_t(1) << 36)) {
+  if (16 % group == 0 && scale > 0.0f && aligned8(query) && aligned8(out) &&
+      cache.maxSeq() < (int64_t(1) << 30) && cache.maxBatch() < (int64_t(1) << 30) &&
+      n * group < (int64_t(1) << 36)) {
     std::optional<Status> launched;
     for (auto flash : {tryFlash<128, 0, 128>, tryFlash<64, 0, 64>, tryFlash<128, 64, 128>})
       if (!launched)

@@ -43,12 +43,11 @@ enum class KVCacheType { F32, BF16 };
 /// values [maxBatch][maxSeq][valueColumns] in device memory (f32 or bf16
 /// elements, type()), zero-filled at creation. A bf16 cache also holds the
 /// split-KV decode's scratch (partial results of the attention kernels, shared
-/// by the slots: the attention calls of one cache run one after another). The sequences' lengths (positions written, contiguous from 0)
-/// are kept on the host, per slot, for the checks: a step is checked and its
-/// lengths counted when it is queued (checkStep), so they follow the order of
-/// the runs. A length is unknown after a step whose positions the host could
-/// not read (device memory, or a run queued on a caller's stream): that
-/// sequence's gaps go unchecked until it is reset.
+/// by the slots: the attention calls of one cache run one after another). The sequences' lengths
+/// (positions written, contiguous from 0) are kept on the host, per slot, for the checks: a step is
+/// checked and its lengths counted when it is queued (checkStep), so they follow the order of the
+/// runs. A length is unknown after a step whose positions the host could not read (device memory,
+/// or a run queued on a caller's stream): that sequence's gaps go unchecked until it is reset.
 class DeviceKVCache {
 public:
   /// A slot's row widths: keyColumns = Hkv·Dk + Dr (each KV head's keys, then
@@ -158,11 +157,11 @@ Status rotary(const float *x, int64_t n, int64_t columns, const int64_t *positio
 /// positions[t] - window when window > 0), an online softmax in f32. An f32
 /// cache takes the exact kernel (f32 throughout); a bf16 cache, at the head
 /// shapes the tensor-core kernels are built for (Attention.cu), the split-KV
-/// decode up to 64 tokens and FlashAttention-2 tiles above, which multiply
-/// the query and the softmax's weights in bf16. Positions and sequences are
-/// read on the device (the file comment says what out-of-range values do);
-/// the host picks the kernels from n and the shapes alone, so a captured
-/// step replays with any. Fails, before queuing anything, on a slot or
+/// decode up to max(64, maxBatch) tokens and FlashAttention-2 tiles above,
+/// which multiply the query and the softmax's weights in bf16. Positions
+/// and sequences are read on the device (the file comment says what
+/// out-of-range values do); the host picks the kernels from n and the
+/// shapes alone, so a captured step replays with any. Fails, before queuing anything, on a slot or
 /// shapes that do not match the cache.
 Status attention(DeviceKVCache &cache, int64_t slot, const float *query, const float *key,
                  const float *value, const float *keyShared, const float *sinks,
