@@ -16,6 +16,7 @@ ran otherwise).
 """
 
 import sys
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -87,6 +88,8 @@ def time_torch(name, kind, batch, tokens, length):
 
 
 def main():
+    # SDPA warns of every backend it passes over; the table says which ran.
+    warnings.filterwarnings("ignore", category=UserWarning)
     rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
     out = open(sys.argv[2], "w") if len(sys.argv) > 2 else None
 
