@@ -16,7 +16,7 @@
 //    head, split of the token's positions) and computes all the query heads
 //    that share the KV head (GQA: 16 rows of an m16n8k16 tile, the heads
 //    that share it, the rest padding), so a KV row is read once per token;
-//    enough splits to give the device a few waves of warps. The splits'
+//    enough splits for about a wave of resident warps. The splits'
 //    unnormalised sums, maxima and denominators go to the cache's scratch,
 //    and the merge kernel adds the sink and normalises.
 //  - flashPrefillKernel, bf16 caches, more tokens (prefill): FlashAttention-2
