@@ -1,7 +1,7 @@
 //===- CudaCheck.h - the benchmarks' CUDA error check -----------*- C++ -*-===//
 //
-// A benchmark has nothing to recover: a failed CUDA call prints where and why,
-// and the program exits 1.
+// A benchmark has nothing to recover: a failed CUDA call (or runtime call)
+// prints where and why, and the program exits 1.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_BENCH_CUDACHECK_H
@@ -20,5 +20,14 @@
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
+
+/// A failed runtime call (its moec::rt::Status) prints what and why, and the
+/// program exits 1.
+template <class Status> void require(const Status &status, const char *what) {
+  if (!status) {
+    std::fprintf(stderr, "%s: %s\n", what, status.message().c_str());
+    std::exit(1);
+  }
+}
 
 #endif // MOEC_BENCH_CUDACHECK_H

@@ -34,13 +34,6 @@ using moec::rt::cpu::RoutingKind;
 
 namespace {
 
-void require(const Status &status, const char *what) {
-  if (!status) {
-    std::fprintf(stderr, "%s: %s\n", what, status.message().c_str());
-    std::exit(1);
-  }
-}
-
 struct Shape {
   const char *name;
   int64_t hidden, experts, topK;

@@ -35,21 +35,6 @@ namespace {
 
 Status synchronize() { return cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__); }
 
-/// The call's inputs on the device, and its output poisoned.
-struct DeviceCall {
-  DeviceBuffer query, key, keyShared, value, positions, rows, out;
-  int64_t n;
-
-  DeviceCall(const AttentionShape &s, const Call &call)
-      : query(upload(call.query)), key(upload(call.key)), value(upload(call.value)),
-        positions(upload(call.positions)), rows(upload(call.rows)),
-        out(poisoned(sizeof(float) * call.positions.size() * s.heads * s.valueDim)),
-        n(static_cast<int64_t>(call.positions.size())) {
-    if (s.sharedDim)
-      keyShared = upload(call.keyShared);
-  }
-};
-
 Status queueAttention(DeviceKVCache &cache, int64_t slot, const AttentionShape &s,
                       const DeviceCall &call, const DeviceBuffer &sinks, cudaStream_t stream) {
   return cuda::attention(

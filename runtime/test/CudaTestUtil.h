@@ -5,6 +5,8 @@
 
 #include "moec/runtime/Cuda.h"
 
+#include "ModelReference.h"
+
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -41,6 +43,22 @@ template <typename T> std::vector<T> download(const DeviceBuffer &buffer, size_t
   EXPECT_TRUE(status.isOk()) << status.message();
   return host;
 }
+
+/// An attention call's inputs (ModelReference.h) on the device, and its
+/// output poisoned.
+struct DeviceCall {
+  DeviceBuffer query, key, keyShared, value, positions, rows, out;
+  int64_t n;
+
+  DeviceCall(const AttentionShape &s, const Call &call)
+      : query(upload(call.query)), key(upload(call.key)), value(upload(call.value)),
+        positions(upload(call.positions)), rows(upload(call.rows)),
+        out(poisoned(sizeof(float) * call.positions.size() * s.heads * s.valueDim)),
+        n(static_cast<int64_t>(call.positions.size())) {
+    if (s.sharedDim)
+      keyShared = upload(call.keyShared);
+  }
+};
 
 } // namespace moec::rt::test
 

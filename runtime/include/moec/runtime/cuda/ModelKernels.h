@@ -40,13 +40,14 @@ enum class KVCacheType { F32, BF16 };
 
 /// The KV cache of a CUDA model artifact: one slot per moe.attention op (its
 /// `layer` attribute), each holding keys [maxBatch][maxSeq][keyColumns] and
-/// values [maxBatch][maxSeq][valueColumns] in f32 device memory, zero-filled
-/// at creation. The sequences' lengths (positions written, contiguous from 0)
-/// are kept on the host, per slot, for the checks: a step is checked and its
-/// lengths counted when it is queued (checkStep), so they follow the order of
-/// the runs. A length is unknown after a step whose positions the host could
-/// not read (device memory, or a run queued on a caller's stream): that
-/// sequence's gaps go unchecked until it is reset.
+/// values [maxBatch][maxSeq][valueColumns] in device memory (f32 or bf16
+/// elements, type()), zero-filled at creation. A bf16 cache also holds the
+/// split-KV decode's scratch (partial results of the attention kernels, shared
+/// by the slots: the attention calls of one cache run one after another). The sequences' lengths
+/// (positions written, contiguous from 0) are kept on the host, per slot, for the checks: a step is
+/// checked and its lengths counted when it is queued (checkStep), so they follow the order of the
+/// runs. A length is unknown after a step whose positions the host could not read (device memory,
+/// or a run queued on a caller's stream): that sequence's gaps go unchecked until it is reset.
 class DeviceKVCache {
 public:
   /// A slot's row widths: keyColumns = Hkv·Dk + Dr (each KV head's keys, then
@@ -70,9 +71,16 @@ public:
   int64_t maxSeq() const { return maxSeq_; }
   size_t slots() const { return slots_.size(); }
   const Slot &slot(size_t index) const { return slots_[index].shape; }
-  /// A slot's keys and values, [maxBatch][maxSeq][columns] each.
-  float *keys(size_t slot) const;
-  float *values(size_t slot) const;
+  /// A slot's keys and values, [maxBatch][maxSeq][columns] each, of type()
+  /// elements (float or __nv_bfloat16), each at a multiple of 256 bytes.
+  void *keys(size_t slot) const;
+  void *values(size_t slot) const;
+  /// Bytes of one element of the storage: 4 (F32) or 2 (BF16).
+  size_t elementBytes() const { return type_ == KVCacheType::BF16 ? 2 : 4; }
+  /// The attention kernels' scratch: floats of device memory (0 and null
+  /// for an f32 cache, which needs none).
+  float *scratch() const { return scratch_.dataAs<float>(); }
+  size_t scratchFloats() const { return scratch_.size() / sizeof(float); }
 
   /// Every sequence (sequence < 0) or one sequence empty, in every slot (host
   /// state only: positions at or past a length are never read). A sequence
@@ -104,13 +112,13 @@ public:
 private:
   struct Storage {
     Slot shape;
-    size_t keyOffset = 0, valueOffset = 0; // floats into storage_
+    size_t keyOffset = 0, valueOffset = 0; // bytes into storage_
     std::vector<int64_t> lengths;          // [maxBatch], -1 unknown
   };
   int64_t maxBatch_ = 0, maxSeq_ = 0;
   KVCacheType type_ = KVCacheType::F32;
   std::vector<Storage> slots_;
-  DeviceBuffer storage_;
+  DeviceBuffer storage_, scratch_;
 };
 
 /// Whether the host may read `data` now: host memory (pageable or pinned),
@@ -143,13 +151,18 @@ Status rotary(const float *x, int64_t n, int64_t columns, const int64_t *positio
 /// kvHeads·valueDim], keyShared [n, sharedDim] (null when sharedDim is 0),
 /// sinks [heads] or null, out [n, heads·valueDim]. First every token's key
 /// row (key, then keyShared) and value row go to (sequences[t],
-/// positions[t]) of the slot (one kernel); then each (token, head) attends
-/// with KV head h / (heads / kvHeads) over its sequence's positions p <=
-/// positions[t] (and p > positions[t] - window when window > 0), one block
-/// each, an online softmax in f32 over the positions. Positions and
-/// sequences are read on the device (the file comment says what out-of-range
-/// values do). Fails, before queuing anything, on a slot or shapes that do not
-/// match the cache.
+/// positions[t]) of the slot (one kernel; a bf16 cache rounds them to
+/// nearest even); then each (token, head) attends with KV head h / (heads /
+/// kvHeads) over its sequence's positions p <= positions[t] (and p >
+/// positions[t] - window when window > 0), an online softmax in f32. An f32
+/// cache takes the exact kernel (f32 throughout); a bf16 cache, at the head
+/// shapes the tensor-core kernels are built for (Attention.cu), the split-KV
+/// decode up to max(64, maxBatch) tokens and FlashAttention-2 tiles above,
+/// which multiply the query and the softmax's weights in bf16. Positions
+/// and sequences are read on the device (the file comment says what
+/// out-of-range values do); the host picks the kernels from n and the
+/// shapes alone, so a captured step replays with any. Fails, before queuing anything, on a slot or
+/// shapes that do not match the cache.
 Status attention(DeviceKVCache &cache, int64_t slot, const float *query, const float *key,
                  const float *value, const float *keyShared, const float *sinks,
                  const int64_t *positions, const int64_t *sequences, int64_t n, int64_t heads,
