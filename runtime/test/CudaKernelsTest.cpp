@@ -100,6 +100,7 @@ void checkRoute(int64_t E, bool ties) {
   std::vector<cpu::Routing> routings = {
       {cpu::RoutingKind::SoftmaxTopK, 2, true},
       {cpu::RoutingKind::SoftmaxTopK, 8, false},
+      {cpu::RoutingKind::SoftmaxTopK, 40, true}, // past routeWarpKernel's 32 kept choices
       {cpu::RoutingKind::TopKSoftmax, 4, false},
       {cpu::RoutingKind::SigmoidGroupTopK, 8, true, 8, 4, 2.5f},
       {cpu::RoutingKind::SigmoidGroupTopK, 4, true, 1, 1, 1.5f},
@@ -757,10 +758,13 @@ TEST(CudaKernels, PermuteBF16IsTheRoundedF32Permute) {
 /// combineRows and through combine (which inverts the permutation itself).
 TEST(CudaKernels, CombineBF16RowsIsTheF32CombineOfTheRoundedRows) {
   std::mt19937 rng(31);
-  for (int64_t H : {96, 1030})
+  // Top-3 and top-10 (combineKernel loads 8 slots' rows at a time: two batches,
+  // the second partly used).
+  for (auto [K, H] : {std::pair<int64_t, int64_t>{3, 96}, {3, 1030}, {10, 96}, {10, 1030}})
     for (bool withAddend : {false, true}) {
-      SCOPED_TRACE("hidden " + std::to_string(H) + ", addend " + std::to_string(withAddend));
-      const int64_t T = 45, K = 3, S = T * K, valid = S - 7;
+      SCOPED_TRACE("hidden " + std::to_string(H) + ", addend " + std::to_string(withAddend) +
+                   ", top-" + std::to_string(K));
+      const int64_t T = 45, S = T * K, valid = S - 7;
       auto rows = randomVector(S * H, rng), w = randomVector(T * K, rng);
       auto addend = randomVector(T * H, rng), gate = randomVector(T, rng);
       std::vector<uint16_t> bits = roundToBF16(rows); // rows now hold the bf16 values

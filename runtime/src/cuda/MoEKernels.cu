@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <climits>
 #include <cstdint>
 
 namespace moec::rt::cuda {
@@ -64,6 +65,36 @@ __device__ void warpArgmax(float &best, int &bestIndex, float &payload) {
       bestIndex = otherIndex;
     }
   }
+}
+
+/// A key whose unsigned order is the order of the values: -0 and +0 the same
+/// key, as they compare equal. Not for NaN.
+__device__ __forceinline__ unsigned orderedKey(float v) {
+  unsigned bits = __float_as_uint(v + 0.0f); // -0 + 0 is +0
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+
+/// warpArgmax's winner by two warp reductions (redux.sync) where its five
+/// shuffle rounds take three shuffles each: the largest value, then the lowest
+/// index holding it -- the order of `better` whenever no lane's candidate is
+/// NaN, which takes warpArgmax itself (`better` does not order NaN). A lane
+/// without a candidate passes bestIndex -1. Returns the winner's index (-1:
+/// none) and its `payload`, in every lane.
+__device__ __forceinline__ int warpArgmaxFast(float best, int bestIndex, float &payload) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (!__any_sync(0xffffffffu, bestIndex >= 0 && isnan(best))) {
+    unsigned key = bestIndex >= 0 ? orderedKey(best) : 0u; // orderedKey(-inf) > 0
+    unsigned top = __reduce_max_sync(0xffffffffu, key);
+    int index = bestIndex >= 0 && key == top ? bestIndex : INT_MAX;
+    int chosen = __reduce_min_sync(0xffffffffu, index);
+    if (chosen == INT_MAX)
+      return -1;
+    payload = __shfl_sync(0xffffffffu, payload, chosen % 32); // expert e is lane e % 32's
+    return chosen;
+  }
+#endif
+  warpArgmax(best, bestIndex, payload);
+  return bestIndex;
 }
 
 /// Per-warp partial results of the block reductions below, double-buffered so
@@ -296,6 +327,13 @@ __global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts
   const int k = routing.topK;
   int32_t *tokenIds = ids + token * k;
   float *w = weights + token * k;
+  // Up to kLocalTopK choices, lane 0 keeps them in its own (local) memory
+  // until finishRoutingWeights has made them weights: read back from the
+  // outputs, the finish's loads were round trips to L2 after the stores.
+  constexpr int kLocalTopK = 32;
+  const bool local = k <= kLocalTopK;
+  int32_t localIds[kLocalTopK];
+  float localWeights[kLocalTopK];
   unsigned taken = 0; // bit j: expert lane + 32 j is chosen
   for (int i = 0; i < k; ++i) {
     float best = -INFINITY, bestScore = 0.0f;
@@ -309,16 +347,30 @@ __global__ void routeWarpKernel(const float *logits, int64_t tokens, int experts
         bestIndex = e;
       }
     }
-    warpArgmax(best, bestIndex, bestScore);
+    bestIndex = warpArgmaxFast(best, bestIndex, bestScore);
     if (bestIndex >= 0 && bestIndex % 32 == lane)
       taken |= 1u << (bestIndex / 32);
     if (lane == 0) {
-      tokenIds[i] = bestIndex;
-      w[i] = bestScore;
+      if (local) {
+        localIds[i] = bestIndex;
+        localWeights[i] = bestScore;
+      } else {
+        tokenIds[i] = bestIndex;
+        w[i] = bestScore;
+      }
     }
   }
-  if (lane == 0)
+  if (lane != 0)
+    return;
+  if (!local) {
     finishRoutingWeights(l, tokenIds, routing, w);
+    return;
+  }
+  finishRoutingWeights(l, localIds, routing, localWeights);
+  for (int i = 0; i < k; ++i) {
+    tokenIds[i] = localIds[i];
+    w[i] = localWeights[i];
+  }
 }
 
 /// The sort key of an id less the first local expert: the local expert, or
@@ -683,6 +735,7 @@ __global__ void inversePermutationKernel(const int32_t *permutation, int64_t slo
 
 /// Columns of one token that a combine block writes: 128 threads x 4.
 constexpr int kCombineThreads = 128, kCombineColumns = 4 * kCombineThreads;
+constexpr int kCombineBatch = 8;
 
 /// Four adjacent row values as f32: one 16-byte load of f32 rows, one 8-byte
 /// load of bf16 ones (--expert-outputs=bf16).
@@ -723,13 +776,24 @@ __global__ void combineKernel(const Row *rows, const int32_t *rowOfSlot, int64_t
     if (h0 >= hiddenSize)
       return;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int64_t k = 0; k < topK; ++k) {
-      int32_t r = slotRow[k];
-      if (r < 0)
-        continue;
-      float w = slotWeight[k];
-      float4 v = loadFour(rows + int64_t(r) * hiddenSize + h0);
-      acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+    // kCombineBatch slots' loads issued before their sums (in slot order): one
+    // at a time, each waited for its row from L2 in turn (~3 µs of a decode
+    // step's tail at top-8).
+    for (int64_t k0 = 0; k0 < topK; k0 += kCombineBatch) {
+      float4 v[kCombineBatch];
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) {
+        int32_t r = k0 + j < topK ? slotRow[k0 + j] : -1;
+        v[j] = r >= 0 ? loadFour(rows + int64_t(r) * hiddenSize + h0)
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) {
+        if (k0 + j >= topK || slotRow[k0 + j] < 0)
+          continue;
+        float w = slotWeight[k0 + j];
+        acc.x += w * v[j].x, acc.y += w * v[j].y, acc.z += w * v[j].z, acc.w += w * v[j].w;
+      }
     }
     if (addend) {
       float4 a = *reinterpret_cast<const float4 *>(addend + t * hiddenSize + h0);
