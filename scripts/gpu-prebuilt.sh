@@ -20,8 +20,9 @@
 # tests and four artifacts (MEMCHECK=0 leaves those two out, for a short call).
 #
 # `prepare-models` compiles each whole model (test/fixtures/models/FAMILY/checkpoint)
-# with --target=cuda into .device/models/FAMILY/{artifact,chunked} (64 and 4 tokens a
-# step) beside moec-run, libmoec.so and the GPU unit tests in .device/models/bin, and
+# with --target=cuda into .device/models/FAMILY/{artifact,chunked} (f32, 64 and 4 tokens
+# a step) and FAMILY/bf16 (the bf16 default, 64 tokens; its KV cache in
+# $MOEC_BF16_KV_CACHE, default f32) beside moec-run, libmoec.so and the GPU unit tests in .device/models/bin, and
 # packs them into .device/models.tar.xz (the one path to carry; `run` and `models`
 # unpack it). `models` runs test/fixtures/models/check-model-cuda.sh on each family
 # (ctest e2e.cuda.model.*), the GPU unit tests (the whole-model
@@ -87,10 +88,13 @@ prepare-models)
   mkdir -p "$(dirname "$exclude")"
   grep -qx '/.device/' "$exclude" 2>/dev/null || echo /.device/ >>"$exclude"
   for f in $families; do
-    for plan in "artifact 64" "chunked 4"; do
-      read -r name tokens <<<"$plan"
+    # f32 (--precision=f32), as check-model-cuda.sh compiles them, and the bf16 default.
+    for plan in "artifact 64 --precision=f32" "chunked 4 --precision=f32" \
+      "bf16 64 --kv-cache=${MOEC_BF16_KV_CACHE:-bf16}"; do
+      read -r name tokens flags <<<"$plan"
+      # shellcheck disable=SC2086 # the flags are words
       "$build/bin/moec" compile $fx/models/$f/checkpoint --target=cuda --max-batch=2 --max-seq=32 \
-        --max-tokens=$tokens --runtime-dir="$rt" -o $M/$f/$name
+        --max-tokens=$tokens $flags --runtime-dir="$rt" -o $M/$f/$name
     done
   done
   rm -f $M/*/*/model.cu

@@ -24,9 +24,15 @@
 //
 // Constants used elsewhere too get a bf16 copy (the f32 one stays for its other
 // readers, as codegen stores both); splats stay splats, dense_resource blobs
-// become dense_resource blobs and dense elements stay dense.
+// become dense_resource blobs and dense elements stay dense; the copy keeps
+// the constant's discardable attributes (its moec.name among them).
+//
+// castToBF16 (CastBF16.h) is these rules on any op's body, with moe.embedding
+// tables too when asked: moe-cast-model-bf16 applies it to a whole model.
 //
 //===----------------------------------------------------------------------===//
+
+#include "CastBF16.h"
 
 #include "moec/Dialect/MoE/MoEOps.h"
 #include "moec/Dialect/ONNX/ONNXDialect.h"
@@ -165,14 +171,24 @@ Value castConstant(OpBuilder &builder, Value value) {
   } else {
     return {};
   }
-  // The weight keeps its name in the artifact's manifest (what codegen calls
-  // a constant: a name given by hand, else its blob's key).
-  if (auto name = def->getAttrOfType<StringAttr>("moec.name"))
-    result.getDefiningOp()->setAttr("moec.name", name);
-  else if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr))
+  // The weight keeps what is said of it: its discardable attributes, among
+  // them its name in the artifact's manifest (what codegen calls a constant: a
+  // name given by hand, else its blob's key).
+  for (NamedAttribute named : def->getDiscardableAttrs())
+    result.getDefiningOp()->setAttr(named.getName(), named.getValue());
+  auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr);
+  if (!def->hasAttr("moec.name") && resource)
     result.getDefiningOp()->setAttr(
         "moec.name", builder.getStringAttr(resource.getRawHandle().getKey()));
   return result;
+}
+
+/// Whether moe.embedding `op`'s table can be stored as bf16: an f32 constant
+/// [V, H] of static shape.
+bool tableTakesBF16(EmbeddingOp op) {
+  auto type = dyn_cast<RankedTensorType>(op.getTable().getType());
+  return type && type.hasStaticShape() && type.getRank() == 2 &&
+         type.getElementType().isF32() && isConstant(op.getTable().getDefiningOp());
 }
 
 struct MoECastExpertsBF16 : moec::impl::MoECastExpertsBF16Base<MoECastExpertsBF16> {
@@ -184,71 +200,82 @@ struct MoECastExpertsBF16 : moec::impl::MoECastExpertsBF16Base<MoECastExpertsBF1
                                  << "' (f32, bf16)";
       return signalPassFailure();
     }
-    bool bf16Outputs = outputs == "bf16";
-
-    // Every decision is taken on the f32 IR first (the predicates read element
-    // types), then applied.
-    SmallVector<OpOperand *> weightUses;
-    llvm::SetVector<Value> rows;
-    bool failedAny = false;
-    getOperation().walk([&](Operation *op) {
-      if (auto matmul = dyn_cast<GroupedMatmulOp>(op)) {
-        if (isFP8Matmul(matmul))
-          return;
-        Value weights = matmul.getWeights();
-        auto type = cast<RankedTensorType>(weights.getType());
-        if (type.getElementType().isBF16())
-          return; // bf16 already (this pass ran, or the model is bf16)
-        if (!isConstant(weights.getDefiningOp()) || !type.getElementType().isF32() ||
-            !type.hasStaticShape()) {
-          matmul.emitError("cannot store the weights as bf16: they must be an f32 constant of "
-                           "static shape (moe-cast-experts-bf16)");
-          failedAny = true;
-          return;
-        }
-        // The bf16 kernel loads 8 bf16 weights (16 bytes) at a time.
-        if (int64_t k = type.getDimSize(2); k % 8 != 0) {
-          matmul.emitError() << "cannot store the weights as bf16: K = " << k
-                             << " is not a multiple of 8, which bf16 expert weights need "
-                                "(moe-cast-experts-bf16)";
-          failedAny = true;
-          return;
-        }
-        weightUses.push_back(&matmul.getWeightsMutable());
-      } else if (auto linear = dyn_cast<LinearOp>(op)) {
-        if (linearTakesBF16(linear))
-          weightUses.push_back(&linear.getWeightMutable());
-      }
-      if (isa<PermuteOp, GroupedMatmulOp, LinearOp>(op))
-        for (Value result : op->getResults())
-          if (storedAsBF16(result, bf16Outputs))
-            rows.insert(result);
-    });
-    if (failedAny)
-      return signalPassFailure();
-
-    OpBuilder builder(&getContext());
-    llvm::DenseMap<Value, Value> castOf;
-    llvm::SetVector<Operation *> maybeDead;
-    for (OpOperand *use : weightUses) {
-      Value weights = use->get();
-      Value &cast = castOf[weights];
-      if (!cast)
-        cast = castConstant(builder, weights);
-      if (!cast) {
-        use->getOwner()->emitError("cannot store the weights as bf16: the constant's bytes "
-                                   "cannot be read (moe-cast-experts-bf16)");
-        return signalPassFailure();
-      }
-      use->set(cast);
-      maybeDead.insert(weights.getDefiningOp());
-    }
-    for (Value value : rows)
-      value.setType(withBF16(value.getType()));
-    for (Operation *op : maybeDead)
-      if (op->use_empty())
-        op->erase();
+    BF16Cast cast;
+    cast.outputs = outputs == "bf16";
+    if (failed(castToBF16(getOperation(), cast)))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+LogicalResult moec::castToBF16(Operation *root, const BF16Cast &options) {
+  bool bf16Outputs = options.outputs;
+  // Every decision is taken on the f32 IR first (the predicates read element
+  // types), then applied.
+  SmallVector<OpOperand *> weightUses;
+  llvm::SetVector<Value> rows;
+  bool failedAny = false;
+  root->walk([&](Operation *op) {
+    if (auto matmul = dyn_cast<GroupedMatmulOp>(op)) {
+      if (isFP8Matmul(matmul))
+        return;
+      Value weights = matmul.getWeights();
+      auto type = cast<RankedTensorType>(weights.getType());
+      if (type.getElementType().isBF16())
+        return; // bf16 already (this pass ran, or the model is bf16)
+      if (!isConstant(weights.getDefiningOp()) || !type.getElementType().isF32() ||
+          !type.hasStaticShape()) {
+        matmul.emitError() << "cannot store the weights as bf16: they must be an f32 constant "
+                              "of static shape ("
+                           << options.pass << ")";
+        failedAny = true;
+        return;
+      }
+      // The bf16 kernel loads 8 bf16 weights (16 bytes) at a time.
+      if (int64_t k = type.getDimSize(2); k % 8 != 0) {
+        matmul.emitError() << "cannot store the weights as bf16: K = " << k
+                           << " is not a multiple of 8, which bf16 expert weights need ("
+                           << options.pass << ")";
+        failedAny = true;
+        return;
+      }
+      weightUses.push_back(&matmul.getWeightsMutable());
+    } else if (auto linear = dyn_cast<LinearOp>(op)) {
+      if (linearTakesBF16(linear))
+        weightUses.push_back(&linear.getWeightMutable());
+    } else if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+      // The rows it gives stay f32 (widened exactly): the residual stream.
+      if (options.embeddingTables && tableTakesBF16(embedding))
+        weightUses.push_back(&embedding.getTableMutable());
+    }
+    if (isa<PermuteOp, GroupedMatmulOp, LinearOp>(op))
+      for (Value result : op->getResults())
+        if (storedAsBF16(result, bf16Outputs))
+          rows.insert(result);
+  });
+  if (failedAny)
+    return failure();
+
+  OpBuilder builder(root->getContext());
+  llvm::DenseMap<Value, Value> castOf;
+  llvm::SetVector<Operation *> maybeDead;
+  for (OpOperand *use : weightUses) {
+    Value weights = use->get();
+    Value &cast = castOf[weights];
+    if (!cast)
+      cast = castConstant(builder, weights);
+    if (!cast)
+      return use->getOwner()->emitError()
+             << "cannot store the weights as bf16: the constant's bytes cannot be read ("
+             << options.pass << ")";
+    use->set(cast);
+    maybeDead.insert(weights.getDefiningOp());
+  }
+  for (Value value : rows)
+    value.setType(withBF16(value.getType()));
+  for (Operation *op : maybeDead)
+    if (op->use_empty())
+      op->erase();
+  return success();
+}

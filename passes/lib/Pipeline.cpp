@@ -65,6 +65,13 @@ void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
   if (options.legalizeForCodegen) {
     pm.addPass(createMoELegalizeForCodegen());
     pm.addPass(createMoEPlanKVCache({options.maxBatch, options.maxSeq}));
+    // A whole model (a function with the plan above) in bf16; blocks as they are.
+    if (options.bf16Models) {
+      MoECastModelBF16Options cast;
+      cast.outputs = options.bf16ExpertOutputs ? "bf16" : "f32";
+      cast.cache = options.f32KVCache ? "f32" : "bf16";
+      pm.addPass(createMoECastModelBF16(cast));
+    }
   }
   if (options.planStreams)
     pm.addPass(createMoEPlanStreams());
@@ -94,6 +101,15 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
                                             "target's printer; cuda plans the side stream "
                                             "(moe-plan-streams)"),
                              llvm::cl::init("none")};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("with target=cuda, a whole model: bf16 (default; moe-cast-model-bf16) "
+                     "or f32"),
+      llvm::cl::init("bf16")};
+  Option<std::string> kvCache{*this, "kv-cache",
+                              llvm::cl::desc("with precision=bf16: the KV cache's element "
+                                             "type, bf16 (default) or f32"),
+                              llvm::cl::init("bf16")};
   Option<bool> legalize{*this, "legalize",
                         llvm::cl::desc("moe-legalize-for-codegen after the last phase"),
                         llvm::cl::init(false)};
@@ -118,6 +134,8 @@ void moec::registerPipeline() {
         options.bf16ExpertWeights = grouped && cl.expertWeights == "bf16";
         options.bf16ExpertOutputs = options.bf16ExpertWeights && cl.expertOutputs == "bf16";
         options.planStreams = grouped && cl.target == "cuda";
+        options.bf16Models = grouped && cl.target == "cuda" && cl.precision == "bf16";
+        options.f32KVCache = cl.kvCache == "f32";
         // A target's printer reads only func, arith, tensor and moe ops.
         options.legalizeForCodegen =
             grouped && (cl.legalize || cl.target == "cpu" || cl.target == "cuda");

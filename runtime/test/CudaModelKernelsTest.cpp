@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -105,6 +106,38 @@ TEST_F(CudaModelKernels, EmbeddingCopiesRowsAndZerosIdsOutsideTheTable) {
     bool valid = ids[t] >= 0 && ids[t] < vocab;
     for (int64_t j = 0; j < hidden; ++j)
       ASSERT_EQ(got[t * hidden + j], valid ? table[ids[t] * hidden + j] : 0.0f) << "token " << t;
+  }
+}
+
+// A bf16 table (its bits) gives f32 rows: each element the bf16 value, exactly
+// (the f32 whose top 16 bits are the bf16's, low 16 zero).
+TEST_F(CudaModelKernels, EmbeddingBF16WidensRowsExactly) {
+  int64_t vocab = 37, hidden = 301, n = 11;
+  std::vector<float> values = randomVector(vocab * hidden, rng);
+  std::vector<uint16_t> table(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], 4);
+    table[i] = static_cast<uint16_t>(bits >> 16); // any finite bf16 will do
+  }
+  std::vector<int64_t> ids = randomIds(n, vocab, rng);
+  ids[2] = vocab; // outside: zeros
+  ids[9] = -3;
+  DeviceBuffer dTable = upload(table), dIds = upload(ids), out = poisoned(4 * n * hidden);
+  ASSERT_OK(cuda::embeddingBF16(dIds.dataAs<int64_t>(), n, dTable.dataAs<uint16_t>(), vocab,
+                                hidden, out.dataAs<float>(), nullptr));
+  ASSERT_OK(synchronize());
+  std::vector<float> got = download<float>(out, n * hidden);
+  for (int64_t t = 0; t < n; ++t) {
+    bool valid = ids[t] >= 0 && ids[t] < vocab;
+    for (int64_t j = 0; j < hidden; ++j) {
+      float expected = 0.0f;
+      if (valid) {
+        uint32_t bits = static_cast<uint32_t>(table[ids[t] * hidden + j]) << 16;
+        std::memcpy(&expected, &bits, 4);
+      }
+      ASSERT_EQ(got[t * hidden + j], expected) << "token " << t << ", column " << j;
+    }
   }
 }
 

@@ -65,6 +65,21 @@
 // OUT-NOTARGET: moec: --expert-outputs needs --target=cuda
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --expert-outputs=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-UNKNOWN
 // OUT-UNKNOWN: moec: unknown --expert-outputs='f16' (f32, bf16)
+// A whole model's --precision (bf16 by default on cuda) and --kv-cache.
+// RUN: not moec compile %fixtures/models/mixtral/checkpoint --target=cpu --precision=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=PRECISION-CPU
+// PRECISION-CPU: moec: --precision=bf16 needs --target=cuda (the CPU target keeps f32)
+// RUN: not moec compile %fixtures/models/mixtral/checkpoint --target=cuda --precision=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=PRECISION-UNKNOWN
+// PRECISION-UNKNOWN: moec: unknown --precision='f16' (bf16, f32)
+// RUN: not moec compile %fixtures/models/mixtral/checkpoint --precision=f32 2>&1 | FileCheck %s --check-prefix=PRECISION-NOTARGET
+// PRECISION-NOTARGET: moec: --precision needs --target
+// RUN: not moec compile %fixtures/models/mixtral/checkpoint --target=cuda --precision=f32 --kv-cache=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=CACHE-F32
+// RUN: not moec compile %fixtures/models/mixtral/checkpoint --target=cpu --kv-cache=f32 -o %t/a 2>&1 | FileCheck %s --check-prefix=CACHE-F32
+// CACHE-F32: moec: --kv-cache applies to --target=cuda --precision=bf16 (an f32 model keeps an f32 KV cache)
+// RUN: not moec compile %fixtures/models/mixtral/checkpoint --target=cuda --kv-cache=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=CACHE-UNKNOWN
+// CACHE-UNKNOWN: moec: unknown --kv-cache='f16' (bf16, f32)
+// RUN: not moec compile %fixtures/models/mixtral/checkpoint --kv-cache=bf16 2>&1 | FileCheck %s --check-prefix=CACHE-NOTARGET
+// CACHE-NOTARGET: moec: --kv-cache needs --target=cuda
+// RUN: not ls %t/a
 
 //--- unknown-op.mlir
 func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {

@@ -478,12 +478,13 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "    total += (state.sortBytes[i] + 255) / 256 * 256;\n  }\n"
      << "  MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));\n";
   if (model) {
-    // The KV cache: moe-plan-kv-cache's size, one slot per attention op.
+    // The KV cache: moe-plan-kv-cache's size, one slot per attention op, its
+    // rows in the element type moe-cast-model-bf16 chose.
     os << "  MOEC_RETURN_IF_ERROR(state.cache.create(" << cacheMaxBatch << ", " << cacheMaxSeq
        << ", {";
     for (auto [i, slot] : llvm::enumerate(cacheSlots))
       os << (i ? ", " : "") << "{" << slot.first << ", " << slot.second << "}";
-    os << "}));\n";
+    os << "}" << (cacheBF16 ? ", KVCacheType::BF16" : "") << "));\n";
   }
   if (!createSteps.empty()) {
     os << "  // Concatenated gate/up rows interleaved once on the device: the kernels below\n"

@@ -30,9 +30,14 @@ LogicalResult Emitter::emitEmbedding(moe::EmbeddingOp op) {
   if (failed(checkModelTarget(op)))
     return failure();
   FailureOr<ValueInfo *> ids = operand(op, op.getIds(), "ids", /*floatOnly=*/false);
-  FailureOr<ValueInfo *> table = failed(ids) ? ids : operand(op, op.getTable(), "table");
+  // A bf16 table (moe-cast-model-bf16) gives f32 rows, widened as read.
+  bool bf16 = cast<RankedTensorType>(op.getTable().getType()).getElementType().isBF16();
+  FailureOr<ValueInfo *> table =
+      failed(ids) ? ids : operand(op, op.getTable(), "table", true, false, bf16);
   if (failed(table))
     return failure();
+  if (bf16 && !(*table)->weightOffset)
+    return unsupported(op, "a bf16 table must be a constant");
   if (!cast<RankedTensorType>(op.getIds().getType()).getElementType().isInteger(64))
     return unsupported(op, "ids must be i64");
   Dim rows = (*ids)->dims[0];
@@ -40,7 +45,7 @@ LogicalResult Emitter::emitEmbedding(moe::EmbeddingOp op) {
   if (failed(out))
     return failure();
   comment(op);
-  checkedKernel(op, "embedding",
+  checkedKernel(op, bf16 ? "embeddingBF16" : "embedding",
                 {(*ids)->var, dimExpr(rows), (*table)->var, dimExpr((*table)->dims[0]),
                  dimExpr((*table)->dims[1]), (*out)->var});
   return success();
@@ -161,16 +166,28 @@ LogicalResult Emitter::emitAdd(arith::AddFOp op) {
   return success();
 }
 
-void Emitter::readKVCachePlan() {
+LogicalResult Emitter::readKVCachePlan() {
   auto plan = function->getAttrOfType<DictionaryAttr>(moe::kKVCacheAttr);
   if (!plan)
-    return;
+    return success();
   auto batch = plan.getAs<IntegerAttr>("max_batch");
   auto seq = plan.getAs<IntegerAttr>("max_seq");
   if (batch && seq && batch.getInt() > 0 && seq.getInt() > 0) {
     cacheMaxBatch = batch.getInt();
     cacheMaxSeq = seq.getInt();
   }
+  // The rows' type: f32 unless moe-cast-model-bf16 chose bf16, which only a
+  // target with bf16 kernels stores.
+  if (Attribute element = plan.get(moe::kKVCacheElementType)) {
+    auto type = dyn_cast<TypeAttr>(element);
+    cacheBF16 = type && type.getValue().isBF16();
+    if (!type || !(type.getValue().isF32() || (cacheBF16 && hasBF16Kernels())))
+      return function.emitError()
+             << "cannot generate code for the KV cache of element type " << element << ": "
+             << targetPhrase() << " stores "
+             << (hasBF16Kernels() ? "f32 or bf16" : "f32") << " rows";
+  }
+  return success();
 }
 
 } // namespace moec::codegen

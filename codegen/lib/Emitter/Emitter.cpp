@@ -306,7 +306,8 @@ static std::string tensorName(func::FuncOp function, bool input, unsigned index)
 }
 
 LogicalResult Emitter::run() {
-  readKVCachePlan();
+  if (failed(readKVCachePlan()))
+    return failure();
   result.maxBatch = cacheMaxBatch;
   result.maxSeq = cacheMaxSeq;
   auto declare = [&](Operation *at, Type type, const std::string &name, bool input,

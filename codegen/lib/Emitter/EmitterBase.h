@@ -267,8 +267,9 @@ protected:
   mlir::LogicalResult checkGenericTarget(mlir::Operation *op);
   mlir::LogicalResult emitElementwise(moe::ElementwiseOp op);
   mlir::LogicalResult emitReduceRows(moe::ReduceRowsOp op);
-  /// moe.kv_cache of the function, when planned.
-  void readKVCachePlan();
+  /// moe.kv_cache of the function, when planned; an error for a cache element
+  /// type the target does not store.
+  mlir::LogicalResult readKVCachePlan();
 
   void line(const mlir::Twine &text) { body += "  " + text.str() + "\n"; }
   void comment(mlir::Operation *op);
@@ -294,6 +295,8 @@ protected:
   /// The KV cache plan (0: none) and its slots' key and value columns, by
   /// slot (the attention's `layer`).
   int64_t cacheMaxBatch = 0, cacheMaxSeq = 0;
+  /// Its rows in bf16 (moe.kv_cache's element_type, moe-cast-model-bf16).
+  bool cacheBF16 = false;
   /// Workspace reuse: the value define() is placing, each value's slot, the
   /// last op that reads each value (through views), and the free slots.
   mlir::Value defining;

@@ -88,6 +88,20 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
   if (expertOutputs == "bf16" && options.fp8)
     return fail("--expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay "
                 "f32)");
+  // A whole model's precision: bf16 on cuda unless asked otherwise; the CPU
+  // target computes in f32.
+  std::string precision = options.precision.value_or(target == "cuda" ? "bf16" : "f32");
+  if (precision != "f32" && precision != "bf16")
+    return fail("unknown --precision='" + precision + "' (bf16, f32)");
+  if (precision == "bf16" && target != "cuda")
+    return fail("--precision=bf16 needs --target=cuda (the CPU target keeps f32)");
+  if (options.kvCache) {
+    if (*options.kvCache != "f32" && *options.kvCache != "bf16")
+      return fail("unknown --kv-cache='" + *options.kvCache + "' (bf16, f32)");
+    if (precision != "bf16")
+      return fail("--kv-cache applies to --target=cuda --precision=bf16 (an f32 model keeps "
+                  "an f32 KV cache)");
+  }
   return llvm::Error::success();
 }
 
@@ -131,6 +145,10 @@ llvm::Error moec::validate(const CompileOptions &options) {
     return fail("--expert-weights needs --target=cuda");
   if (options.expertOutputs)
     return fail("--expert-outputs needs --target=cuda");
+  if (options.precision)
+    return fail("--precision needs --target");
+  if (options.kvCache)
+    return fail("--kv-cache needs --target=cuda");
   return llvm::Error::success();
 }
 
@@ -147,6 +165,9 @@ moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
     pipeline.bf16ExpertOutputs = options.expertOutputs == "bf16";
     pipeline.legalizeForCodegen = true;
     pipeline.planStreams = options.target == "cuda";
+    pipeline.bf16Models =
+        options.target == "cuda" && options.precision.value_or("bf16") == "bf16";
+    pipeline.f32KVCache = options.kvCache == "f32";
     pipeline.maxBatch = options.maxBatch.value_or(pipeline.maxBatch);
     pipeline.maxSeq = options.maxSeq.value_or(pipeline.maxSeq);
   }

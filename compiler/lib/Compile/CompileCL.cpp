@@ -80,6 +80,20 @@ struct CompileCLOptions {
                "expert's output rows rounded to bf16 before the f32 weighted combine, as "
                "transformers' bf16 block holds them: half the bytes the combine reads)"),
       cl::init("f32")};
+  Flag<std::string> precision{
+      "precision",
+      cl::desc("with --target=cuda, a whole model (a checkpoint or step program with a KV "
+               "cache): 'bf16' (default) stores the expert, attention, dense and LM-head "
+               "weights, the embedding table and the KV cache in bf16 (the router stays f32; "
+               "activations between kernels are f32, the bf16 kernels accumulate in f32); "
+               "'f32' keeps every weight f32 (then --expert-weights decides, as for blocks). "
+               "Blocks follow --expert-weights either way"),
+      cl::init("bf16")};
+  Flag<std::string> kvCache{
+      "kv-cache",
+      cl::desc("with --target=cuda --precision=bf16, a whole model's KV cache: 'bf16' "
+               "(default) or 'f32'"),
+      cl::init("bf16")};
 };
 
 llvm::ManagedStatic<CompileCLOptions> clOptions;
@@ -119,5 +133,7 @@ moec::CompileOptions moec::compileOptionsFromCL() {
   options.emit = given(flags.emit);
   options.expertWeights = given(flags.expertWeights);
   options.expertOutputs = given(flags.expertOutputs);
+  options.precision = given(flags.precision);
+  options.kvCache = given(flags.kvCache);
   return options;
 }

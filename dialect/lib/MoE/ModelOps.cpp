@@ -41,8 +41,12 @@ LogicalResult EmbeddingOp::verify() {
       failed(shapes.expect(getTable(), "table", {"V", "H"})) ||
       failed(shapes.expect(getResult(), "result", {"N", "H"})))
     return failure();
-  if (elementOf(getResult()) != elementOf(getTable()))
-    return emitOpError("result element type must be the table's");
+  // A bf16 (or f16) table may give f32 rows: widened exactly (the CUDA
+  // target's bf16 embedding, moe-cast-model-bf16).
+  Type result = elementOf(getResult()), table = elementOf(getTable());
+  if (result != table && !(result.isF32() && (table.isBF16() || table.isF16())))
+    return emitOpError("result element type must be the table's, or f32 for a bf16 or f16 "
+                       "table");
   return success();
 }
 

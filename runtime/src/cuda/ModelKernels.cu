@@ -42,15 +42,22 @@ __device__ __forceinline__ double warpSum(double v) {
 // embedding, rmsNorm, rotary, add
 //===----------------------------------------------------------------------===//
 
-__global__ void embeddingKernel(const int64_t *ids, int64_t n, const float *table, int64_t vocab,
+/// A table element as f32: itself, or a bf16's bits widened (exact).
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+template <typename Element>
+__global__ void embeddingKernel(const int64_t *ids, int64_t n, const Element *table, int64_t vocab,
                                 int64_t hidden, float *out) {
   device::awaitPrerequisites();
   for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
     int64_t id = ids[t];
     bool valid = id >= 0 && id < vocab;
-    const float *row = table + (valid ? id : 0) * hidden;
+    const Element *row = table + (valid ? id : 0) * hidden;
     for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x)
-      out[t * hidden + j] = valid ? row[j] : 0.0f;
+      out[t * hidden + j] = valid ? widen(row[j]) : 0.0f;
   }
 }
 
@@ -140,7 +147,15 @@ Status embedding(const int64_t *ids, int64_t n, const float *table, int64_t voca
                  float *out, cudaStream_t stream) {
   if (n <= 0 || hidden <= 0)
     return Status::ok();
-  return detail::launchDependent(embeddingKernel, dim3(blocksFor(n, 1, kMaxRowBlocks)),
+  return detail::launchDependent(embeddingKernel<float>, dim3(blocksFor(n, 1, kMaxRowBlocks)),
+                                 dim3(kThreads), 0, stream, ids, n, table, vocab, hidden, out);
+}
+
+Status embeddingBF16(const int64_t *ids, int64_t n, const uint16_t *table, int64_t vocab,
+                     int64_t hidden, float *out, cudaStream_t stream) {
+  if (n <= 0 || hidden <= 0)
+    return Status::ok();
+  return detail::launchDependent(embeddingKernel<uint16_t>, dim3(blocksFor(n, 1, kMaxRowBlocks)),
                                  dim3(kThreads), 0, stream, ids, n, table, vocab, hidden, out);
 }
 

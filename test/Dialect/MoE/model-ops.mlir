@@ -8,11 +8,14 @@
 // CHECK-LABEL: func.func @embedding
 // CHECK: moe.embedding %{{.*}}, %{{.*}} : tensor<?xi64>, tensor<32x16xbf16> -> tensor<?x16xbf16>
 // CHECK: moe.embedding %{{.*}}, %{{.*}} : tensor<4xi32>, tensor<?x16xf32> -> tensor<4x16xf32>
+// A bf16 table's rows widened to f32 (the CUDA target's bf16 models).
+// CHECK: moe.embedding %{{.*}}, %{{.*}} : tensor<?xi64>, tensor<32x16xbf16> -> tensor<?x16xf32>
 func.func @embedding(%ids: tensor<?xi64>, %table: tensor<32x16xbf16>, %ids32: tensor<4xi32>,
-                     %table2: tensor<?x16xf32>) -> (tensor<?x16xbf16>, tensor<4x16xf32>) {
+                     %table2: tensor<?x16xf32>) -> (tensor<?x16xbf16>, tensor<4x16xf32>, tensor<?x16xf32>) {
   %x = moe.embedding %ids, %table : tensor<?xi64>, tensor<32x16xbf16> -> tensor<?x16xbf16>
   %y = moe.embedding %ids32, %table2 : tensor<4xi32>, tensor<?x16xf32> -> tensor<4x16xf32>
-  return %x, %y : tensor<?x16xbf16>, tensor<4x16xf32>
+  %z = moe.embedding %ids, %table : tensor<?xi64>, tensor<32x16xbf16> -> tensor<?x16xf32>
+  return %x, %y, %z : tensor<?x16xbf16>, tensor<4x16xf32>, tensor<?x16xf32>
 }
 
 // CHECK-LABEL: func.func @rms_norm
@@ -142,10 +145,11 @@ func.func @embedding_result_width(%ids: tensor<?xi64>, %table: tensor<32x16xf32>
 
 // -----
 
-func.func @embedding_element_type(%ids: tensor<?xi64>, %table: tensor<32x16xbf16>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{result element type must be the table's}}
-  %x = moe.embedding %ids, %table : tensor<?xi64>, tensor<32x16xbf16> -> tensor<?x16xf32>
-  return %x : tensor<?x16xf32>
+// Only a narrower table widens to f32: f32 rows are not narrowed to bf16.
+func.func @embedding_element_type(%ids: tensor<?xi64>, %table: tensor<32x16xf32>) -> tensor<?x16xbf16> {
+  // expected-error @+1 {{result element type must be the table's, or f32 for a bf16 or f16 table}}
+  %x = moe.embedding %ids, %table : tensor<?xi64>, tensor<32x16xf32> -> tensor<?x16xbf16>
+  return %x : tensor<?x16xbf16>
 }
 
 // -----

@@ -69,6 +69,12 @@ struct CompileOptions {
   std::optional<std::string> expertWeights;
   /// --expert-outputs: f32 (default) or bf16 (cuda with bf16 expert weights).
   std::optional<std::string> expertOutputs;
+  /// --precision: a whole model's storage on cuda, bf16 (default there) or
+  /// f32 (every target).
+  std::optional<std::string> precision;
+  /// --kv-cache: with --precision=bf16, the KV cache's rows in bf16 (default)
+  /// or f32.
+  std::optional<std::string> kvCache;
 };
 
 /// Checks the options as `moec compile` does before reading the model; the

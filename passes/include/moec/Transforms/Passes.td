@@ -134,6 +134,32 @@ def MoECastExpertsBF16 : Pass<"moe-cast-experts-bf16", "::mlir::ModuleOp"> {
   let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
 }
 
+def MoECastModelBF16 : Pass<"moe-cast-model-bf16", "::mlir::ModuleOp"> {
+  let summary = "A whole model's bf16 storage on the CUDA target: weights, embedding, KV cache";
+  let description = [{
+    The default of `moec compile --target=cuda` for a whole model (a function
+    with `moe.kv_cache`, planned by moe-plan-kv-cache; `--precision=f32` leaves
+    it out): in each such function, the rules of moe-cast-experts-bf16 (the
+    experts' and every non-router `moe.linear`'s constant weights, the LM head
+    among them, become bf16 constants; rows that only bf16-weight kernels read
+    become bf16 values), and `moe.embedding`'s f32 constant table becomes a
+    bf16 constant whose rows the op widens to f32. The router stays f32 (its
+    logits choose the experts), and so do the norms, the rope frequencies and
+    the activations between kernels (the residual stream). `moe.kv_cache` gets
+    `element_type` (`cache`: bf16 or f32), the type the KV cache stores its
+    rows in. Functions without a KV cache (blocks) are left alone; a function
+    with `moe.attention` but no `moe.kv_cache` is an error (plan it first), as
+    is a grouped matmul whose weights cannot be bf16.
+  }];
+  let options = [
+    Option<"outputs", "outputs", "std::string", "\"f32\"",
+           "the experts' down-projection results read only by moe.combine: f32 or bf16">,
+    Option<"cache", "cache", "std::string", "\"bf16\"",
+           "the KV cache's element type: bf16 or f32">
+  ];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
+}
+
 def MoEPlanStreams : Pass<"moe-plan-streams", "::mlir::ModuleOp"> {
   let summary = "Mark the shared expert's side branch for the CUDA side stream (moe.stream)";
   let description = [{

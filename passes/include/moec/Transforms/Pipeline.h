@@ -43,6 +43,12 @@ struct PipelineOptions {
   bool bf16ExpertWeights = false;
   /// ... with --expert-outputs=bf16 (needs bf16ExpertWeights).
   bool bf16ExpertOutputs = false;
+  /// moe-cast-model-bf16 (with legalizeForCodegen, after moe-plan-kv-cache):
+  /// a whole model's weights, embedding table and KV cache in bf16, the CUDA
+  /// target's --precision=bf16 (its default) ...
+  bool bf16Models = false;
+  /// ... with the KV cache in f32 (--kv-cache=f32).
+  bool f32KVCache = false;
   /// moe-plan-streams: the shared expert's side stream (--target=cuda).
   bool planStreams = false;
   /// moe-legalize-for-codegen: only func, arith, tensor and moe ops remain.
@@ -62,8 +68,9 @@ void addCodegenPolicy(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B
 /// expert-weights=f32|bf16 expert-outputs=f32|bf16 target=none|cpu|cuda
-/// legalize=B"` for moec-opt (target=cpu|cuda legalizes for the printer;
-/// cuda plans the streams too).
+/// precision=bf16|f32 kv-cache=bf16|f32 legalize=B"` for moec-opt
+/// (target=cpu|cuda legalizes for the printer; cuda plans the streams too,
+/// and stores a whole model as bf16 unless precision=f32).
 void registerPipeline();
 
 } // namespace moec

@@ -28,7 +28,9 @@ inline constexpr double kE4M3Max = 448.0;
 inline constexpr llvm::StringLiteral kStreamAttr = "moe.stream";
 inline constexpr llvm::StringLiteral kStreamInputViewAttr = "moe.stream_input_view";
 /// moe-plan-kv-cache: a whole model's function carries its KV cache's size,
-/// `{max_batch = B : i64, max_seq = S : i64}`.
+/// `{max_batch = B : i64, max_seq = S : i64}`; moe-cast-model-bf16 adds the
+/// type its rows are stored in, `element_type = bf16` (or f32; absent: f32).
+inline constexpr llvm::StringLiteral kKVCacheElementType = "element_type";
 inline constexpr llvm::StringLiteral kKVCacheAttr = "moe.kv_cache";
 } // namespace moec::moe
 

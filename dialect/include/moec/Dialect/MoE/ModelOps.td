@@ -15,8 +15,9 @@
 def MoE_EmbeddingOp : MoE_Op<"embedding", [Pure]> {
   let summary = "rows of the embedding table, one per token id";
   let description = [{
-    `ids` [N] (i32 or i64), `table` [V, H]: `result[n] = table[ids[n]]`. An id
-    outside [0, V) is an error at run time, not a row.
+    `ids` [N] (i32 or i64), `table` [V, H]: `result[n] = table[ids[n]]`, of
+    the table's element type, or f32 from a bf16 or f16 table (widened
+    exactly). An id outside [0, V) is an error at run time, not a row.
   }];
   let arguments = (ins MoE_IndexTensor:$ids, MoE_FloatTensor:$table);
   let results = (outs MoE_FloatTensor:$result);

@@ -129,6 +129,10 @@ bool isHostMemory(const void *data);
 /// outside [0, vocab) gives a row of zeros.
 Status embedding(const int64_t *ids, int64_t n, const float *table, int64_t vocab, int64_t hidden,
                  float *out, cudaStream_t stream);
+/// The same with a bf16 table (its bits; moe-cast-model-bf16): the rows
+/// widened to f32, exactly.
+Status embeddingBF16(const int64_t *ids, int64_t n, const uint16_t *table, int64_t vocab,
+                     int64_t hidden, float *out, cudaStream_t stream);
 
 /// moe.rms_norm: each row of x [m, k] as k / group groups of `group`
 /// contiguous columns, each y = x / sqrt(mean(x²) + epsilon) · (weightOffset +
