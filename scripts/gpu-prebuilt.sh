@@ -22,7 +22,7 @@
 # `prepare-models` compiles each whole model (test/fixtures/models/FAMILY/checkpoint)
 # with --target=cuda into .device/models/FAMILY/{artifact,chunked} (f32, 64 and 4 tokens
 # a step) and FAMILY/bf16 (the bf16 default, 64 tokens; its KV cache in
-# $MOEC_BF16_KV_CACHE, default f32) beside moec-run, libmoec.so and the GPU unit tests in .device/models/bin, and
+# $MOEC_BF16_KV_CACHE, default bf16) beside moec-run, libmoec.so and the GPU unit tests in .device/models/bin, and
 # packs them into .device/models.tar.xz (the one path to carry; `run` and `models`
 # unpack it). `models` runs test/fixtures/models/check-model-cuda.sh on each family
 # (ctest e2e.cuda.model.*), the GPU unit tests (the whole-model
