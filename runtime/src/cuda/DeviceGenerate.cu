@@ -73,7 +73,8 @@ Status DeviceGenerator::reserve(int64_t batch, int64_t maxTokens, int64_t newTok
 
 Status DeviceGenerator::generate(moec_artifact_generate_args &args, const StepFn &step) {
   const int64_t batch = args.batch, vocab = args.vocab, newTokens = args.max_new_tokens;
-  if (batch < 1 || vocab < 1 || newTokens < 1 || args.max_tokens < batch)
+  if (batch < 1 || vocab < 1 || newTokens < 1 || args.max_tokens < 1 ||
+      (newTokens > 1 && args.max_tokens < batch))
     return Status::error("device generation: " + std::to_string(batch) + " sequences, " +
                          std::to_string(newTokens) + " new tokens, " + std::to_string(vocab) +
                          " logits, steps of " + std::to_string(args.max_tokens) + " tokens");
