@@ -99,13 +99,13 @@ prepare-models)
     "$build/bin/moec" compile $fx/models/$f/checkpoint --target=cpu --max-batch=2 --max-seq=32 \
       -o $M/$f/cpu
     n=0
-    while read -r flags; do
+    while read -r -u 3 flags; do
       [[ -z $flags || $flags == \#* ]] && continue
       n=$((n + 1))
       # shellcheck disable=SC2086 # the flags are words
       "$build/bin/moec-run" $M/$f/cpu --inputs $fx/models/$f/prompt_ragged.npz --generate 16 \
         $flags --outputs $M/$f/sampled-$n.npz >/dev/null
-    done <$fx/models/sampling-cases.txt
+    done 3<$fx/models/sampling-cases.txt
     rm -rf $M/$f/cpu
   done
   rm -f $M/*/*/model.cu
