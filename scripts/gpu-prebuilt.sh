@@ -97,6 +97,21 @@ prepare-models)
         --max-tokens=$tokens $flags --runtime-dir="$rt" -o $M/$f/$name
     done
   done
+  # The CPU artifact's sampled generations, which check-model-cuda.sh compares
+  # the CUDA artifact's with (test/fixtures/models/sampling-cases.txt).
+  for f in $families; do
+    "$build/bin/moec" compile $fx/models/$f/checkpoint --target=cpu --max-batch=2 --max-seq=32 \
+      -o $M/$f/cpu
+    n=0
+    while read -r -u 3 flags; do
+      [[ -z $flags || $flags == \#* ]] && continue
+      n=$((n + 1))
+      # shellcheck disable=SC2086 # the flags are words
+      "$build/bin/moec-run" $M/$f/cpu --inputs $fx/models/$f/prompt_ragged.npz --generate 16 \
+        $flags --outputs $M/$f/sampled-$n.npz >/dev/null
+    done 3<$fx/models/sampling-cases.txt
+    rm -rf $M/$f/cpu
+  done
   rm -f $M/*/*/model.cu
   static_tools $M/bin "$rt"
   cp "$(ls "$rt"/runtime/test/moec-runtime-gpu-tests "$rt"/test/moec-runtime-gpu-tests 2>/dev/null |
@@ -116,19 +131,20 @@ models)
     echo "gpu unit tests $filter: rc=$rc"
     tally $rc
   done
-  echo "== decode step time (bench/model_decode.py: CUDA graphs, then eager)"
+  echo "== decode step time (bench/model_decode.py: CUDA graphs, eager, the host's loop)"
   for f in $families; do
-    for graphs in 1 0; do
-      echo "-- $f, MOEC_CUDA_GRAPHS=$graphs"
-      MOEC_CUDA_GRAPHS=$graphs timeout 60 python3 bench/model_decode.py $M/bin/libmoec.so \
+    for how in "MOEC_CUDA_GRAPHS=1" "MOEC_CUDA_GRAPHS=0" "MOEC_DEVICE_GENERATE=0"; do
+      echo "-- $f, $how"
+      env $how timeout 60 python3 bench/model_decode.py $M/bin/libmoec.so \
         $M/$f/artifact $fx/models/$f/prompt.npz --repeats 4
     done
   done
   echo "== compute-sanitizer on whole-model generations"
-  for run in "mixtral memcheck" "deepseek_v3 initcheck"; do
-    read -r f tool <<<"$run"
+  for run in "mixtral memcheck" "deepseek_v3 initcheck" "qwen3_moe memcheck --temperature 1 --top-k 9"; do
+    read -r f tool flags <<<"$run"
+    # shellcheck disable=SC2086 # the flags are words
     timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5 $M/bin/moec-run \
-      $M/$f/artifact --inputs $fx/models/$f/prompt.npz --generate 4 > .device/sanitize.log 2>&1
+      $M/$f/artifact --inputs $fx/models/$f/prompt.npz --generate 4 $flags > .device/sanitize.log 2>&1
     rc=$?
     echo "$tool $f generate: rc=$rc $(grep -m1 'ERROR SUMMARY' .device/sanitize.log)"
     [[ $rc -ne 0 ]] && grep -v "Host Frame" .device/sanitize.log | head -20

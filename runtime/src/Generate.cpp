@@ -1,21 +1,27 @@
 //===- Generate.cpp - forward and generation over a whole model's steps ---===//
 //
-// moec_forward and moec_generate (moec.h), built on the C API alone: a step
-// is one moec_run of packed tokens (input_ids, positions, sequences), and the
-// KV cache between steps is the artifact's. Nothing here knows the model.
+// moec_forward and moec_generate (moec.h), built on the C API: a step is one
+// moec_run of packed tokens (input_ids, positions, sequences), and the KV
+// cache between steps is the artifact's. Nothing here knows the model. A CUDA
+// whole model generates on the device instead (moec_artifact_generate,
+// moec/runtime/cuda/DeviceGenerate.h), from the prefill built and checked
+// here; tokens are picked by moec/runtime/Sampling.h on either side, so both
+// give the same tokens for the same logits and seed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moec/moec.h"
+#include "moec/runtime/ArtifactABI.h"
+#include "moec/runtime/Sampling.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -66,44 +72,6 @@ int checkModel(moec_model *model, const char *what, int64_t batch, int64_t lengt
   return 0;
 }
 
-/// The token after `logits` (V of them).
-int64_t pick(const float *logits, int64_t vocab, const moec_sampling *sampling,
-             std::mt19937_64 &random, std::vector<std::pair<float, int64_t>> &scratch) {
-  if (!sampling || sampling->temperature <= 0.0f)
-    return std::max_element(logits, logits + vocab) - logits; // the first of ties
-  scratch.clear();
-  for (int64_t v = 0; v < vocab; ++v)
-    scratch.push_back({logits[v] / sampling->temperature, v});
-  // Largest first; ties by id, so the order does not depend on the sort.
-  auto larger = [](const auto &a, const auto &b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t keep = sampling->top_k > 0 ? std::min<size_t>(sampling->top_k, scratch.size())
-                                    : scratch.size();
-  std::partial_sort(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(keep),
-                    scratch.end(), larger);
-  scratch.resize(keep);
-  double top = scratch.front().first, total = 0.0;
-  std::vector<double> weights;
-  for (const auto &entry : scratch)
-    total += weights.emplace_back(std::exp(static_cast<double>(entry.first) - top));
-  if (sampling->top_p < 1.0f) {
-    double mass = 0.0;
-    size_t n = 0;
-    while (n < weights.size() && (n == 0 || mass < sampling->top_p * total))
-      mass += weights[n++];
-    weights.resize(n);
-    total = mass;
-  }
-  double draw = std::uniform_real_distribution<double>(0.0, total)(random);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if (draw < weights[i])
-      return scratch[i].second;
-    draw -= weights[i];
-  }
-  return scratch[weights.size() - 1].second;
-}
-
 double seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -114,6 +82,9 @@ double seconds(std::chrono::steady_clock::time_point since) {
 // (internal to the runtime library, not part of moec.h).
 extern "C" __attribute__((visibility("hidden"))) void
 moec_set_last_error_internal(const char *message);
+// The artifact's generation on the device (Model.cpp): 1 where it has none.
+extern "C" __attribute__((visibility("hidden"))) int
+moec_generate_on_device_internal(moec_model *model, moec_artifact_generate_args *args);
 
 namespace {
 int failWith(moec_model *, const std::string &message) {
@@ -207,46 +178,93 @@ int moec_generate(moec_model *model, const int64_t *input_ids, const int64_t *at
                                    ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
+  // Decode steps carry one token per sequence: checked before anything runs.
+  if (max_new_tokens > 1 && batch > maxTokens)
+    return failWith(model, "moec_generate: a batch of " + std::to_string(batch) +
+                               " sequences needs decode steps of " + std::to_string(batch) +
+                               " tokens; the artifact runs at most " + std::to_string(maxTokens) +
+                               " (moec compile --max-tokens)");
   if (moec_reset(model, -1) != 0)
     return -1;
   for (int64_t b = 0; b < batch; ++b)
     std::memcpy(sequences + b * width, input_ids + b * length, sizeof(int64_t) * length);
 
-  std::mt19937_64 random(sampling ? sampling->seed : 0);
-  std::vector<std::pair<float, int64_t>> scratch;
+  moec::rt::Sampling rule;
+  if (sampling)
+    rule = {sampling->temperature, sampling->top_k, sampling->top_p, sampling->seed};
+  moec::rt::SamplingScratch scratch;
   std::vector<int64_t> next(batch);
   Step step;
   moec_generate_stats measured{};
 
-  // Prefill: every prompt token, packed, in steps of at most max tokens; the
-  // logits of each prompt's last token pick its first new token.
-  auto start = std::chrono::steady_clock::now();
-  std::vector<std::pair<int64_t, int64_t>> tokens; // (sequence, position)
+  // The prefill: every prompt token, packed, in steps of at most max tokens;
+  // the logits of each prompt's last token pick its first new token.
+  Step prefill;
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t p = 0; p < lengths[b]; ++p)
-      tokens.push_back({b, p});
-  for (size_t begin = 0; begin < tokens.size() && max_new_tokens > 0;) {
-    size_t end = std::min(tokens.size(), begin + static_cast<size_t>(maxTokens));
-    step.clear();
-    for (size_t i = begin; i < end; ++i) {
-      auto [b, p] = tokens[i];
-      step.ids.push_back(input_ids[b * length + first[b] + p]);
-      step.positions.push_back(p);
-      step.sequences.push_back(b);
+    for (int64_t p = 0; p < lengths[b]; ++p) {
+      prefill.ids.push_back(input_ids[b * length + first[b] + p]);
+      prefill.positions.push_back(p);
+      prefill.sequences.push_back(b);
     }
+  const int64_t prefillTokens = static_cast<int64_t>(prefill.ids.size());
+  measured.prefill_tokens = prefillTokens;
+
+  // On the device where the artifact can ($MOEC_DEVICE_GENERATE=0: the host
+  // loop below, for comparisons).
+  const char *onDevice = std::getenv("MOEC_DEVICE_GENERATE");
+  if (max_new_tokens > 0 && !(onDevice && std::strcmp(onDevice, "0") == 0)) {
+    std::vector<int64_t> tokens(static_cast<size_t>(batch * max_new_tokens));
+    moec_artifact_generate_args args{};
+    args.batch = batch;
+    args.max_new_tokens = max_new_tokens;
+    args.max_tokens = maxTokens;
+    args.vocab = vocab;
+    args.prefill_tokens = prefillTokens;
+    args.prefill_ids = prefill.ids.data();
+    args.prefill_positions = prefill.positions.data();
+    args.prefill_sequences = prefill.sequences.data();
+    args.lengths = lengths.data();
+    args.temperature = rule.temperature;
+    args.top_k = rule.topK;
+    args.top_p = rule.topP;
+    args.seed = rule.seed;
+    args.tokens = tokens.data();
+    int rc = moec_generate_on_device_internal(model, &args);
+    if (rc < 0)
+      return -1;
+    if (rc == 0) {
+      for (int64_t n = 0; n < max_new_tokens; ++n)
+        for (int64_t b = 0; b < batch; ++b)
+          sequences[b * width + length + n] = tokens[n * batch + b];
+      measured.prefill_seconds = args.prefill_seconds;
+      measured.decode_seconds = args.decode_seconds;
+      measured.decode_tokens = batch * (max_new_tokens - 1);
+      if (stats)
+        *stats = measured;
+      return 0;
+    }
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t begin = 0; begin < prefillTokens && max_new_tokens > 0;) {
+    int64_t end = std::min(prefillTokens, begin + maxTokens);
+    step.clear();
+    step.ids.assign(prefill.ids.begin() + begin, prefill.ids.begin() + end);
+    step.positions.assign(prefill.positions.begin() + begin, prefill.positions.begin() + end);
+    step.sequences.assign(prefill.sequences.begin() + begin, prefill.sequences.begin() + end);
     if (step.run(model, vocab) != 0)
       return -1;
-    for (size_t i = begin; i < end; ++i) {
-      auto [b, p] = tokens[i];
-      if (p == lengths[b] - 1)
-        next[b] = pick(step.logits.data() + (i - begin) * vocab, vocab, sampling, random, scratch);
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t b = prefill.sequences[i];
+      if (prefill.positions[i] == lengths[b] - 1)
+        next[b] = moec::rt::sampleToken(step.logits.data() + (i - begin) * vocab, vocab, rule,
+                                        moec::rt::samplingUniform(rule.seed, b, 0), scratch);
     }
     begin = end;
   }
-  measured.prefill_tokens = static_cast<int64_t>(tokens.size());
   measured.prefill_seconds = seconds(start);
 
-  // Decode: one token per sequence and step.
+  // Decode: one token per sequence and step; new token n + 1 of each.
   start = std::chrono::steady_clock::now();
   for (int64_t n = 0; n < max_new_tokens; ++n) {
     for (int64_t b = 0; b < batch; ++b)
@@ -262,7 +280,8 @@ int moec_generate(moec_model *model, const int64_t *input_ids, const int64_t *at
     if (step.run(model, vocab) != 0)
       return -1;
     for (int64_t b = 0; b < batch; ++b)
-      next[b] = pick(step.logits.data() + b * vocab, vocab, sampling, random, scratch);
+      next[b] = moec::rt::sampleToken(step.logits.data() + b * vocab, vocab, rule,
+                                      moec::rt::samplingUniform(rule.seed, b, n + 1), scratch);
     measured.decode_tokens += batch;
   }
   measured.decode_seconds = seconds(start);

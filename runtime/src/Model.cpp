@@ -145,6 +145,7 @@ struct moec_model {
   moec_artifact_destroy_fn destroy = nullptr;
   moec_artifact_run_fn run = nullptr;
   moec_artifact_reset_fn reset = nullptr;
+  moec_artifact_generate_fn generate = nullptr; // CUDA whole models only
   std::mutex runMutex;
 
   ~moec_model() {
@@ -299,6 +300,9 @@ Status openLibrary(moec_model &model, const std::string &file, const std::string
   model.destroy = reinterpret_cast<moec_artifact_destroy_fn>(destroy);
   model.run = reinterpret_cast<moec_artifact_run_fn>(run);
   model.reset = reinterpret_cast<moec_artifact_reset_fn>(reset);
+  // Optional: a CUDA whole model's generation on the device.
+  model.generate = reinterpret_cast<moec_artifact_generate_fn>(
+      dlsym(model.library, "moec_artifact_generate"));
   // MOEC_NUM_THREADS bounds the model's thread pool (benchmarks, shared hosts);
   // by default it uses the hardware's concurrency.
   unsigned threads = 0;
@@ -568,6 +572,22 @@ const char *moec_last_error(void) { return lastError.c_str(); }
 
 // Generate.cpp's failures (not in moec.h).
 __attribute__((visibility("hidden"))) void moec_set_last_error_internal(const char *message) { lastError = message ? message : ""; }
+
+// Generate.cpp's device generation (not in moec.h): 1 where the artifact has
+// none (the caller runs its host loop), 0 when done, -1 on error.
+__attribute__((visibility("hidden"))) int
+moec_generate_on_device_internal(moec_model *model, moec_artifact_generate_args *args) {
+  if (!model || !model->generate)
+    return 1;
+  std::lock_guard<std::mutex> lock(model->runMutex);
+  char error[2048] = "";
+  if (int rc = model->generate(model->state, args, error, sizeof(error)); rc != 0) {
+    lastError = model->dir + "/" + model->manifest.library + ": generation failed" +
+                (*error ? std::string(": ") + error : " with code " + std::to_string(rc));
+    return -1;
+  }
+  return 0;
+}
 
 const char *moec_target(const moec_model *model) {
   return model ? model->manifest.target.c_str() : nullptr;

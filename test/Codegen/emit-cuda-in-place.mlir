@@ -36,6 +36,9 @@
 // CHECK-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[0], v0,
 // CHECK-NEXT: if (!inPlace)
 // CHECK-NEXT: MOEC_CUDA_TRY(cudaMemcpyAsync(outputs[1], v1,
+// A block generates nothing: no device generation is exported.
+// CHECK: MOEC_EXPORT void moec_artifact_reset(void *, int64_t) {}
+// CHECK-NOT: moec_artifact_generate
 
 // COPIES-LABEL: Status run(
 // COPIES-NOT: CallerBuffer

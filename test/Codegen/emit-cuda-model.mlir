@@ -16,6 +16,7 @@
 // CHECK-NEXT: DeviceModel model;
 // CHECK-NEXT: GraphCache graphs;
 // CHECK-NEXT: DeviceKVCache cache;
+// CHECK-NEXT: DeviceGenerator generator;
 // Slot 0 holds 2 KV heads of 4 key columns and the shared slice of 2; slot 1
 // 2 heads of 4.
 // CHECK: MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));
@@ -24,9 +25,10 @@
 // CHECK: Status run(
 // CHECK: is outside the plan of this library (0 to 16)");
 // CHECK-NEXT: // The step's token ids, positions and sequences checked on the host
-// CHECK: const DeviceKVCache::IdsCheck idsChecks[] = {{[{][{]}}inputs[0], 32}};
-// CHECK-NEXT: const DeviceKVCache::TokensCheck tokensChecks[] = {{[{][{]}}inputs[1], inputs[2], 0}, {inputs[1], inputs[2], 1}};
-// CHECK-NEXT: MOEC_RETURN_IF_ERROR(state.cache.checkStep(caller == nullptr, T, idsChecks, 1, tokensChecks, 2));
+// CHECK: const void *const *view = checked ? checked : inputs;
+// CHECK: const DeviceKVCache::IdsCheck idsChecks[] = {{[{][{]}}view[0], 32}};
+// CHECK-NEXT: const DeviceKVCache::TokensCheck tokensChecks[] = {{[{][{]}}view[1], view[2], 0}, {view[1], view[2], 1}};
+// CHECK-NEXT: MOEC_RETURN_IF_ERROR(state.cache.checkStep(checked || caller == nullptr, T, idsChecks, 1, tokensChecks, 2));
 // CHECK-NEXT: DeviceKVCache &cache = state.cache;
 // CHECK: const bool inPlace = state.graphs.inPlace(T, callerInputs, 3, callerOutputs, 1);
 // CHECK: float *v1 = reinterpret_cast<float *>(workspace + [[N:[0-9]+]]);
@@ -50,6 +52,11 @@
 // CHECK: MOEC_CUDA_TRY(cudaStreamSynchronize(stream));
 // CHECK: MOEC_EXPORT void moec_artifact_reset(void *state, int64_t sequence) {
 // CHECK-NEXT: static_cast<State *>(state)->cache.reset(sequence < 0 ? -1 : sequence);
+// The generation on the device: each step is run() on the generator's stream,
+// with the host's copy of its inputs for the checks.
+// CHECK: MOEC_EXPORT int moec_artifact_generate(void *state, moec_artifact_generate_args *args,
+// CHECK: status = run(model, inputs, outputs, T, &stream, checked);
+// CHECK: return reportStatus(model.generator.generate(*args, step), error, errorBytes);
 func.func @forward(%ids: tensor<?xi64> {onnx.name = "input_ids"}, %pos: tensor<?xi64> {onnx.name = "positions"}, %seq: tensor<?xi64> {onnx.name = "sequences"}) -> (tensor<?x32xf32> {onnx.name = "logits"}) {
   %table = arith.constant dense<0.5> : tensor<32x16xf32>
   %norm = arith.constant dense<1.0> : tensor<16xf32>

@@ -160,7 +160,7 @@ void CudaPrinter::printCheckedKernel(Operation *op, StringRef name,
                                      std::vector<std::string> args) {
   auto input = [&](Value value) -> std::string {
     if (auto argument = dyn_cast<BlockArgument>(viewRoot(value)))
-      return "inputs[" + std::to_string(argument.getArgNumber()) + "]";
+      return "view[" + std::to_string(argument.getArgNumber()) + "]";
     return ""; // computed on the device: only the kernels' own guards
   };
   if (auto embedding = dyn_cast<moe::EmbeddingOp>(op)) {
@@ -450,7 +450,8 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "#include \"moec/runtime/cuda/Artifact.h\"\n"
      << "#include \"moec/runtime/cuda/MoEKernels.h\"\n";
   if (model)
-    os << "#include \"moec/runtime/cuda/ModelKernels.h\"\n";
+    os << "#include \"moec/runtime/cuda/DeviceGenerate.h\"\n"
+       << "#include \"moec/runtime/cuda/ModelKernels.h\"\n";
   os << "\n"
      << "#include <cstdint>\n#include <limits>\n#include <new>\n#include <string>\n\n"
      << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
@@ -466,7 +467,7 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
     os << (i ? ", " : "") << sortSlots[i];
   os << (sorts ? "" : "0") << "};\n\n"
      << "struct State {\n  DeviceModel model;\n  GraphCache graphs;\n"
-     << (model ? "  DeviceKVCache cache;\n" : "")
+     << (model ? "  DeviceKVCache cache;\n  DeviceGenerator generator;\n" : "")
      << "  size_t sortOffset[" << std::max<uint64_t>(sorts, 1) << "] = {}, sortBytes["
      << std::max<uint64_t>(sorts, 1) << "] = {};\n};\n\n"
      << "Status create(State &state, const unsigned char *weights, uint64_t weightsBytes) {\n"
@@ -495,8 +496,11 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
   }
   os << "  return Status::ok();\n}\n\n"
      << "/// `caller`: null (moec_run: the host waits), or the stream of moec_run_async.\n"
+     << "/// `checked`: null, or the inputs as the host knows them, for a whole model's checks\n"
+     << "/// (moec_artifact_generate's steps on device buffers).\n"
      << "Status run(State &state, const void *const *inputs, void *const *outputs, int64_t T,\n"
-     << "           const cudaStream_t *caller) {\n"
+     << "           const cudaStream_t *caller, const void *const *checked = nullptr) {\n"
+     << "  (void)checked;\n"
      << "  // The buffers are planned for " << maxTokens << " tokens at most.\n"
      << "  if (T < 0 || T > " << maxTokens << ")\n"
      << "    return Status::error(\"the token count \" + std::to_string(T) +\n"
@@ -551,6 +555,18 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "  if (status)\n"
      << "    status = run(model, inputs, outputs, tokens, static_cast<const cudaStream_t *>(stream));\n"
      << "  return reportStatus(model.model.endRun(std::move(status)), error, errorBytes);\n}\n";
+  if (model)
+    os << "\n// moec_generate on the device: each step is run() on the generator's stream.\n"
+       << "MOEC_EXPORT int moec_artifact_generate(void *state, moec_artifact_generate_args *args,\n"
+       << "                                       char *error, size_t errorBytes) {\n"
+       << "  State &model = *static_cast<State *>(state);\n"
+       << "  auto step = [&](const void *const *inputs, const void *const *checked,\n"
+       << "                  void *const *outputs, int64_t T, cudaStream_t stream) {\n"
+       << "    Status status = model.model.beginRun();\n"
+       << "    if (status)\n"
+       << "      status = run(model, inputs, outputs, T, &stream, checked);\n"
+       << "    return model.model.endRun(std::move(status));\n  };\n"
+       << "  return reportStatus(model.generator.generate(*args, step), error, errorBytes);\n}\n";
 }
 
 std::string CudaPrinter::modelChecks() const {
@@ -567,11 +583,13 @@ std::string CudaPrinter::modelChecks() const {
                          : std::string(name) + ", " + std::to_string(items.size());
   };
   return "  // The step's token ids, positions and sequences checked on the host before anything\n"
-         "  // is queued, where it can read them: host memory passed to moec_run. Otherwise the\n"
-         "  // kernels skip what is out of range (docs/artifact.md).\n" +
+         "  // is queued, where it can read them: host memory passed to moec_run, or the host's\n"
+         "  // copy of a device generation's step (`checked`). Otherwise the kernels skip what is\n"
+         "  // out of range (docs/artifact.md).\n"
+         "  const void *const *view = checked ? checked : inputs;\n  (void)view;\n" +
          list("IdsCheck", "idsChecks", idsChecks) +
          list("TokensCheck", "tokensChecks", tokensChecks) +
-         "  MOEC_RETURN_IF_ERROR(state.cache.checkStep(caller == nullptr, T, " +
+         "  MOEC_RETURN_IF_ERROR(state.cache.checkStep(checked || caller == nullptr, T, " +
          pointer("idsChecks", idsChecks) + ", " + pointer("tokensChecks", tokensChecks) +
          "));\n  DeviceKVCache &cache = state.cache;\n  (void)cache;\n";
 }

@@ -117,8 +117,10 @@ int moec_forward(moec_model *model, const int64_t *input_ids, int64_t batch, int
 /* How moec_generate picks a token: greedy (the largest logit, the first of
  * ties) when `temperature` is 0; otherwise a draw from softmax(logits /
  * temperature) restricted to the `top_k` largest (0: all) and to the smallest
- * set of those whose probability reaches `top_p` (1: all), from a generator
- * seeded with `seed`. */
+ * set of those whose probability reaches `top_p` (1: all). Each draw is a
+ * hash of (`seed`, sequence, new token number), the same on the CPU and the
+ * GPU, which pick the same token from the same logits
+ * (moec/runtime/Sampling.h states the rule exactly). */
 typedef struct moec_sampling {
   float temperature;
   int32_t top_k;
@@ -138,7 +140,10 @@ typedef struct moec_generate_stats {
  * as given followed by the new tokens, as transformers' generate returns them.
  * The prefill runs in steps of at most max tokens; `stats` (may be NULL) gets
  * the tokens and seconds of the prefill and of the decode steps. The cache is
- * emptied first. */
+ * emptied first. A CUDA artifact keeps the tokens on the device: its decode
+ * steps and their sampling are queued on one stream without waiting for the
+ * host, which waits after the prefill and after the last step (the stats'
+ * boundaries); $MOEC_DEVICE_GENERATE=0 picks on the host after each step. */
 int moec_generate(moec_model *model, const int64_t *input_ids, const int64_t *attention_mask,
                   int64_t batch, int64_t length, int64_t max_new_tokens,
                   const moec_sampling *sampling, int64_t *sequences,

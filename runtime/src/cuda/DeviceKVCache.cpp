@@ -142,7 +142,7 @@ Status DeviceKVCache::checkStep(bool readable, int64_t tokens, const IdsCheck *i
                            " has no slot in the KV cache (" + std::to_string(slots_.size()) +
                            " slots)");
   for (size_t i = 0; i < numIds && readable; ++i)
-    readable = isHostMemory(ids[i].ids);
+    readable = !ids[i].ids || isHostMemory(ids[i].ids);
   for (size_t c = 0; c < numChecks && readable; ++c)
     readable = isHostMemory(checks[c].positions) && isHostMemory(checks[c].sequences);
   if (!readable) {
@@ -155,7 +155,8 @@ Status DeviceKVCache::checkStep(bool readable, int64_t tokens, const IdsCheck *i
   }
   std::string error;
   for (size_t i = 0; i < numIds; ++i)
-    if (!cpu::checkIds(static_cast<const int64_t *>(ids[i].ids), tokens, ids[i].vocab, error))
+    if (ids[i].ids &&
+        !cpu::checkIds(static_cast<const int64_t *>(ids[i].ids), tokens, ids[i].vocab, error))
       return Status::error(error);
   // Every attention op of a step reads the same positions and sequences, and
   // their slots hold the same lengths: checked once, counted for each.

@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define MOEC_ARTIFACT_ABI_VERSION 5
+#define MOEC_ARTIFACT_ABI_VERSION 6
 
 // Errors: create and run return 0 on success; otherwise they write a
 // NUL-terminated message (at most `error_bytes` bytes, truncated) into `error`
@@ -51,6 +51,33 @@ using moec_artifact_run_fn = int (*)(void *state, const unsigned char *weights,
 /// Empties the KV cache of sequence `sequence` (every sequence when negative)
 /// of a whole model (manifest `kv_cache`); a block's library does nothing.
 using moec_artifact_reset_fn = void (*)(void *state, int64_t sequence);
+
+/// moec_generate's steps on the device (runtime/src/Generate.cpp checks the
+/// arguments and builds the prefill; moec/runtime/cuda/DeviceGenerate.h runs
+/// it). Host pointers throughout.
+struct moec_artifact_generate_args {
+  int64_t batch;          // sequences 0..batch-1 of the cache, emptied by the caller
+  int64_t max_new_tokens; // >= 1
+  int64_t max_tokens;     // the artifact's max tokens: the prefill's step size
+  int64_t vocab;          // V of the logits [N, V]
+  /// Every prompt token, packed sequence after sequence: [prefill_tokens]
+  /// each; sequence s's last prompt token (position lengths[s] - 1) gives its
+  /// first new token.
+  int64_t prefill_tokens;
+  const int64_t *prefill_ids, *prefill_positions, *prefill_sequences;
+  const int64_t *lengths; // [batch]: each prompt's length
+  float temperature;      // moec_sampling's (0: greedy)
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
+  int64_t *tokens;        // out: [max_new_tokens, batch], the new tokens
+  double prefill_seconds; // out: the prefill, and the decode steps, queued to done
+  double decode_seconds;
+};
+/// Optional (CUDA whole models export it): runs `args`' generation; 0 on
+/// success, else the error convention above.
+using moec_artifact_generate_fn = int (*)(void *state, moec_artifact_generate_args *args,
+                                          char *error, size_t error_bytes);
 }
 
 #endif // MOEC_RUNTIME_ARTIFACTABI_H

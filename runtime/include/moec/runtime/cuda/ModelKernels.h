@@ -47,7 +47,9 @@ enum class KVCacheType { F32, BF16 };
 /// (positions written, contiguous from 0) are kept on the host, per slot, for the checks: a step is
 /// checked and its lengths counted when it is queued (checkStep), so they follow the order of the
 /// runs. A length is unknown after a step whose positions the host could not read (device memory,
-/// or a run queued on a caller's stream): that sequence's gaps go unchecked until it is reset.
+/// or a run queued on a caller's stream) unless the run was given a host copy of them
+/// (moec_generate's device loop, DeviceGenerate.h): that sequence's gaps go unchecked until it
+/// is reset.
 class DeviceKVCache {
 public:
   /// A slot's row widths: keyColumns = Hkv·Dk + Dr (each KV head's keys, then
@@ -97,7 +99,8 @@ public:
   /// entries. The errors are the CPU kernels' messages; nothing is counted
   /// unless every check passes. Where the host cannot read the inputs
   /// (`readable` false) nothing is checked and the lengths of the sequences
-  /// become unknown.
+  /// become unknown. Null ids are not checked: ids the host does not know
+  /// (moec_generate's sampled tokens, within the vocabulary by construction).
   struct IdsCheck {
     const void *ids;
     int64_t vocab;
