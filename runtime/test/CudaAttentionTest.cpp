@@ -1,4 +1,5 @@
-//===- CudaAttentionTest.cpp - attention over the device KV cache at model sizes -===//
+//===- CudaAttentionTest.cpp - attention over the device KV cache at model sizes
+//-===//
 //
 // The attention kernels of Attention.cu at the models' head shapes (Qwen3's
 // 32/4/128, gpt-oss's 64/8/64 with sinks and a window of 128, DeepSeek-V3's
@@ -342,6 +343,45 @@ TEST_F(CudaAttention, TwoPromptsPackedAndAChunkedPrefill) {
     }
     c.report("prefill, 300 + 517 packed, then chunks, " + label(s));
   }
+}
+
+/// Prompts of `lengths` packed in one step (cache row i for prompt i), with a
+/// stride of 1 up to the tile edges: lengths 1, 63, 64, 65, 127 and 129 end
+/// inside, at and past the 64-position K/V tiles and the 64- and 128-row
+/// blocks of queries.
+void packedPrompts(std::mt19937 &rng, const AttentionShape &s, const std::vector<int64_t> &lengths,
+                   int64_t stride, const std::string &what) {
+  Case c(s, KVCacheType::BF16, lengths, rng);
+  DeviceKVCache cache;
+  ASSERT_OK(cache.create(static_cast<int64_t>(lengths.size()), 1280,
+                         {{s.slotKeyColumns(), s.valueColumns()}}, c.type));
+  std::vector<Token> packed;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    std::vector<Token> part = prompt(i, static_cast<int64_t>(i), 0, lengths[i]);
+    packed.insert(packed.end(), part.begin(), part.end());
+  }
+  ASSERT_NO_FATAL_FAILURE(runStep(c, cache, packed, label(s) + ", " + what, stride));
+  c.report("prefill, " + what + ", " + label(s));
+}
+
+TEST_F(CudaAttention, PrefillOfOddLengthsInShortAndLongSteps) {
+  // 449 tokens: a grid of 64-row blocks (a short prompt's); with a prompt
+  // of 1100 more, 128-row blocks of two m tiles a warp (G = 1 with 32 heads).
+  const std::vector<int64_t> odd{1, 63, 64, 65, 127, 129};
+  std::vector<int64_t> withLong = odd;
+  withLong.push_back(1100);
+  for (const AttentionShape &s : {qwen3(), gptOss(), shape(32, 32, 128, 0, 128)}) {
+    ASSERT_NO_FATAL_FAILURE(packedPrompts(rng, s, odd, 1, "1..129 packed"));
+    ASSERT_NO_FATAL_FAILURE(packedPrompts(rng, s, withLong, 7, "1..129 and 1100 packed"));
+  }
+}
+
+TEST_F(CudaAttention, PrefillOfSinglePromptsAroundTileEdges) {
+  // One prompt a step, longer than the decode's 64 tokens.
+  for (const AttentionShape &s : {qwen3(), gptOss()})
+    for (int64_t length : {65, 127, 128, 129, 191, 257})
+      ASSERT_NO_FATAL_FAILURE(
+          packedPrompts(rng, s, {length}, 1, std::to_string(length) + " tokens"));
 }
 
 TEST_F(CudaAttention, InterleavedSequencesAndTokensOutsideTheCache) {

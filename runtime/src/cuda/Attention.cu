@@ -1,4 +1,5 @@
-//===- Attention.cu - moe.attention over the device KV cache -----------------===//
+//===- Attention.cu - moe.attention over the device KV cache
+//-----------------===//
 //
 // Every call first writes the step's key and value rows into the cache (one
 // block per token, rounded to nearest even in a bf16 cache), then attends.
@@ -12,18 +13,22 @@
 //    do not take.
 //  - flashDecodeKernel + mergeKernel, bf16 caches, up to max(64, maxBatch)
 //    tokens (a decode step, or a short chunk) where the scratch holds their
-//    partial results: split KV ("flash-decoding"). Each warp takes one (token, KV
-//    head, split of the token's positions) and computes all the query heads
+//    partial results: split KV ("flash-decoding"). Each warp takes one (token,
+//    KV head, split of the token's positions) and computes all the query heads
 //    that share the KV head (GQA: 16 rows of an m16n8k16 tile, the heads
 //    that share it, the rest padding), so a KV row is read once per token;
 //    enough splits for about a wave of resident warps. The splits'
 //    unnormalised sums, maxima and denominators go to the cache's scratch,
-//    and the merge kernel adds the sink and normalises.
+//    and the merge kernel (a block per (token, head), its warps over the
+//    splits) adds the sink and normalises.
 //  - flashPrefillKernel, bf16 caches, more tokens (prefill): FlashAttention-2
-//    on mma.sync m16n8k16 (bf16 in, f32 accumulation). A block's 128 rows
-//    are 128 / G consecutive tokens times the G query heads of one KV head;
-//    K and V tiles of 64 positions stream through a two-stage cp.async
-//    pipeline, shared by the 8 warps (16 rows each). A tile normally holds one
+//    on mma.sync m16n8k16 (bf16 in, f32 accumulation). A block's rows (128,
+//    or 64 for a short prompt) are rows / G consecutive tokens times the G
+//    query heads of one KV head; K and V tiles of 64 positions stream
+//    through a two-stage cp.async pipeline, shared by the block's warps (4 of
+//    two m16 tiles each, so that every K and V fragment read from shared
+//    memory feeds two products; 4 of one for 64 rows; 8 of one for MLA's
+//    192-column keys). A tile normally holds one
 //    sequence's consecutive positions (a prompt): it reads that sequence's
 //    positions up to the tile's last, causally masked per row. Tiles that
 //    mix sequences take one pass per sequence over its positions, each row
@@ -50,6 +55,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 namespace moec::rt::cuda {
 namespace {
@@ -69,9 +75,11 @@ constexpr int64_t kDecodeTokens = 64;
 /// 128 dims), whose tiles in flight are more than the HBM's latency needs;
 /// more splits would only add partial results to write and merge.
 constexpr int64_t kDecodeWarps = 12 * kSMs;
-/// At most this many splits of a token's positions, each at least
-/// kMinSplitPositions of a full cache.
-constexpr int64_t kMaxSplits = 64, kMinSplitPositions = 32;
+/// At most this many splits of a token's positions (the merge holds 4
+/// weights a lane), each at least kMinSplitPositions of a full cache: at
+/// batch 1, 4 KV heads of 128 splits are 4 warps an SM, each with its whole
+/// split (two tiles of a 4096-position cache) in flight at once.
+constexpr int64_t kMaxSplits = 128, kMinSplitPositions = 32;
 
 /// The geometry of one attention call, as the kernels take it.
 struct AttentionGeometry {
@@ -157,7 +165,8 @@ __global__ void attendKernel(const float *query, const T *keys, const T *values,
   for (int64_t t = blockIdx.y; t < n; t += gridDim.y) {
     int64_t sequence = sequences[t], position = positions[t];
     float *o = out + (t * g.heads + h) * g.valueDim;
-    if (!g.inCache(sequence, position)) { // the whole block: no barrier skipped by some
+    if (!g.inCache(sequence,
+                   position)) { // the whole block: no barrier skipped by some
       for (int64_t j = threadIdx.x; j < g.valueDim; j += blockDim.x)
         o[j] = 0.0f;
       continue;
@@ -213,7 +222,8 @@ __global__ void attendKernel(const float *query, const T *keys, const T *values,
         sum += sums[w * g.valueDim + j] * factor[w];
       o[j] = sum / total;
     }
-    __syncthreads(); // the next token rewrites q, the sums and the warps' maxima
+    __syncthreads(); // the next token rewrites q, the sums and the warps'
+                     // maxima
   }
 }
 
@@ -266,10 +276,10 @@ __global__ void __launch_bounds__(kThreads)
   const int tiles = from < to ? (to - from + kDecodePositions - 1) / kDecodePositions : 0;
   auto load = [&](int tile) {
     int stage = tile % 2;
-    loadTile<S, kDecodePositions, Dk>(kTiles + stage * kDecodePositions * S::kKeyStride,
-                                      vTiles + stage * kDecodePositions * S::kValueStride, keyRows,
-                                      valueRows, g.keyColumns(), sharedColumn, g.valueColumns(),
-                                      from + tile * kDecodePositions, to - 1, lane, 32);
+    loadTile<S, kDecodePositions, Dk, 32>(
+        kTiles + stage * kDecodePositions * S::kKeyStride,
+        vTiles + stage * kDecodePositions * S::kValueStride, keyRows, valueRows, g.keyColumns(),
+        sharedColumn, g.valueColumns(), from + tile * kDecodePositions, to - 1, lane);
     commitCopies();
   };
   if (tiles > 0)
@@ -279,8 +289,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t h0 = kv * G + r0, h1 = kv * G + r1;
   const float *qRow = query + t * g.heads * S::kQuery;
   WarpRows<S> rows;
-  rows.loadQuery(r0 < G ? qRow + h0 * S::kQuery : nullptr,
-                 r1 < G ? qRow + h1 * S::kQuery : nullptr);
+  const float *const queryRows[2] = {r0 < G ? qRow + h0 * S::kQuery : nullptr,
+                                     r1 < G ? qRow + h1 * S::kQuery : nullptr};
+  rows.loadQuery(queryRows);
   const float scaleLog2 = g.scale * kLog2e;
   for (int tile = 0; tile < tiles; ++tile) {
     nextTile(tile, tiles, load);
@@ -308,98 +319,133 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < Dv / 8; ++j)
       *reinterpret_cast<float2 *>(sums + j * 8 + 2 * c) =
-          make_float2(rows.o[j][2 * i], rows.o[j][2 * i + 1]);
+          make_float2(rows.o[0][j][2 * i], rows.o[0][j][2 * i + 1]);
   }
 }
 
-/// One warp per (token, head): the splits' partial results combined with the
-/// sink, normalised; a token outside the cache gets zeros. Lane i holds the
-/// weights 2^(m - top) of splits i and 32 + i; the lanes then sum their
-/// value columns over the splits, rows read whole by the warp.
+/// One block (kWarps warps) per (token, head): the splits' partial results
+/// combined with the sink, normalised; a token outside the cache gets zeros.
+/// Warp 0 turns the splits' maxima into weights 2^(m - top) (lane i: splits
+/// i + 32k) and the denominator; then warp w sums splits w, w + kWarps, ...
+/// (each lane Dv / 32 adjacent columns, one vector load per split, several
+/// splits in flight), and the warps' sums are added in shared memory.
 template <int Dv>
-__global__ void mergeKernel(const float *partialSums, const float *partialStats, const float *sinks,
-                            const int64_t *positions, const int64_t *sequences, int64_t n,
-                            AttentionGeometry g, int splits, float *out) {
-  static_assert(kMaxSplits == 64 && Dv % 32 == 0);
+__global__ void __launch_bounds__(kThreads)
+    mergeKernel(const float *partialSums, const float *partialStats, const float *sinks,
+                const int64_t *positions, const int64_t *sequences, int64_t n, AttentionGeometry g,
+                int splits, float *out) {
+  static_assert(kMaxSplits % 32 == 0 && (Dv == 64 || Dv == 128));
+  constexpr int kPerLane = kMaxSplits / 32, kColumns = Dv / 32;
+  using Vector = std::conditional_t<kColumns == 4, float4, float2>;
+  __shared__ float weights[kMaxSplits], warpSums[kWarps][Dv];
+  __shared__ float inverse;
   device::awaitPrerequisites();
-  const int lane = threadIdx.x % 32;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (item >= n * g.heads)
-    return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t item = blockIdx.x; // (token, head)
   const int64_t t = item / g.heads, h = item % g.heads;
   float *o = out + item * Dv;
-  if (!g.inCache(sequences[t], positions[t])) {
-    for (int j = lane; j < Dv; j += 32)
+  if (!g.inCache(sequences[t], positions[t])) { // the whole block
+    for (int j = threadIdx.x; j < Dv; j += blockDim.x)
       o[j] = 0.0f;
     return;
   }
-  const float *stats = partialStats + item * splits * 2;
-  const float sink = sinks ? sinks[h] * kLog2e : -INFINITY;
-  float m[2], l[2], top = sink;
-  for (int k = 0; k < 2; ++k) {
-    int split = lane + 32 * k;
-    m[k] = split < splits ? stats[2 * split] : -INFINITY;
-    l[k] = split < splits ? stats[2 * split + 1] : 0.0f;
-    top = fmaxf(top, m[k]);
-  }
-  for (int offset = 16; offset > 0; offset /= 2)
-    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
-  float weight[2], total = 0.0f;
-  for (int k = 0; k < 2; ++k) {
-    // A split that saw nothing counts for nothing (its sums are zeros).
-    weight[k] = m[k] == -INFINITY ? 0.0f : exp2f(m[k] - top);
-    total += l[k] * weight[k];
-  }
-  total = warpSum(total) + (sinks ? exp2f(sink - top) : 0.0f);
-  const float inverse = total > 0.0f ? 1.0f / total : 0.0f;
-  const float *sums = partialSums + item * splits * Dv;
-  float acc[Dv / 32] = {};
-#pragma unroll 4
-  for (int split = 0; split < splits; ++split) {
-    float w = __shfl_sync(0xffffffffu, split < 32 ? weight[0] : weight[1], split % 32);
+  if (warp == 0) {
+    const float *stats = partialStats + item * splits * 2;
+    const float sink = sinks ? sinks[h] * kLog2e : -INFINITY;
+    float m[kPerLane], l[kPerLane], top = sink;
 #pragma unroll
-    for (int k = 0; k < Dv / 32; ++k)
-      acc[k] += w * sums[split * Dv + lane + 32 * k];
+    for (int k = 0; k < kPerLane; ++k) {
+      int split = lane + 32 * k;
+      m[k] = split < splits ? stats[2 * split] : -INFINITY;
+      l[k] = split < splits ? stats[2 * split + 1] : 0.0f;
+      top = fmaxf(top, m[k]);
+    }
+    for (int offset = 16; offset > 0; offset /= 2)
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+    float total = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      // A split that saw nothing counts for nothing (its sums are zeros).
+      float weight = m[k] == -INFINITY ? 0.0f : exp2f(m[k] - top);
+      weights[lane + 32 * k] = weight;
+      total += l[k] * weight;
+    }
+    total = warpSum(total) + (sinks ? exp2f(sink - top) : 0.0f);
+    if (lane == 0)
+      inverse = total > 0.0f ? 1.0f / total : 0.0f;
+  }
+  __syncthreads();
+  const float *sums = partialSums + item * splits * Dv + lane * kColumns;
+  float acc[kColumns] = {};
+#pragma unroll 8
+  for (int split = warp; split < splits; split += kWarps) {
+    Vector v = *reinterpret_cast<const Vector *>(sums + split * Dv);
+    const float w = weights[split];
+    const float *x = reinterpret_cast<const float *>(&v);
+#pragma unroll
+    for (int k = 0; k < kColumns; ++k)
+      acc[k] += w * x[k];
   }
 #pragma unroll
-  for (int k = 0; k < Dv / 32; ++k)
-    o[lane + 32 * k] = acc[k] * inverse;
+  for (int k = 0; k < kColumns; ++k)
+    warpSums[warp][lane * kColumns + k] = acc[k];
+  __syncthreads();
+  for (int j = threadIdx.x; j < Dv; j += blockDim.x) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      sum += warpSums[w][j];
+    o[j] = sum * inverse;
+  }
 }
 
 //===----------------------------------------------------------------------===//
 // Prefill: FlashAttention-2 tiles
 //===----------------------------------------------------------------------===//
 
-/// 8 warps of 16 rows: a K/V tile serves 128 rows (about half the L2
-/// traffic of 64), at 240-odd registers a thread one block fills an SM.
-constexpr int kPrefillWarps = 8, kPrefillThreads = 32 * kPrefillWarps;
-constexpr int kPrefillRows = 16 * kPrefillWarps, kPrefillPositions = 64;
-constexpr int kTokenWords = kPrefillRows / 64; // the pending tokens' bit mask
+constexpr int kPrefillPositions = 64; // positions per K/V tile
 
-template <class S> constexpr int prefillSharedBytes() {
-  return 2 * kPrefillPositions * (S::kKeyStride + S::kValueStride) * 2;
-}
+/// A prefill block's shape: Warps warps of M m16 tiles each, Rows rows. The
+/// query's fragments stay in registers unless M = 2 rows of more than 64
+/// dimensions would not fit beside the sums (then shared memory).
+template <int Dk, int Dr, int Dv, int Warps, int M> struct PrefillBlock {
+  using S = HeadShape<Dk, Dr, Dv>;
+  static constexpr int kThreads = 32 * Warps, kRows = 16 * M * Warps;
+  static constexpr bool kQueryShared = M > 1 && S::kQuery > 64;
+  static constexpr int kTileBytes = 2 * kPrefillPositions * (S::kKeyStride + S::kValueStride) * 2;
+  static constexpr int kSharedBytes = kTileBytes + (kQueryShared ? kRows * S::kKeyStride * 2 : 0);
+  /// Blocks of 4 warps: two resident on an SM (their registers allow it).
+  static constexpr int kMinBlocks = Warps == 4 ? 2 : 1;
+  static_assert(kRows <= 128, "the pending tokens' mask has two words");
+};
 
-/// Block (tile b, KV head kv): rows b·128.. of the (token, head in group)
-/// order, token t = row / G, head kv·G + row % G (G divides 16, so a tile
-/// holds 128 / G whole tokens); the tiles of the latest tokens (the longest)
-/// first. One pass per distinct sequence of the tile's
-/// tokens (one for a prompt), over that sequence's positions from the
-/// tile's first attended to its last; each row masked to its own sequence,
-/// position and window.
-template <int Dk, int Dr, int Dv>
-__global__ void __launch_bounds__(kPrefillThreads)
+/// Block (tile b, KV head kv) of B = PrefillBlock<...>: rows b·B::kRows.. of
+/// the (token, head in group) order, token t = row / G, head kv·G + row % G
+/// (G divides 16, so a tile holds kRows / G whole tokens); the tiles of the
+/// latest tokens (the longest) first. One pass per distinct sequence of the
+/// tile's tokens (one for a prompt), over that sequence's positions from
+/// the tile's first attended to its last; each row masked to its own
+/// sequence, position and window. Tiles past a warp's last row, or before
+/// its first, are skipped by the warp; tiles that every row of the warp
+/// sees whole are not masked.
+template <int Dk, int Dr, int Dv, int Warps, int M>
+__global__ void __launch_bounds__(PrefillBlock<Dk, Dr, Dv, Warps, M>::kThreads,
+                                  PrefillBlock<Dk, Dr, Dv, Warps, M>::kMinBlocks)
     flashPrefillKernel(const float *query, const bf16 *keys, const bf16 *values, const float *sinks,
                        const int64_t *positions, const int64_t *sequences, int64_t n,
                        AttentionGeometry g, float *out) {
-  using S = HeadShape<Dk, Dr, Dv>;
+  using B = PrefillBlock<Dk, Dr, Dv, Warps, M>;
+  using S = typename B::S;
+  constexpr int kRows = B::kRows, kThreads = B::kThreads, R = 2 * M;
   device::awaitPrerequisites();
   extern __shared__ __align__(16) unsigned char sharedBytes[];
-  __shared__ int tokenSequence[kPrefillRows], tokenPosition[kPrefillRows];
+  __shared__ int tokenSequence[kRows], tokenPosition[kRows];
   bf16 *kTiles = reinterpret_cast<bf16 *>(sharedBytes);
   bf16 *vTiles = kTiles + 2 * kPrefillPositions * S::kKeyStride;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int G = static_cast<int>(g.group()), tokens = kPrefillRows / G;
+  bf16 *queryTile = reinterpret_cast<bf16 *>(sharedBytes + B::kTileBytes) +
+                    warp * 16 * M * S::kKeyStride; // kQueryShared: the warp's rows
+  const int G = static_cast<int>(g.group()), tokens = kRows / G;
   const int64_t kv = blockIdx.y,
                 firstToken = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * tokens;
   for (int i = threadIdx.x; i < tokens; i += blockDim.x) {
@@ -414,28 +460,28 @@ __global__ void __launch_bounds__(kPrefillThreads)
   }
   __syncthreads();
 
-  // The thread's rows (g and g + 8 of its warp's 16).
-  const int rowOf[2] = {warp * 16 + lane / 4, warp * 16 + lane / 4 + 8};
-  int rowToken[2], rowSequence[2], rowPosition[2], rowFirst[2];
-  const float *qRow[2];
-  for (int i = 0; i < 2; ++i) {
-    rowToken[i] = rowOf[i] / G;
-    rowSequence[i] = tokenSequence[rowToken[i]];
-    rowPosition[i] = tokenPosition[rowToken[i]];
-    rowFirst[i] = static_cast<int>(g.firstPosition(rowPosition[i]));
-    int64_t h = kv * G + rowOf[i] % G;
-    qRow[i] = rowSequence[i] >= 0 ? query + ((firstToken + rowToken[i]) * g.heads + h) * S::kQuery
-                                  : nullptr;
+  // The thread's rows: g + 8(r % 2) of its warp's m tile r / 2.
+  auto rowOf = [&](int r) { return warp * 16 * M + (r / 2) * 16 + lane / 4 + 8 * (r % 2); };
+  int rowSequence[R], rowPosition[R], rowFirst[R];
+  const float *qRow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int token = rowOf(r) / G;
+    rowSequence[r] = tokenSequence[token];
+    rowPosition[r] = tokenPosition[token];
+    rowFirst[r] = static_cast<int>(g.firstPosition(rowPosition[r]));
+    int64_t h = kv * G + rowOf(r) % G;
+    qRow[r] =
+        rowSequence[r] >= 0 ? query + ((firstToken + token) * g.heads + h) * S::kQuery : nullptr;
   }
-  WarpRows<S> rows;
-  rows.loadQuery(qRow[0], qRow[1]);
+  WarpRows<S, M, B::kQueryShared> rows;
+  rows.loadQuery(qRow, queryTile);
 
   const bf16 *keyBase = keys + kv * Dk, *valueBase = values + kv * Dv;
   const int64_t sharedColumn = g.kvHeads * Dk - kv * Dk;
   const float scaleLog2 = g.scale * kLog2e;
   // Tokens not yet attended (every thread holds the same mask).
   // Two words, named (an array indexed at run time would live in local memory).
-  static_assert(kTokenWords == 2);
   uint64_t pending0 = 0, pending1 = 0;
   for (int i = 0; i < tokens; ++i)
     if (tokenSequence[i] >= 0)
@@ -456,13 +502,15 @@ __global__ void __launch_bounds__(kPrefillThreads)
       }
     // This warp's rows of the pass: where they start and end, and whether a
     // tile inside [allFrom, allTo] needs no mask at all.
-    bool on[2] = {rowSequence[0] == sequence, rowSequence[1] == sequence};
+    bool on[R];
     int myFrom = INT32_MAX, myTo = -1, allFrom = -1, allTo = INT32_MAX;
-    for (int i = 0; i < 2; ++i) {
-      myFrom = min(myFrom, on[i] ? rowFirst[i] : INT32_MAX);
-      myTo = max(myTo, on[i] ? rowPosition[i] : -1);
-      allFrom = max(allFrom, on[i] ? rowFirst[i] : INT32_MAX);
-      allTo = min(allTo, on[i] ? rowPosition[i] : -1);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      on[r] = rowSequence[r] == sequence;
+      myFrom = min(myFrom, on[r] ? rowFirst[r] : INT32_MAX);
+      myTo = max(myTo, on[r] ? rowPosition[r] : -1);
+      allFrom = max(allFrom, on[r] ? rowFirst[r] : INT32_MAX);
+      allTo = min(allTo, on[r] ? rowPosition[r] : -1);
     }
     myFrom = __reduce_min_sync(0xffffffffu, myFrom);
     myTo = __reduce_max_sync(0xffffffffu, myTo);
@@ -476,11 +524,10 @@ __global__ void __launch_bounds__(kPrefillThreads)
     const int tiles = (hi - begin) / kPrefillPositions + 1;
     auto load = [&](int tile) {
       int stage = tile % 2;
-      loadTile<S, kPrefillPositions, Dk>(kTiles + stage * kPrefillPositions * S::kKeyStride,
-                                         vTiles + stage * kPrefillPositions * S::kValueStride,
-                                         keyRows, valueRows, g.keyColumns(), sharedColumn,
-                                         g.valueColumns(), begin + tile * kPrefillPositions, hi,
-                                         threadIdx.x, kPrefillThreads);
+      loadTile<S, kPrefillPositions, Dk, kThreads>(
+          kTiles + stage * kPrefillPositions * S::kKeyStride,
+          vTiles + stage * kPrefillPositions * S::kValueStride, keyRows, valueRows, g.keyColumns(),
+          sharedColumn, g.valueColumns(), begin + tile * kPrefillPositions, hi, threadIdx.x);
       commitCopies();
     };
     load(0);
@@ -494,25 +541,26 @@ __global__ void __launch_bounds__(kPrefillThreads)
         rows.template attend<kPrefillPositions>(
             kTiles + stage * kPrefillPositions * S::kKeyStride,
             vTiles + stage * kPrefillPositions * S::kValueStride, first, masked, scaleLog2,
-            [&](int i, int p) { return on[i] && p >= rowFirst[i] && p <= rowPosition[i]; });
+            [&](int r, int p) { return on[r] && p >= rowFirst[r] && p <= rowPosition[r]; });
       }
       __syncthreads(); // the next load rewrites this stage
     }
   }
   rows.finishDenominators();
-  for (int i = 0; i < 2; ++i) {
-    int64_t t = firstToken + rowToken[i];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t t = firstToken + rowOf(r) / G;
     if (t >= n)
       continue;
-    int64_t h = kv * G + rowOf[i] % G;
+    int64_t h = kv * G + rowOf(r) % G;
     float *o = out + (t * g.heads + h) * Dv;
-    if (rowSequence[i] < 0) {
+    if (rowSequence[r] < 0) {
       if (lane % 4 == 0)
         for (int j = 0; j < Dv; ++j)
           o[j] = 0.0f;
       continue;
     }
-    rows.store(i, o, sinks ? sinks + h : nullptr);
+    rows.store(r, o, sinks ? sinks + h : nullptr);
   }
 }
 
@@ -541,24 +589,43 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
         flashDecodeKernel<Dk, Dr, Dv>, dim3(static_cast<unsigned>((items + kWarps - 1) / kWarps)),
         dim3(kThreads), shared, stream, query, keys, values, positions, sequences, n, g, splits,
         sums, stats));
-    int64_t rows = n * g.heads;
-    return detail::launchDependent(
-        mergeKernel<Dv>, dim3(static_cast<unsigned>((rows + kWarps - 1) / kWarps)), dim3(kThreads),
-        0, stream, static_cast<const float *>(sums), static_cast<const float *>(stats), sinks,
-        positions, sequences, n, g, splits, out);
+    return detail::launchDependent(mergeKernel<Dv>, dim3(static_cast<unsigned>(n * g.heads)),
+                                   dim3(kThreads), 0, stream, static_cast<const float *>(sums),
+                                   static_cast<const float *>(stats), sinks, positions, sequences,
+                                   n, g, splits, out);
   }
 
+  template <int Warps, int M>
+  static Status prefillWith(const float *query, const bf16 *keys, const bf16 *values,
+                            const float *sinks, const int64_t *positions, const int64_t *sequences,
+                            int64_t n, const AttentionGeometry &g, float *out,
+                            cudaStream_t stream) {
+    using B = PrefillBlock<Dk, Dr, Dv, Warps, M>;
+    auto kernel = flashPrefillKernel<Dk, Dr, Dv, Warps, M>;
+    MOEC_CUDA_TRY(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, B::kSharedBytes));
+    int64_t tiles = (n * g.group() + B::kRows - 1) / B::kRows;
+    dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(g.kvHeads));
+    return detail::launchDependent(kernel, grid, dim3(B::kThreads), B::kSharedBytes, stream, query,
+                                   keys, values, sinks, positions, sequences, n, g, out);
+  }
+
+  /// MLA's 192-column keys: 8 warps of one m tile (the query in registers).
+  /// The others: 4 warps of two m tiles (128 rows, each K/V fragment feeding
+  /// two products, two blocks an SM), or of one (64 rows) where the grid of
+  /// 128-row blocks would not give every SM two (a short prompt).
   static Status prefill(const float *query, const bf16 *keys, const bf16 *values,
                         const float *sinks, const int64_t *positions, const int64_t *sequences,
                         int64_t n, const AttentionGeometry &g, float *out, cudaStream_t stream) {
-    constexpr int shared = prefillSharedBytes<S>();
-    MOEC_CUDA_TRY(cudaFuncSetAttribute(flashPrefillKernel<Dk, Dr, Dv>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-    int64_t tiles = (n * g.group() + kPrefillRows - 1) / kPrefillRows;
-    dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(g.kvHeads));
-    return detail::launchDependent(flashPrefillKernel<Dk, Dr, Dv>, grid, dim3(kPrefillThreads),
-                                   shared, stream, query, keys, values, sinks, positions, sequences,
-                                   n, g, out);
+    if constexpr (Dr > 0) {
+      return prefillWith<8, 1>(query, keys, values, sinks, positions, sequences, n, g, out, stream);
+    } else {
+      int64_t blocks = (n * g.group() + 127) / 128 * g.kvHeads;
+      if (blocks < 2 * kSMs)
+        return prefillWith<4, 1>(query, keys, values, sinks, positions, sequences, n, g, out,
+                                 stream);
+      return prefillWith<4, 2>(query, keys, values, sinks, positions, sequences, n, g, out, stream);
+    }
   }
 };
 
