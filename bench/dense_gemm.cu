@@ -2,8 +2,11 @@
 //
 // The dense projections of a whole model on the GPU (attention q/k/v/o, a
 // dense MLP, the LM head) with bf16 weights [N, K], f32 rows [M, K] and f32
-// results [M, N], as the bf16 default runs them: moec's linearBF16 (the
-// mma.sync tiles, or CUTLASS's wgmma ones from 32 rows) against cuBLASLt with
+// results [M, N], as the bf16 default runs them: moec's linearBF16 (up to 64
+// rows the few-rows kernel that splits K over blocks, LinearBF16FewRows.cu;
+// above, the grouped kernel's mma.sync tiles or CUTLASS's wgmma ones), beside
+// the grouped kernel with one expert at every M ("tiles": what linearBF16 ran
+// before the few-rows kernel), against cuBLASLt with
 // bf16 A and B, f32 accumulation and f32 D (CUBLAS_COMPUTE_32F). cuBLASLt takes
 // no f32 rows with bf16 weights, so its rows are rounded to bf16 first: the
 // table shows the GEMM alone and the GEMM with that rounding pass. cuBLASLt's
@@ -15,6 +18,9 @@
 // error cannot pass as a timing.
 //
 //   moec-bench-dense-gemm [M,M,...]      (default 1,16,64,512,4096)
+//
+// "qkv": q, k and v of one layer as one projection over their concatenated
+// weights, what fusing the sibling projections (issue 32) would run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,12 +120,13 @@ struct Timer {
 void run(cublasLtHandle_t lt, Timer &timer, const Shape &shape, int64_t m, void *ltWorkspace,
          size_t ltWorkspaceBytes) {
   int64_t k = shape.k, n = shape.n;
-  DeviceBuffer x, xBF16, wF32, w, yMoec, yLt;
+  DeviceBuffer x, xBF16, wF32, w, yMoec, yTiles, yLt;
   CHECK_STATUS(DeviceBuffer::allocate(m * k * 4, x));
   CHECK_STATUS(DeviceBuffer::allocate(m * k * 2, xBF16));
   CHECK_STATUS(DeviceBuffer::allocate(n * k * 4, wF32));
   CHECK_STATUS(DeviceBuffer::allocate(n * k * 2, w));
   CHECK_STATUS(DeviceBuffer::allocate(m * n * 4, yMoec));
+  CHECK_STATUS(DeviceBuffer::allocate(m * n * 4, yTiles));
   CHECK_STATUS(DeviceBuffer::allocate(m * n * 4, yLt));
   fillUniform<<<1024, 256>>>(x.dataAs<float>(), m * k, 17u, 1.0f);
   fillUniform<<<1024, 256>>>(wF32.dataAs<float>(), n * k, 29u, 1.0f / std::sqrt(float(k)));
@@ -131,6 +138,11 @@ void run(cublasLtHandle_t lt, Timer &timer, const Shape &shape, int64_t m, void 
   auto moec = [&] {
     CHECK_STATUS(cuda::linearBF16(x.dataAs<float>(), m, k, w.dataAs<uint16_t>(), n, nullptr,
                                   cpu::Epilogue{}, yMoec.dataAs<float>(), nullptr));
+  };
+  auto tiles = [&] {
+    CHECK_STATUS(cuda::groupedMatmulBF16(x.dataAs<float>(), m, k, w.dataAs<uint16_t>(), 1, n,
+                                         nullptr, nullptr, cpu::Epilogue{},
+                                         yTiles.dataAs<float>(), nullptr));
   };
   auto round = [&] {
     roundRows<<<std::min<int64_t>((m * k + 255) / 256, 4096), 256>>>(
@@ -172,6 +184,7 @@ void run(cublasLtHandle_t lt, Timer &timer, const Shape &shape, int64_t m, void 
   };
 
   float tMoec = timer.median(moec);
+  float tTiles = timer.median(tiles);
   round();
   float tRound = timer.median(round);
   float tLt = timer.median([&] { gemm(0); });
@@ -185,31 +198,36 @@ void run(cublasLtHandle_t lt, Timer &timer, const Shape &shape, int64_t m, void 
 
   // The two products agree to f32 accumulation order: same bf16 operands.
   moec();
+  tiles();
   round();
   gemm(best);
   CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<float> hMoec(m * n), hLt(m * n);
+  std::vector<float> hMoec(m * n), hTiles(m * n), hLt(m * n);
   CHECK_CUDA(cudaMemcpy(hMoec.data(), yMoec.data(), m * n * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hTiles.data(), yTiles.data(), m * n * 4, cudaMemcpyDeviceToHost));
   CHECK_CUDA(cudaMemcpy(hLt.data(), yLt.data(), m * n * 4, cudaMemcpyDeviceToHost));
-  double maxAbs = 0, maxDiff = 0;
+  double maxAbs = 0, maxDiff = 0, maxTilesDiff = 0;
   for (int64_t i = 0; i < m * n; ++i) {
     maxAbs = std::max(maxAbs, std::fabs(double(hLt[i])));
     maxDiff = std::max(maxDiff, std::fabs(double(hMoec[i]) - hLt[i]));
+    maxTilesDiff = std::max(maxTilesDiff, std::fabs(double(hTiles[i]) - hLt[i]));
   }
   double rel = maxAbs > 0 ? maxDiff / maxAbs : maxDiff;
+  double relTiles = maxAbs > 0 ? maxTilesDiff / maxAbs : maxTilesDiff;
 
   double bytes = double(n) * k * 2, flops = 2.0 * m * n * k;
   auto pct = [&](float ms) {
     return std::max(bytes / (ms * 1e-3) / kCopyBandwidth, flops / (ms * 1e-3) / kBF16Ceiling) *
            100.0;
   };
-  std::printf("%-8s %-6s K=%-5lld N=%-6lld M=%-5lld | moec %9.1f us %5.1f%% | lt %9.1f us "
-              "%5.1f%% | lt-tuned %9.1f us (#%d) | +round %6.1f us | lt/moec %.2f "
-              "(+round %.2f) | diff %.1e%s\n",
+  std::printf("%-8s %-6s K=%-5lld N=%-6lld M=%-5lld | moec %9.1f us %5.1f%% | tiles %9.1f us "
+              "%5.1f%% | lt %9.1f us %5.1f%% | lt-tuned %9.1f us (#%d) | +round %6.1f us | "
+              "lt/moec %.2f (+round %.2f) | diff %.1e tiles %.1e%s\n",
               shape.model, shape.projection, static_cast<long long>(k), static_cast<long long>(n),
-              static_cast<long long>(m), tMoec * 1e3, pct(tMoec), tLt * 1e3, pct(tLt),
-              tBest * 1e3, best, tRound * 1e3, tLt / tMoec, (tLt + tRound) / tMoec, rel,
-              rel > 1e-4 ? "  MISMATCH" : "");
+              static_cast<long long>(m), tMoec * 1e3, pct(tMoec), tTiles * 1e3, pct(tTiles),
+              tLt * 1e3, pct(tLt), tBest * 1e3, best, tRound * 1e3, tLt / tMoec,
+              (tLt + tRound) / tMoec, rel, relTiles,
+              rel > 1e-4 || relTiles > 1e-4 ? "  MISMATCH" : "");
   std::fflush(stdout);
   cublasLtMatmulPreferenceDestroy(preference);
   cublasLtMatrixLayoutDestroy(a);
@@ -232,6 +250,7 @@ int main(int argc, char **argv) {
   }
   const Shape shapes[] = {
       {"qwen3", "q", 2048, 4096},      {"qwen3", "k,v", 2048, 512},
+      {"qwen3", "qkv", 2048, 5120},
       {"qwen3", "o", 4096, 2048},      {"qwen3", "lm_head", 2048, 151936},
       {"mixtral", "q,o", 4096, 4096},  {"mixtral", "k,v", 4096, 1024},
       {"mixtral", "mlp", 4096, 14336}, {"mixtral", "lm_head", 4096, 32000},

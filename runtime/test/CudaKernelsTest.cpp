@@ -34,6 +34,9 @@
 
 using namespace moec::rt;
 using moec::rt::test::download;
+using moec::rt::test::fromBF16;
+using moec::rt::test::roundToBF16;
+using moec::rt::test::toBF16;
 using moec::rt::test::poisoned;
 using moec::rt::test::randomVector;
 using moec::rt::test::upload;
@@ -324,31 +327,6 @@ void checkGroupedPipeline(int64_t H, int64_t E, int64_t T, bool sortsInverse) {
 } // namespace
 
 namespace {
-
-uint16_t toBF16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float fromBF16(uint16_t bits) {
-  uint32_t wide = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, 4);
-  return value;
-}
-
-/// `values` rounded to bf16 in place; returns their bf16 bits (the kernel's
-/// weights), so the CPU reference runs on exactly the values the kernel reads.
-std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    bits[i] = toBF16(values[i]);
-    values[i] = fromBF16(bits[i]);
-  }
-  return bits;
-}
 
 /// Columns of a grouped matmul's output: N, or N / 2 when a gated epilogue halves it.
 int64_t outputWidth(const cpu::Epilogue &epilogue, int64_t n) {

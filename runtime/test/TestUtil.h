@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -53,6 +54,32 @@ struct RandomBlock {
   }
   int64_t slots() const { return tokens * topK; }
 };
+
+/// `value` rounded to bf16 (nearest even): its bits.
+inline uint16_t toBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float fromBF16(uint16_t bits) {
+  uint32_t wide = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+/// `values` rounded to bf16 in place; returns their bf16 bits (a kernel's
+/// weights), so a reference runs on exactly the values the kernel reads.
+inline std::vector<uint16_t> roundToBF16(std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    bits[i] = toBF16(values[i]);
+    values[i] = fromBF16(bits[i]);
+  }
+  return bits;
+}
 
 } // namespace moec::rt::test
 

@@ -8,9 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LinearBF16FewRows.h"
 #include "Tuning.h"
 
 #include <gtest/gtest.h>
+
+#include <tuple>
 
 namespace {
 
@@ -92,6 +95,32 @@ TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
             cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);
   EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 4096, 28672, true), FP8Tile::Tok8);
   EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, false), FP8Tile::Tok16);
+}
+
+/// linearBF16's decode plan (LinearBF16FewRows.cu): the slices cover K
+/// exactly, each a multiple of the 128-deep step, none empty; narrow
+/// projections split K until about four blocks per SM (528) run, wide ones
+/// (an LM head) do not split. Its signature has no row count: the plan, and so
+/// every sum's order, cannot depend on M.
+TEST(TileChoice, LinearBF16FewRowsPlanCoversKAndFillsTheSMs) {
+  // {K, N, row blocks, splits}: Qwen3's q, k/v, o, fused q/k/v and LM head,
+  // gpt-oss's K = 2880, and K shorter than one step.
+  for (auto [k, n, rowBlocks, splits] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{2048, 4096, 64, 8},
+        {2048, 512, 8, 16},
+        {4096, 2048, 32, 16},
+        {2048, 5120, 80, 6},
+        {2048, 151936, 2374, 1},
+        {2880, 1000, 16, 23},
+        {8, 8, 1, 1}}) {
+    SCOPED_TRACE("K " + std::to_string(k) + ", N " + std::to_string(n));
+    cuda::detail::FewRowsPlan plan = cuda::detail::planLinearBF16FewRows(k, n);
+    EXPECT_EQ(plan.rowBlocks, rowBlocks);
+    EXPECT_EQ(plan.splits, splits);
+    EXPECT_EQ(plan.perSplit % 128, 0);
+    EXPECT_GE(plan.splits * plan.perSplit, k);
+    EXPECT_LT((plan.splits - 1) * plan.perSplit, k);
+  }
 }
 
 } // namespace

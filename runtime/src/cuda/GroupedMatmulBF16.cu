@@ -25,6 +25,7 @@
 #include "ExpertTiles.cuh"
 #include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
+#include "LinearBF16FewRows.h"
 #include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/MoEKernels.h"
@@ -406,7 +407,10 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
 template <typename Lhs, typename Out>
 Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
                   const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream) {
-  // One expert whose rows are all m: no offsets to read.
+  // Decode: the few-rows kernel, whose grid fills the SMs for any N by
+  // splitting K (LinearBF16FewRows.cu). Above: one expert whose rows are all m.
+  if (m <= detail::kLinearBF16FewRowsMax)
+    return detail::linearBF16FewRows(x, m, k, weightBF16, n, bias, epilogue, y, stream);
   return groupedMatmulBF16Impl(x, m, k, weightBF16, 1, n, nullptr, bias, epilogue, y, stream,
                                BF16Tile::Auto, false);
 }

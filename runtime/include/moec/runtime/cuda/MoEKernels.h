@@ -112,9 +112,10 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
                                        const int32_t *offsets, const float *bias,
                                        const Epilogue &epilogue, Out *out, cudaStream_t stream);
 
-/// moe.linear with a bf16 weight [N, K] (shared experts under
-/// --expert-weights=bf16): the tensor-core kernel above with one expert and all
-/// m rows. K a multiple of 8.
+/// moe.linear with a bf16 weight [N, K] (dense projections of bf16 models,
+/// shared experts): up to 64 rows a decode kernel that splits K over blocks
+/// (a row's result has the same bits for any row count up to 64), above the
+/// tensor-core kernel above with one expert and all m rows. K a multiple of 8.
 template <typename Lhs, typename Out>
 Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
                   const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream);
