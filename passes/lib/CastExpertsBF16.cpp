@@ -165,8 +165,12 @@ Value castConstant(OpBuilder &builder, Value value) {
   } else {
     return {};
   }
-  // The weight keeps its name in the artifact's manifest (what codegen calls
-  // a constant: a name given by hand, else its blob's key).
+  // The weight keeps its discardable attributes: its name in the artifact's
+  // manifest (what codegen calls a constant: a name given by hand, else its
+  // blob's key) and a random weight's deviation (moec.random_normal: the bf16
+  // copy is filled with the f32 values rounded).
+  for (NamedAttribute attr : def->getDiscardableAttrs())
+    result.getDefiningOp()->setAttr(attr.getName(), attr.getValue());
   if (auto name = def->getAttrOfType<StringAttr>("moec.name"))
     result.getDefiningOp()->setAttr("moec.name", name);
   else if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr))
