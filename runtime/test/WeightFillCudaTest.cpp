@@ -36,7 +36,7 @@ TEST(WeightFillCuda, DeviceImageIsTheHostImage) {
   ASSERT_OK(poisonDeviceMemory(device.data(), device.size(), nullptr)); // memset must clear it
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
-  ASSERT_OK(buildWeightImage(p.plan, p.stored.data(), device.dataAs<unsigned char>(), stream));
+  ASSERT_OK(cuda::buildWeightImage(p.plan, p.stored.data(), device.dataAs<unsigned char>(), stream));
   std::vector<unsigned char> back(p.plan.image_bytes, 0x5A);
   CUDA_OK(cudaMemcpy(back.data(), device.data(), back.size(), cudaMemcpyDeviceToHost));
   CUDA_OK(cudaStreamDestroy(stream));
@@ -74,9 +74,9 @@ TEST(WeightFillCuda, FillRate) {
   ASSERT_OK(DeviceBuffer::allocate(plan.image_bytes, device));
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
-  ASSERT_OK(buildWeightImage(plan, nullptr, device.dataAs<unsigned char>(), stream)); // warm-up
+  ASSERT_OK(cuda::buildWeightImage(plan, nullptr, device.dataAs<unsigned char>(), stream)); // warm-up
   auto start = std::chrono::steady_clock::now();
-  ASSERT_OK(buildWeightImage(plan, nullptr, device.dataAs<unsigned char>(), stream));
+  ASSERT_OK(cuda::buildWeightImage(plan, nullptr, device.dataAs<unsigned char>(), stream));
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CUDA_OK(cudaStreamDestroy(stream));
