@@ -6,6 +6,9 @@
 //                        `weight_scale_inv` convention; an all-zero block gets 1),
 //                        computed here, at compile time;
 //   lhs [S, K]        -> moe.quantize: per row, per 128 columns, at run time.
+// A random weight (moec.random_normal σ, moec compile --random-weights) is
+// quantised as its fill: random e4m3 codes of deviation 64 (a placeholder
+// without data), scales σ/64.
 // Weights that are already FP8 (a checkpoint's e4m3 `weight` with its
 // `weight_scale_inv` blocks, written as weight_scales) are not cast again: only
 // their f32/bf16 rows are quantised.
@@ -20,6 +23,8 @@
 #include "moec/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/APFloat.h"
@@ -37,6 +42,11 @@ using namespace moec;
 using namespace moec::moe;
 
 namespace {
+
+/// The deviation of a random weight's e4m3 codes: |code| ≤ 6·64 = 384 < 448
+/// for any normal the generator draws (|z| < 5.8), with 3 mantissa bits
+/// resolving about a sixtieth of a deviation near zero.
+constexpr double kRandomCodeDeviation = 64.0;
 
 /// e4m3 (finite only) of `value`: round to nearest even, saturating at ±448.
 uint8_t toE4M3(float value) {
@@ -117,10 +127,32 @@ struct QuantizeGroupedMatmul : OpRewritePattern<GroupedMatmulOp> {
       float value = *decodeAsFloat(elementType, splat.getRawData(), 0);
       float scale = value != 0.0f ? std::fabs(value) / float(kE4M3Max) : 1.0f;
       uint8_t code = toE4M3(value / scale);
+      // A random weight (moec.random_normal σ, filled at load) becomes random
+      // codes, normals of deviation kRandomCodeDeviation (finite: |z| < 6
+      // keeps them below 448), with every block scale σ / kRandomCodeDeviation:
+      // code · scale is again a normal of deviation σ.
+      auto deviation = source->getAttrOfType<FloatAttr>(kRandomNormalAttr);
+      if (deviation) {
+        scale = static_cast<float>(deviation.getValueAsDouble() / kRandomCodeDeviation);
+        code = 0;
+      }
       llvm::APFloat e4m3(llvm::APFloat::Float8E4M3FN(), llvm::APInt(8, code));
-      weights = name(arith::ConstantOp::create(rewriter, op.getLoc(),
-                                               DenseElementsAttr::get(f8Type, e4m3)),
-                     ".e4m3");
+      if (deviation) {
+        // Its codes' placeholder: a resource without data, whose key no other
+        // constant shares (a splat of one code would be merged with the other
+        // random experts of its shape by constant folding).
+        auto handle = DenseResourceElementsHandle::getManagerInterface(context).insert(
+            sourceName ? sourceName.str() + ".e4m3" : "experts_e4m3");
+        weights = name(arith::ConstantOp::create(rewriter, op.getLoc(),
+                                                 DenseResourceElementsAttr::get(f8Type, handle)),
+                       ".e4m3");
+        weights.getDefiningOp()->setAttr(kRandomNormalAttr,
+                                         rewriter.getF64FloatAttr(kRandomCodeDeviation));
+      } else {
+        weights = name(arith::ConstantOp::create(rewriter, op.getLoc(),
+                                                 DenseElementsAttr::get(f8Type, e4m3)),
+                       ".e4m3");
+      }
       weightScales = name(arith::ConstantOp::create(rewriter, op.getLoc(),
                                                     DenseElementsAttr::get(scalesType, scale)),
                           ".e4m3_scales");

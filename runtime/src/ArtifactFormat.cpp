@@ -9,6 +9,8 @@
 #include "moec/runtime/ArtifactFormat.h"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -43,12 +45,68 @@ bool isPlainName(const std::string &name) {
   return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
 }
 
+/// A seed: a decimal in [0, 2^64).
+bool parseSeed(const std::string &text, uint64_t &value) {
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  errno = 0;
+  unsigned long long parsed = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno != 0)
+    return false;
+  value = parsed;
+  return true;
+}
+
+/// A fill's value: an f32 in C99 hexadecimal (as printed: exact), finite.
+std::string printValue(float value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%a", static_cast<double>(value));
+  return text;
+}
+bool parseValue(const std::string &text, float &value) {
+  if (text.empty() || text.size() > 40 ||
+      text.find_first_not_of("0123456789abcdefABCDEFxXpP+-.") != std::string::npos)
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  double parsed = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(parsed) ||
+      static_cast<double>(static_cast<float>(parsed)) != parsed)
+    return false;
+  value = static_cast<float>(parsed);
+  return true;
+}
+
+/// The elements of `shape` times `elementBytes`, or false on overflow.
+bool shapeBytes(const std::vector<int64_t> &shape, int elementBytes, uint64_t &bytes) {
+  unsigned __int128 total = static_cast<unsigned>(elementBytes);
+  for (int64_t size : shape) {
+    total *= static_cast<uint64_t>(size);
+    if (total > (static_cast<unsigned __int128>(1) << 62))
+      return false;
+  }
+  bytes = static_cast<uint64_t>(total);
+  return true;
+}
+
 void printTensor(std::ostringstream &os, const char *key, const TensorEntry &tensor) {
   os << key << " " << tensor.name << " " << tensor.dtype << " " << printShape(tensor.shape)
      << "\n";
 }
 
 } // namespace
+
+int weightDTypeBytes(std::string_view dtype) {
+  if (dtype == "f32" || dtype == "i32")
+    return 4;
+  if (dtype == "i64")
+    return 8;
+  if (dtype == "bf16")
+    return 2;
+  if (dtype == "f8e4m3")
+    return 1;
+  return 0;
+}
 
 std::string printShape(const std::vector<int64_t> &shape) {
   std::string text = "[";
@@ -95,6 +153,18 @@ std::string printEntries(const Manifest &manifest, bool comments) {
     os << "# --weights=external: weights.bin is not written; fill it in the layout\n"
           "# of the weight lines below (bench/write_weights.py)\n";
   os << "weights " << manifest.weightsFile << " " << manifest.weightsBytes << "\n";
+  if (manifest.imageBytes) {
+    if (comments)
+      os << "# the weights are filled at load into an image of these bytes (moec compile\n"
+            "# --random-weights); weights.bin holds the stored ones only\n";
+    os << "weights_image " << manifest.imageBytes << "\n";
+  }
+  if (manifest.hasRandomSeed) {
+    if (comments)
+      os << "# the weights filled 'normal STD' are random: STD times the generator's normal\n"
+            "# of (seed, the weight's name, the element); they mean nothing\n";
+    os << "random_seed " << manifest.randomSeed << "\n";
+  }
   if (comments && manifest.target == "cuda")
     os << "# device workspace, without CUB's sort workspace (sized at load)\n";
   os << "workspace_bytes " << manifest.workspaceBytes << "\n"
@@ -108,9 +178,24 @@ std::string printEntries(const Manifest &manifest, bool comments) {
     printTensor(os, "input", tensor);
   for (const TensorEntry &tensor : manifest.outputs)
     printTensor(os, "output", tensor);
-  for (const WeightEntry &weight : manifest.weights)
+  for (const WeightEntry &weight : manifest.weights) {
     os << "weight " << weight.name << " " << weight.dtype << " " << printShape(weight.shape)
-       << " " << weight.offset << " " << weight.bytes << "\n";
+       << " " << weight.offset << " " << weight.bytes;
+    if (manifest.imageBytes) {
+      switch (weight.fill) {
+      case WeightEntry::Fill::Stored:
+        os << " stored " << weight.source;
+        break;
+      case WeightEntry::Fill::Constant:
+        os << " constant " << printValue(weight.value);
+        break;
+      case WeightEntry::Fill::Normal:
+        os << " normal " << printValue(weight.value);
+        break;
+      }
+    }
+    os << "\n";
+  }
   return os.str();
 }
 
@@ -191,6 +276,64 @@ std::string hashText(uint64_t hash) {
   return text;
 }
 
+namespace {
+/// The fills of a manifest with weights_image (docs/artifact.md, "Weights
+/// filled at load"): every weight has one, a stored one lies inside
+/// weights.bin, a generated one has a float dtype, its bytes are its shape's,
+/// and a normal fill comes with random_seed; a manifest without
+/// weights_image has none.
+Status checkFills(const Manifest &manifest, const std::vector<size_t> &filled,
+                  const std::string &path) {
+  using Fill = WeightEntry::Fill;
+  if (!manifest.imageBytes) {
+    if (!filled.empty())
+      return Status::error(path + ": weight '" + manifest.weights[filled.front()].name +
+                           "' has a fill, but the manifest has no weights_image");
+    if (manifest.hasRandomSeed)
+      return Status::error(path + ": random_seed without weights_image");
+    return Status::ok();
+  }
+  if (filled.size() != manifest.weights.size()) {
+    size_t missing = 0;
+    while (missing < filled.size() && filled[missing] == missing)
+      ++missing;
+    return Status::error(path + ": weight '" + manifest.weights[missing].name +
+                         "' has no fill (stored, constant or normal), which every weight of a "
+                         "manifest with weights_image has");
+  }
+  bool normal = false;
+  for (const WeightEntry &weight : manifest.weights) {
+    std::string at = path + ": weight '" + weight.name + "': ";
+    if (weight.offset % kWeightsAlignment != 0)
+      return Status::error(at + "offset " + std::to_string(weight.offset) +
+                           " is not a multiple of " + std::to_string(kWeightsAlignment));
+    if (weight.fill == Fill::Stored) {
+      if (weight.source < kWeightsHeaderBytes || weight.source > manifest.weightsBytes ||
+          weight.bytes > manifest.weightsBytes - weight.source)
+        return Status::error(at + "stored at " + std::to_string(weight.source) + " (" +
+                             std::to_string(weight.bytes) + " bytes), outside weights of " +
+                             std::to_string(manifest.weightsBytes) + " bytes");
+      continue;
+    }
+    normal |= weight.fill == Fill::Normal;
+    if (weight.dtype != "f32" && weight.dtype != "bf16" && weight.dtype != "f8e4m3")
+      return Status::error(at + "a constant or normal fill needs dtype f32, bf16 or f8e4m3, not " +
+                           weight.dtype);
+    uint64_t bytes = 0;
+    if (!shapeBytes(weight.shape, weightDTypeBytes(weight.dtype), bytes))
+      return Status::error(at + "shape " + printShape(weight.shape) + " is too large");
+    if (bytes != weight.bytes)
+      return Status::error(at + "holds " + std::to_string(weight.bytes) + " bytes, but " +
+                           weight.dtype + " " + printShape(weight.shape) + " needs " +
+                           std::to_string(bytes));
+  }
+  if (normal != manifest.hasRandomSeed)
+    return Status::error(path + (normal ? ": normal fills need a random_seed line"
+                                        : ": random_seed without a normal fill"));
+  return Status::ok();
+}
+} // namespace
+
 Status parseManifest(std::string_view text, const std::string &path, Manifest &out) {
   Manifest manifest;
   manifest.library.clear();
@@ -199,6 +342,7 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
   std::string line;
   int lineNumber = 0;
   bool sawHeader = false, sawWorkspace = false, sawHashes = false, sawManifestHash = false;
+  std::vector<size_t> filled; // weights with a fill field
   size_t lineStart = 0; // of `line` in `text`
   auto error = [&](const std::string &why) {
     return Status::error(path + ":" + std::to_string(lineNumber) + ": " + why);
@@ -236,6 +380,12 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
       ok = fields >> manifest.weightsFile >> a && parseCount(a, manifest.weightsBytes);
       if (ok && !isPlainName(manifest.weightsFile))
         return error("'" + manifest.weightsFile + "' must name a file inside the artifact");
+    } else if (key == "weights_image") {
+      ok = fields >> a && parseCount(a, manifest.imageBytes) &&
+           manifest.imageBytes >= kWeightsHeaderBytes;
+    } else if (key == "random_seed") {
+      ok = fields >> a && parseSeed(a, manifest.randomSeed);
+      manifest.hasRandomSeed = ok;
     } else if (key == "workspace_bytes") {
       ok = fields >> a && parseCount(a, manifest.workspaceBytes);
       sawWorkspace = ok;
@@ -279,6 +429,24 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
            parseCount(b, weight.offset) && parseCount(c, weight.bytes);
       for (int64_t size : weight.shape)
         ok = ok && size >= 0;
+      // A fill (manifests with weights_image, checked below): stored AT,
+      // constant VALUE or normal STD.
+      if (ok && fields >> d) {
+        using Fill = WeightEntry::Fill;
+        if (d == "stored") {
+          weight.fill = Fill::Stored;
+          ok = fields >> e && parseCount(e, weight.source);
+        } else if (d == "constant" || d == "normal") {
+          weight.fill = d == "constant" ? Fill::Constant : Fill::Normal;
+          ok = fields >> e && parseValue(e, weight.value) &&
+               (weight.fill == Fill::Constant || weight.value >= 0);
+        } else {
+          return error("unknown fill '" + d + "' of weight '" + weight.name +
+                       "' (stored, constant, normal)");
+        }
+        e.clear();
+        filled.push_back(manifest.weights.size());
+      }
       manifest.weights.push_back(std::move(weight));
     } else {
       return error("unknown entry '" + key + "'");
@@ -301,13 +469,18 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
     return Status::error(path + ": weights of " + std::to_string(manifest.weightsBytes) +
                          " bytes cannot hold the " + std::to_string(kWeightsHeaderBytes) +
                          "-byte header");
+  if (Status fills = checkFills(manifest, filled, path); !fills)
+    return fills;
+  // The weights lie in the image: weights.bin, or the one weights_image sizes.
+  uint64_t imageBytes = manifest.imageBytes ? manifest.imageBytes : manifest.weightsBytes;
   for (const WeightEntry &weight : manifest.weights)
-    if (weight.offset < kWeightsHeaderBytes || weight.offset > manifest.weightsBytes ||
-        weight.bytes > manifest.weightsBytes - weight.offset)
+    if (weight.offset < kWeightsHeaderBytes || weight.offset > imageBytes ||
+        weight.bytes > imageBytes - weight.offset)
       return Status::error(path + ": weight '" + weight.name + "' at " +
                            std::to_string(weight.offset) + " (" + std::to_string(weight.bytes) +
-                           " bytes) lies outside weights of " +
-                           std::to_string(manifest.weightsBytes) + " bytes");
+                           " bytes) lies outside " +
+                           (manifest.imageBytes ? "the weight image of " : "weights of ") +
+                           std::to_string(imageBytes) + " bytes");
   if (!sawManifestHash || !sawHashes)
     return Status::error(path + ": no content hashes (library_hash ... manifest_hash): not "
                                 "written by this moec, or cut short");

@@ -45,7 +45,7 @@ protected:
   fs::path dir;
 };
 
-const char *kEntries = "moec-artifact 3\n"
+const char *kEntries = "moec-artifact 4\n"
                        "target cpu\n"
                        "library model.so\n"
                        "weights weights.bin 64\n"
@@ -103,9 +103,48 @@ TEST_F(ModelTest, NotAManifest) {
   EXPECT_NE(loadError().find("manifest.txt:1: not a moec artifact manifest"), std::string::npos);
 }
 
-TEST_F(ModelTest, NewerManifestVersion) {
-  write("manifest.txt", "moec-artifact 4\n");
-  EXPECT_NE(loadError().find("manifest version 4 is not supported"), std::string::npos);
+TEST_F(ModelTest, OtherManifestVersion) {
+  write("manifest.txt", "moec-artifact 5\n");
+  EXPECT_NE(loadError().find("manifest version 5 is not supported"), std::string::npos);
+  write("manifest.txt", "moec-artifact 3\n");
+  EXPECT_NE(loadError().find("manifest version 3 is not supported"), std::string::npos);
+}
+
+// Weights filled at load (docs/artifact.md): every new field is checked.
+TEST_F(ModelTest, WeightFillsChecked) {
+  std::string entries = std::string(kEntries) + "weights_image 8192\nrandom_seed 18446744073709551615\n";
+  auto expect = [&](const std::string &lines, const std::string &error) {
+    write("manifest.txt", withHashes(entries + lines));
+    std::string message = loadError();
+    EXPECT_NE(message.find(error), std::string::npos) << lines << " -> " << message;
+  };
+  std::string good = "weight w f32 [4,4] 256 64 normal 0x1.47ae14p-6\n";
+  // A valid manifest gets as far as weights.bin.
+  expect(good, "weights.bin: cannot open");
+  expect("weight w f32 [4,4] 256 64 gaussian 1\n", "unknown fill 'gaussian' of weight 'w'");
+  expect("weight w f32 [4,4] 256 64 normal\n", "malformed 'weight' entry");
+  expect("weight w f32 [4,4] 256 64 normal -0x1p+0\n", "malformed 'weight' entry");
+  expect("weight w f32 [4,4] 256 64 constant inf\n", "malformed 'weight' entry");
+  expect("weight w f32 [4,4] 256 64 constant 0.1\n", "malformed 'weight' entry"); // not an f32
+  expect("weight w f32 [4,4] 256 64 normal 0x1p+0 extra\n", "malformed 'weight' entry");
+  expect("weight w f32 [4,4] 256 64\n", "weight 'w' has no fill");
+  expect("weight w f32 [4,4] 8192 64 normal 0x1p+0\n", "lies outside the weight image of 8192");
+  expect("weight w f32 [4,4] 300 64 normal 0x1p+0\n", "offset 300 is not a multiple of 256");
+  expect("weight w f32 [4,4] 256 60 normal 0x1p+0\n", "holds 60 bytes, but f32 [4,4] needs 64");
+  expect("weight w i32 [4,4] 256 64 constant 0x1p+0\n", "needs dtype f32, bf16 or f8e4m3");
+  expect("weight w f32 [4,4] 256 64 stored 32\n", "stored at 32 (64 bytes), outside weights of 64");
+  expect("weight w f32 [4,4] 256 64 stored 64\n", "stored at 64 (64 bytes), outside weights of 64");
+  expect("weight w f32 [4,4] 256 64 constant 0x1p+0\n", "random_seed without a normal fill");
+  expect("weight w f32 [4294967296,4294967296] 256 64 normal 0x1p+0\n", "shape [4294967296,4294967296] is too large");
+  entries = std::string(kEntries) + "weights_image 8192\n";
+  expect(good, "normal fills need a random_seed line");
+  entries = std::string(kEntries) + "weights_image 32\n";
+  expect(good, "malformed 'weights_image' entry");
+  entries = std::string(kEntries) + "weights_image 8192\nrandom_seed 18446744073709551616\n";
+  expect(good, "malformed 'random_seed' entry");
+  entries = std::string(kEntries) + "random_seed 1\n";
+  expect("weight w f32 [4,4] 256 64 normal 0x1p+0\n", "has a fill, but the manifest has no weights_image");
+  expect("", "random_seed without weights_image");
 }
 
 // The manifest's own hash covers every byte before it; a manifest without the

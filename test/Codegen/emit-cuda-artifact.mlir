@@ -6,7 +6,7 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --max-tokens=16 -o %t/mixtral
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/mixtral/manifest.txt
-// MANIFEST: moec-artifact 3
+// MANIFEST: moec-artifact 4
 // MANIFEST: target cuda
 // MANIFEST: library model.so
 // MANIFEST: max_tokens 16

@@ -19,7 +19,7 @@
 // MANIFEST-NEXT: weight experts.down_proj bf16 [8,64,40] 84224 40960
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral.cu
 // CODE-LABEL: Status create(
-// CODE: MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));
+// CODE: MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total, plan));
 // CODE: MOEC_RETURN_IF_ERROR(interleaveGateUp(state.model.mutableWeights() + 2304, 8, 80, 128, state.model.stream())); // gate/up weights (bf16)
 // CODE-NOT: interleaveGateUp
 // CODE: MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));

@@ -19,7 +19,7 @@
 // CHECK-NEXT: DeviceGenerator generator;
 // Slot 0 holds 2 KV heads of 4 key columns and the shared slice of 2; slot 1
 // 2 heads of 4.
-// CHECK: MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));
+// CHECK: MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total, plan));
 // CHECK-NEXT: MOEC_RETURN_IF_ERROR(state.cache.create(2, 16, {{[{][{]}}10, 8}, {8, 8}}));
 // The checks come first, before the copies and the kernels.
 // CHECK: Status run(

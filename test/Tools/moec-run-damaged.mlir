@@ -55,4 +55,4 @@
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral-16/model.cpp
 // CODE: if (tokens < 0 || tokens > 16)
 // CODE: MOEC_EXPORT const char *moec_artifact_plan() {
-// CODE-NEXT: return "moec-artifact 3\n"
+// CODE-NEXT: return "moec-artifact 4\n"

@@ -16,7 +16,7 @@
 // MISSING: moec-run: error: {{.*}}nowhere: not an artifact directory (No such file or directory)
 // RUN: not ls %t/out.npz
 
-// RUN: cp -r %t/mixtral %t/bad-manifest && echo "moec-artifact 3" > %t/bad-manifest/manifest.txt && echo "target gpu9" >> %t/bad-manifest/manifest.txt
+// RUN: cp -r %t/mixtral %t/bad-manifest && echo "moec-artifact 4" > %t/bad-manifest/manifest.txt && echo "target gpu9" >> %t/bad-manifest/manifest.txt
 // RUN: not moec-run %t/bad-manifest --inputs %fixtures/mixtral/inputs.npz --outputs %t/out.npz 2>&1 | FileCheck %s --check-prefix=MANIFEST
 // MANIFEST: moec-run: error: {{.*}}bad-manifest/manifest.txt: target 'gpu9' cannot run here (this runtime runs 'cpu' and 'cuda' artifacts)
 // RUN: not ls %t/out.npz

@@ -99,6 +99,20 @@ func.func @round_nearest_even(%x: tensor<?x8xf32>, %offsets: tensor<1xi32>) -> t
 
 // -----
 
+// A random weight's mark (moec.random_normal, moec compile --random-weights)
+// goes with its bf16 copy, as every discardable attribute does: the copy is
+// filled at load with the f32 values rounded. Its distinct placeholder value
+// (2^16 + 2^9) is exact in bf16, so no two such weights become equal.
+// CHECK-LABEL: func.func @random_weight
+// CHECK: arith.constant {moec.name = "gate_up", moec.random_normal = 2.000000e-02 : f64} dense<6.604800e+04> : tensor<1x1x8xbf16>
+func.func @random_weight(%x: tensor<?x8xf32>, %offsets: tensor<1xi32>) -> tensor<?x1xf32> {
+  %w = arith.constant {moec.name = "gate_up", moec.random_normal = 0.02 : f64} dense<66048.0> : tensor<1x1x8xf32>
+  %y = moe.grouped_matmul %x, %w, %offsets : tensor<?x8xf32>, tensor<1x1x8xf32>, tensor<1xi32> -> tensor<?x1xf32>
+  return %y : tensor<?x1xf32>
+}
+
+// -----
+
 // A dense_resource blob becomes a dense_resource blob (weights can be
 // gigabytes): 1 + 2^-8 (0x3F808000) rounds to 0x3F80, 2 + 2^-6 (0x40010000)
 // is exact 0x4001, little-endian after the 4-byte alignment header.

@@ -50,6 +50,25 @@ func.func @splat_named(%x: tensor<?x200xf32>, %offsets: tensor<3xi32>) -> tensor
 
 // -----
 
+// A random weight (moec.random_normal 0.02, moec compile --random-weights) is
+// quantised as its fill: codes of deviation 64, a placeholder without data
+// (two random experts of one shape must not be merged as equal splats would
+// be), and block scales 0.02/64; its placeholder value is not read.
+// CHECK-LABEL: func.func @random_weights
+// CHECK-DAG: arith.constant {moec.name = "gate_up.e4m3", moec.random_normal = 6.400000e+01 : f64} dense_resource<gate_up.e4m3> : tensor<3x130x200xf8E4M3FN>
+// CHECK-DAG: arith.constant {moec.name = "down.e4m3", moec.random_normal = 6.400000e+01 : f64} dense_resource<down.e4m3> : tensor<3x130x200xf8E4M3FN>
+// CHECK-DAG: arith.constant {moec.name = "gate_up.e4m3_scales"} dense<3.125000e-04> : tensor<3x2x2xf32>
+// CHECK-NOT: moec.random_normal = 2.0
+func.func @random_weights(%x: tensor<?x200xf32>, %offsets: tensor<3xi32>) -> (tensor<?x130xf32>, tensor<?x130xf32>) {
+  %w = arith.constant {moec.name = "gate_up", moec.random_normal = 0.02 : f64} dense<65536.0> : tensor<3x130x200xf32>
+  %w2 = arith.constant {moec.name = "down", moec.random_normal = 0.02 : f64} dense<66048.0> : tensor<3x130x200xf32>
+  %y = moe.grouped_matmul %x, %w, %offsets : tensor<?x200xf32>, tensor<3x130x200xf32>, tensor<3xi32> -> tensor<?x130xf32>
+  %z = moe.grouped_matmul %x, %w2, %offsets : tensor<?x200xf32>, tensor<3x130x200xf32>, tensor<3xi32> -> tensor<?x130xf32>
+  return %y, %z : tensor<?x130xf32>, tensor<?x130xf32>
+}
+
+// -----
+
 // Weights that are already FP8 (a checkpoint's e4m3 weights and their
 // weight_scale_inv blocks) are not cast again: the same constants stay, only the
 // f32 rows are quantised.

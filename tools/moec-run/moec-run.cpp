@@ -395,9 +395,16 @@ int main(int argc, char **argv) {
     return rc;
 
   Run run;
+  auto loadStart = std::chrono::steady_clock::now();
   run.model = run.handle.model = moec_load(options.artifact.c_str());
   if (!run.model)
     return fail(moec_last_error());
+  // A generation reports its load too: the weights' upload (or their fill at
+  // load, docs/artifact.md) is part of a model's cost to start.
+  if (options.model.generate >= 0)
+    std::printf("load: %.3f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                                loadStart)
+                                      .count());
   bool wholeModel = moec_max_batch(run.model) > 0;
   if (!wholeModel && (options.model.generate >= 0 || options.model.sampling.temperature > 0))
     return fail("--generate and sampling need a whole model (an artifact with a KV cache); " +

@@ -241,11 +241,41 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
       }
       entries->push_back(std::move(entry));
     }
-  for (const WeightEntry &weight : emitter.weights)
-    manifest.weights.push_back({weight.name,
-                                manifestDType(weight.elementType),
-                                std::vector<int64_t>(weight.shape.begin(), weight.shape.end()),
-                                weight.offset, weight.size});
+  // Weights filled at load (docs/artifact.md): the generated code addresses an
+  // image of emitter.weightsBytes; weights.bin holds only the stored weights,
+  // packed at their own 256-byte aligned places.
+  bool filled = emitter.randomSeed.has_value();
+  if (filled && options.externalWeights)
+    return fail("--weights=external does not apply to weights filled at load (the module's "
+                "moec.random_seed): their manifest says how the loader fills them");
+  uint64_t fileBytes = filled ? rt::artifact::kWeightsHeaderBytes : emitter.weightsBytes;
+  std::vector<uint64_t> stored; // each weight's place in weights.bin
+  size_t storedCount = 0;
+  for (const WeightEntry &weight : emitter.weights) {
+    rt::artifact::WeightEntry entry{weight.name, manifestDType(weight.elementType),
+                                    std::vector<int64_t>(weight.shape.begin(), weight.shape.end()),
+                                    weight.offset, weight.size};
+    uint64_t at = weight.offset;
+    if (filled && weight.fill == WeightEntry::Fill::Stored) {
+      at = llvm::alignTo(fileBytes, rt::artifact::kWeightsAlignment);
+      fileBytes = at + weight.size;
+      entry.source = at;
+    }
+    if (weight.fill == WeightEntry::Fill::Stored)
+      ++storedCount;
+    entry.fill = weight.fill == WeightEntry::Fill::Normal     ? rt::artifact::WeightEntry::Fill::Normal
+                 : weight.fill == WeightEntry::Fill::Constant ? rt::artifact::WeightEntry::Fill::Constant
+                                                              : rt::artifact::WeightEntry::Fill::Stored;
+    entry.value = weight.value;
+    manifest.hasRandomSeed |= weight.fill == WeightEntry::Fill::Normal;
+    stored.push_back(at);
+    manifest.weights.push_back(std::move(entry));
+  }
+  if (filled) {
+    manifest.weightsBytes = fileBytes;
+    manifest.imageBytes = emitter.weightsBytes;
+    manifest.randomSeed = manifest.hasRandomSeed ? *emitter.randomSeed : 0;
+  }
 
   // model.so carries the plan it is compiled for, which the loader checks
   // against the manifest (moec/runtime/ArtifactABI.h, moec_artifact_plan).
@@ -262,19 +292,20 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
           error))
     return fail(error);
 
-  uint64_t total = emitter.weightsBytes;
   if (!options.externalWeights &&
       !writeFile(
           staging + "/" + rt::artifact::kWeightsFile,
           [&](llvm::raw_ostream &os) {
             char header[rt::artifact::kWeightsHeaderBytes];
-            rt::artifact::writeWeightsHeader(emitter.weights.size(), total, header);
+            rt::artifact::writeWeightsHeader(storedCount, fileBytes, header);
             os.write(header, sizeof(header));
             uint64_t at = rt::artifact::kWeightsHeaderBytes;
-            for (const WeightEntry &weight : emitter.weights) {
-              os.write_zeros(weight.offset - at);
+            for (auto [weight, place] : llvm::zip_equal(emitter.weights, stored)) {
+              if (weight.fill != WeightEntry::Fill::Stored)
+                continue;
+              os.write_zeros(place - at);
               os.write(weight.bytes.data(), weight.bytes.size());
-              at = weight.offset + weight.size;
+              at = place + weight.size;
             }
           },
           error))

@@ -175,8 +175,10 @@ void CpuPrinter::assemble(llvm::raw_ostream &os) {
        << "                 ? static_cast<int32_t>(ids[i]) : -1;\n}\n";
   os << "} // namespace\n\n"
      << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
+     << "// The loader hands a CPU model its weight image, filled at load or not.\n"
      << "MOEC_EXPORT int moec_artifact_create(unsigned threads, const unsigned char *, uint64_t,\n"
-     << "                                     void **state, char *error, size_t errorBytes) {\n"
+     << "                                     const moec_weight_plan *, void **state, char *error,\n"
+     << "                                     size_t errorBytes) {\n"
      << "  try {\n    *state = new State(threads);\n    return 0;\n  } catch (...) {\n"
      << "    return fail(\"" << (model ? "cannot create the thread pool and the KV cache"
                                        : "cannot create the thread pool")

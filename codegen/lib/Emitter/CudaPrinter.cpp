@@ -470,14 +470,15 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << (model ? "  DeviceKVCache cache;\n  DeviceGenerator generator;\n" : "")
      << "  size_t sortOffset[" << std::max<uint64_t>(sorts, 1) << "] = {}, sortBytes["
      << std::max<uint64_t>(sorts, 1) << "] = {};\n};\n\n"
-     << "Status create(State &state, const unsigned char *weights, uint64_t weightsBytes) {\n"
+     << "Status create(State &state, const unsigned char *weights, uint64_t weightsBytes,\n"
+     << "              const moec_weight_plan *plan) {\n"
      << "  MOEC_RETURN_IF_ERROR(requireDevice());\n"
      << "  uint64_t total = kPlannedBytes;\n"
      << "  for (uint64_t i = 0; i < " << sorts << "; ++i) {\n"
      << "    MOEC_RETURN_IF_ERROR(sortWorkspaceBytes(kSortSlots[i], state.sortBytes[i]));\n"
      << "    state.sortOffset[i] = total - kPlannedBytes;\n"
      << "    total += (state.sortBytes[i] + 255) / 256 * 256;\n  }\n"
-     << "  MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total));\n";
+     << "  MOEC_RETURN_IF_ERROR(state.model.create(weights, weightsBytes, total, plan));\n";
   if (model) {
     // The KV cache: moe-plan-kv-cache's size, one slot per attention op, its
     // rows in the element type moe-cast-model-bf16 chose.
@@ -531,12 +532,12 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "} // namespace\n\n"
      << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
      << "MOEC_EXPORT int moec_artifact_create(unsigned, const unsigned char *weights,\n"
-     << "                                     uint64_t weightsBytes, void **state, char *error,\n"
-     << "                                     size_t errorBytes) {\n"
+     << "                                     uint64_t weightsBytes, const moec_weight_plan *plan,\n"
+     << "                                     void **state, char *error, size_t errorBytes) {\n"
      << "  auto *created = new (std::nothrow) State;\n"
      << "  if (!created)\n"
      << "    return reportStatus(Status::error(\"out of memory\"), error, errorBytes);\n"
-     << "  Status status = create(*created, weights, weightsBytes);\n"
+     << "  Status status = create(*created, weights, weightsBytes, plan);\n"
      << "  if (!status) {\n    delete created;\n"
      << "    return reportStatus(status.withContext(\"creating the CUDA model\"), error, errorBytes);\n"
      << "  }\n  *state = created;\n  return 0;\n}\n\n"

@@ -245,6 +245,14 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   auto type = cast<RankedTensorType>(value.getType());
   std::shared_ptr<std::vector<char>> expanded;
   std::optional<ArrayRef<char>> bytes;
+  // Weights filled at load: a normal or a splat is a fill, not bytes.
+  if (result.randomSeed) {
+    FailureOr<WeightEntry> filled = fillOf(op, value, role);
+    if (failed(filled))
+      return failure();
+    if (filled->fill != WeightEntry::Fill::Stored)
+      return &placeWeight(value, std::move(*filled), values[value]);
+  }
   if (externalWeights) {
     if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
       return LogicalResult(unsupported(op, role + " is a constant of no static size"));
@@ -261,6 +269,42 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
                                      (type.getElementTypeBitWidth() / 8)
                                : entry.bytes.size();
   return &placeWeight(value, std::move(entry), values[value]);
+}
+
+FailureOr<WeightEntry> Emitter::fillOf(Operation *op, Value value, StringRef role) {
+  WeightEntry entry;
+  auto type = cast<RankedTensorType>(value.getType());
+  Operation *def = value.getDefiningOp();
+  auto constant = dyn_cast<arith::ConstantOp>(def);
+  auto splat = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  // A normal's placeholder (a splat, or a resource without data) is never read.
+  auto deviation = def->getAttrOfType<FloatAttr>(kRandomNormalAttr);
+  if (!deviation && !(splat && splat.isSplat()))
+    return entry; // stored: its bytes, as in any artifact
+  Type element = type.getElementType();
+  if (!type.hasStaticShape() || !(element.isF32() || element.isBF16() ||
+                                  isa<Float8E4M3FNType>(element))) {
+    if (!deviation)
+      return entry; // an integer splat: expanded and stored
+    return LogicalResult(unsupported(op, role + " is a random weight of type " +
+                                       llvm::formatv("{0}", type).str() +
+                                       "; weights filled at load are f32, bf16 or f8E4M3FN of "
+                                       "static shape"));
+  }
+  entry.size = static_cast<uint64_t>(type.getNumElements()) * (type.getElementTypeBitWidth() / 8);
+  if (deviation) {
+    entry.fill = WeightEntry::Fill::Normal;
+    entry.value = static_cast<float>(deviation.getValueAsDouble());
+    if (!std::isfinite(entry.value) || entry.value < 0)
+      return LogicalResult(unsupported(op, role + "'s " + kRandomNormalAttr +
+                                         " is not a finite deviation >= 0"));
+  } else {
+    entry.fill = WeightEntry::Fill::Constant;
+    entry.value = *decodeAsFloat(element, splat.getRawData(), 0);
+    if (!std::isfinite(entry.value))
+      return entry; // a NaN or infinite splat: stored as it is
+  }
+  return entry;
 }
 
 ValueInfo &Emitter::placeWeight(Value value, WeightEntry entry, ValueInfo &info) {

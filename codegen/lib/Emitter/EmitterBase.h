@@ -20,6 +20,7 @@
 
 #include "moec/Codegen/Emitter.h"
 #include "moec/Dialect/MoE/MoEOps.h"
+#include "moec/Dialect/Utils/ConstantData.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,6 +77,9 @@ public:
       : function(function), maxTokens(options.maxTokens),
         externalWeights(options.externalWeights) {
     result.weightsBytes = kWeightsHeaderBytes;
+    if (auto module = function->getParentOfType<mlir::ModuleOp>())
+      if (auto seed = module->getAttrOfType<mlir::IntegerAttr>(kRandomSeedAttr))
+        result.randomSeed = seed.getValue().getZExtValue();
   }
   virtual ~Emitter() = default;
 
@@ -229,6 +233,10 @@ protected:
   /// Places `entry` (its bytes and size filled in) at weights.bin's next
   /// aligned offset and declares the constant `value`'s pointer into `info`.
   ValueInfo &placeWeight(mlir::Value value, WeightEntry entry, ValueInfo &info);
+  /// In a module whose weights are filled at load: how constant `value` is
+  /// (a normal, a splat's constant, or stored: Fill::Stored, size unset).
+  mlir::FailureOr<WeightEntry> fillOf(mlir::Operation *op, mlir::Value value,
+                                      llvm::StringRef role);
   std::string optionalOperand(mlir::Operation *op, mlir::Value value, mlir::StringRef role,
                               bool &failed);
   mlir::FailureOr<ValueInfo *> define(mlir::Operation *op, mlir::Value result,

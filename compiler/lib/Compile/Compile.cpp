@@ -119,7 +119,27 @@ OwningOpRef<ModuleOp> readModel(std::unique_ptr<llvm::MemoryBuffer> &input,
 
 } // namespace
 
+std::optional<uint64_t> moec::randomSeedOf(const CompileOptions &options) {
+  if (!options.randomWeights)
+    return std::nullopt;
+  uint64_t seed = 0;
+  if (!options.randomWeights->empty() && llvm::StringRef(*options.randomWeights).getAsInteger(10, seed))
+    return std::nullopt;
+  return seed;
+}
+
 llvm::Error moec::validate(const CompileOptions &options) {
+  if (options.randomWeights) {
+    if (!randomSeedOf(options))
+      return fail("--random-weights='" + *options.randomWeights +
+                  "': SEED must be a decimal integer in [0, 2^64)");
+    if (!checkpoint::isCheckpointDirectory(options.inputPath))
+      return fail("--random-weights needs a checkpoint directory (one holding config.json), "
+                  "not '" + options.inputPath + "'");
+    if (options.weights == "external")
+      return fail("--random-weights fills the weights at load; --weights=external is for "
+                  "weights filled elsewhere");
+  }
   std::optional<Phase> phase = requestedPhase(options);
   if (!phase) {
     if (options.compileTo == "codegen")
@@ -197,7 +217,9 @@ llvm::Error moec::compile(const CompileOptions &options, MLIRContext &context,
   std::unique_ptr<llvm::MemoryBuffer> input;
   OwningOpRef<ModuleOp> module;
   if (checkpoint::isCheckpointDirectory(options.inputPath)) {
-    module = checkpoint::importCheckpoint(options.inputPath, context);
+    checkpoint::ImportOptions import;
+    import.randomSeed = randomSeedOf(options);
+    module = checkpoint::importCheckpoint(options.inputPath, context, import);
   } else {
     input = openInputFile(options.inputPath, &error);
     if (!input)

@@ -69,6 +69,12 @@ struct CompileCLOptions {
                "writes one executable -o FILE that runs the model with moec-run's flags; 'mlir' "
                "prints the planned IR the target's printer reads (-o FILE, default stdout)"),
       cl::init("artifact")};
+  Flag<std::string> randomWeights{
+      "random-weights", cl::ValueOptional, cl::value_desc("SEED"),
+      cl::desc("a checkpoint directory: read config.json alone and fill every weight at load "
+               "(random normals of initializer_range, ones, zeros; docs/artifact.md) from "
+               "SEED (default 0); for benchmarks of real shapes without their weights"),
+      cl::init("")};
   Flag<std::string> expertWeights{
       "expert-weights",
       cl::desc("with --target=cuda: 'f32' (default) or 'bf16' (grouped matmul weights stored "
@@ -132,6 +138,7 @@ moec::CompileOptions moec::compileOptionsFromCL() {
   options.weights = given(flags.weights);
   options.emit = given(flags.emit);
   options.expertWeights = given(flags.expertWeights);
+  options.randomWeights = given(flags.randomWeights);
   options.expertOutputs = given(flags.expertOutputs);
   options.precision = given(flags.precision);
   options.kvCache = given(flags.kvCache);

@@ -359,6 +359,14 @@ Error Checkpoint::addShard(std::string fileName, std::string path, uint64_t size
   return Error::success();
 }
 
+Expected<llvm::json::Object> moec::checkpoint::readConfigFile(StringRef dir) {
+  if (!llvm::sys::fs::is_directory(dir))
+    return fail(llvm::formatv("{0}: not a checkpoint directory", dir));
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, "config.json");
+  return readJsonFile(path);
+}
+
 Expected<std::unique_ptr<Checkpoint>> Checkpoint::open(StringRef dir) {
   auto join = [&](StringRef name) {
     llvm::SmallString<256> path(dir);
@@ -390,7 +398,9 @@ Expected<std::unique_ptr<Checkpoint>> Checkpoint::open(StringRef dir) {
 
   std::string indexPath = join(kIndexFile);
   if (!llvm::sys::fs::exists(indexPath))
-    return fail(llvm::formatv("{0}: holds neither {1} nor {2}", dir, kSingleFile, kIndexFile));
+    return fail(llvm::formatv("{0}: holds neither {1} nor {2} (a config.json alone compiles "
+                              "with --random-weights, weights filled at load)",
+                              dir, kSingleFile, kIndexFile));
   Expected<llvm::json::Object> index = readJsonFile(indexPath);
   if (!index)
     return index.takeError();

@@ -52,7 +52,7 @@ Status DeviceModel::releaseCaller(cudaStream_t caller) {
 }
 
 Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
-                           uint64_t workspaceBytes) {
+                           uint64_t workspaceBytes, const moec_weight_plan *plan) {
   MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   MOEC_CUDA_TRY(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
@@ -64,10 +64,15 @@ Status DeviceModel::create(const unsigned char *weights, uint64_t weightsBytes,
   detail::noteStream(stream_);
   detail::noteStream(side_);
   MOEC_RETURN_IF_ERROR(faultPlanFromEnvironment(fault_));
-  MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(weightsBytes, weights_).withContext(
-      "allocating " + std::to_string(weightsBytes) + " bytes of device memory for the weights"));
-  MOEC_RETURN_IF_ERROR(uploadThroughPinned(weights, weightsBytes, weights_.data())
-                           .withContext("uploading the weights"));
+  uint64_t imageBytes = plan ? plan->image_bytes : weightsBytes;
+  MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(imageBytes, weights_).withContext(
+      "allocating " + std::to_string(imageBytes) + " bytes of device memory for the weights"));
+  if (plan)
+    MOEC_RETURN_IF_ERROR(buildWeightImage(*plan, weights, weights_.dataAs<unsigned char>(), stream_)
+                             .withContext("filling the weights on the device"));
+  else
+    MOEC_RETURN_IF_ERROR(uploadThroughPinned(weights, weightsBytes, weights_.data())
+                             .withContext("uploading the weights"));
   MOEC_RETURN_IF_ERROR(DeviceBuffer::allocate(workspaceBytes, workspace_).withContext(
       "allocating the device workspace of " + std::to_string(workspaceBytes) + " bytes"));
   // MOEC_POISON_WORKSPACE=1: every workspace byte 0xFF (a NaN in f32 and bf16)

@@ -58,13 +58,33 @@ def raw_edits(text):
     yield "".join(l for l in lines if not l.startswith("weights "))
     yield text + text
     yield text.replace("\n", "\r\n")
+    # Weights filled at load (--random-weights): each new field broken.
+    if "weights_image" in text:
+        yield text.replace(" normal ", " gaussian ", 1)
+        yield text.replace(" normal ", " constant ", 1)
+        yield text.replace(" constant 0x1p+0", " constant nan", 1)
+        yield text.replace(" stored ", " stored 9", 1)
+        yield "".join(l for l in lines if not l.startswith("random_seed "))
+        yield "".join(l for l in lines if not l.startswith("weights_image "))
+        yield "".join(l.rsplit(" ", 2)[0] + "\n" if l.startswith("weight ") else l for l in lines)
 
 
 def small_manifest(weights_bytes):
     return rehash(
-        "moec-artifact 3\ntarget cpu\nlibrary model.so\n"
+        "moec-artifact 4\ntarget cpu\nlibrary model.so\n"
         f"weights weights.bin {weights_bytes}\nworkspace_bytes 4096\nmax_tokens 16\n"
         "input x f32 [-1,4]\noutput y f32 [-1,4]\nweight w f32 [4,4] 256 64\n"
+        "library_hash 0123456789abcdef\nweights_sample_hash -\nweights_hash -\n"
+    ).encode()
+
+
+def small_random_manifest(weights_bytes):
+    return rehash(
+        "moec-artifact 4\ntarget cpu\nlibrary model.so\n"
+        f"weights weights.bin {weights_bytes}\nweights_image 1024\nrandom_seed 7\n"
+        "workspace_bytes 4096\nmax_tokens 16\n"
+        "input x f32 [-1,4]\noutput y f32 [-1,4]\nweight w f32 [4,4] 256 64 normal 0x1p-6\n"
+        "weight b f32 [4] 512 16 constant 0x0p+0\nweight r f32 [4] 768 16 stored 256\n"
         "library_hash 0123456789abcdef\nweights_sample_hash -\nweights_hash -\n"
     ).encode()
 
@@ -89,7 +109,9 @@ def main():
     save(out, good)
     save(out, bundle(small_manifest(320), version=2))
     save(out, bundle(small_manifest(640)))            # manifest and file disagree
-    save(out, bundle(b"moec-artifact 3\ntarget gpu9\n"))
+    save(out, bundle(small_random_manifest(320)))     # weights filled at load
+    save(out, bundle(small_random_manifest(256)))     # a stored weight outside the file
+    save(out, bundle(b"moec-artifact 4\ntarget gpu9\n"))
     save(out, good[:-100] + good[-64:])                # a part cut out
     save(out, good[1:])                                # offsets off by one
     save(out, b"\0" * 100 + good[-64:])                # trailer only

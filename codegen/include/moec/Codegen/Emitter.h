@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ struct WeightEntry {
   std::shared_ptr<std::vector<char>> expanded;
   /// The size in weights.bin; `bytes` is empty for external weights.
   uint64_t size = 0;
+  /// In a module whose weights are filled at load (moec.random_seed): stored
+  /// (`bytes`), every element `value` (a splat), or `value` times a normal
+  /// (moec.random_normal); `bytes` is empty for the latter two.
+  enum class Fill { Stored, Constant, Normal } fill = Fill::Stored;
+  float value = 0;
 };
 
 /// What the printers need to know beyond the module.
@@ -73,6 +79,8 @@ struct EmittedModule {
   uint64_t weightsBytes = 0;
   /// A whole model's KV cache (moe.kv_cache), 0 for a block.
   int64_t maxBatch = 0, maxSeq = 0;
+  /// The module's moec.random_seed: its weights are filled at load.
+  std::optional<uint64_t> randomSeed;
 };
 
 /// Prints the module's one function for `target`. Problems are reported as

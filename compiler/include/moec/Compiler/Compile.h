@@ -67,6 +67,9 @@ struct CompileOptions {
   std::optional<std::string> emit;
   /// --expert-weights: f32 (default) or bf16 (cuda only).
   std::optional<std::string> expertWeights;
+  /// --random-weights[=SEED]: the flag's text ("" without a value: seed 0);
+  /// a checkpoint directory's config.json alone, its weights filled at load.
+  std::optional<std::string> randomWeights;
   /// --expert-outputs: f32 (default) or bf16 (cuda with bf16 expert weights).
   std::optional<std::string> expertOutputs;
   /// --precision: a whole model's storage on cuda, bf16 (default there) or
@@ -80,6 +83,9 @@ struct CompileOptions {
 /// Checks the options as `moec compile` does before reading the model; the
 /// error's message is the one moec prints after "moec: ".
 llvm::Error validate(const CompileOptions &options);
+
+/// --random-weights' seed (validated options), if the flag was given.
+std::optional<uint64_t> randomSeedOf(const CompileOptions &options);
 
 /// The pipeline that `options` (validated) runs: with a target, its codegen
 /// policy too (bf16 storage, legalisation, for CUDA the stream plan).

@@ -34,6 +34,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -44,10 +45,21 @@ namespace moe = moec::moe;
 namespace moec::checkpoint {
 namespace {
 
-/// A tensor of the checkpoint as f32 values, row-major.
+/// How a weight of a random model (--random-weights) is filled at load:
+/// every element `value`, or a normal of deviation `value`.
+struct Fill {
+  bool normal = false;
+  double value = 0;
+  bool operator==(const Fill &) const = default;
+};
+
+/// A tensor of the checkpoint as f32 values, row-major; or, for a random
+/// model, only its shape and fill (`data` empty): a placeholder that is never
+/// materialised.
 struct Tensor {
   SmallVector<int64_t> shape;
   std::vector<float> data;
+  std::optional<Fill> fill;
 };
 
 float bf16ToFloat(uint16_t bits) {
@@ -103,10 +115,12 @@ struct FP8Weight {
 
 class Builder {
 public:
-  Builder(Checkpoint &checkpoint, const ModelConfig &config, MLIRContext &context,
-          StringRef dir)
+  /// `checkpoint` null: a random model (ImportOptions::randomSeed), whose
+  /// weights are placeholders of deviation `initializerRange`.
+  Builder(Checkpoint *checkpoint, const ModelConfig &config, MLIRContext &context,
+          StringRef dir, double initializerRange)
       : checkpoint(checkpoint), config(config), context(context), builder(&context),
-        dir(dir.str()) {}
+        dir(dir.str()), initializerRange(initializerRange) {}
 
   OwningOpRef<ModuleOp> build();
 
@@ -126,17 +140,30 @@ private:
     emitError(locFor(name)) << "tensor '" << name << "' " << why;
   }
 
-  bool has(StringRef name) { return checkpoint.has(name); }
+  bool has(StringRef name) { return checkpoint && checkpoint->has(name); }
+
+  /// A random model's weight `name`: what transformers' _init_weights gives
+  /// (a normal of initializer_range for matrices, embeddings, routers and
+  /// experts; ones for RMSNorm weights), and zeros where a bias-like tensor
+  /// is better neutral (biases, gpt-oss's sinks, DeepSeek's
+  /// e_score_correction_bias).
+  Fill randomFill(StringRef name) const {
+    if (name.ends_with("norm.weight"))
+      return {false, 1.0};
+    if (name.ends_with("bias") || name.ends_with("sinks"))
+      return {false, 0.0};
+    return {true, initializerRange};
+  }
 
   /// Tensor `name`, checked to have shape `shape`, or nullopt after an error.
   std::optional<TensorView> view(StringRef name, ArrayRef<int64_t> shape) {
     if (failedOnce)
       return std::nullopt;
-    if (!checkpoint.has(name)) {
+    if (!has(name)) {
       error(name, "is missing (the " + familyName(config.family) + " layout needs it)");
       return std::nullopt;
     }
-    llvm::Expected<TensorView> view = checkpoint.tensor(name);
+    llvm::Expected<TensorView> view = checkpoint->tensor(name);
     if (!view) {
       error(name, "cannot be read: " + llvm::toString(view.takeError()));
       return std::nullopt;
@@ -211,8 +238,14 @@ private:
     return decode(tensor);
   }
 
-  /// Tensor `name` of shape `shape` as f32, or nullopt after an error.
+  /// Tensor `name` of shape `shape` as f32, or nullopt after an error; a
+  /// random model's placeholder.
   std::optional<Tensor> read(StringRef name, ArrayRef<int64_t> shape) {
+    if (!checkpoint) {
+      if (failedOnce)
+        return std::nullopt;
+      return Tensor{SmallVector<int64_t>(shape), {}, randomFill(name)};
+    }
     std::optional<TensorView> tensor = view(name, shape);
     return tensor ? values(*tensor) : std::nullopt;
   }
@@ -251,7 +284,7 @@ private:
                            blocks);
       return std::nullopt;
     }
-    llvm::Expected<TensorView> scaleView = checkpoint.tensor(scaleName);
+    llvm::Expected<TensorView> scaleView = checkpoint->tensor(scaleName);
     if (!scaleView) {
       error(scaleName, "cannot be read: " + llvm::toString(scaleView.takeError()));
       return std::nullopt;
@@ -312,7 +345,7 @@ private:
 
   /// A progress line on large checkpoints, every 10 %.
   void progress() {
-    uint64_t total = checkpoint.totalBytes();
+    uint64_t total = checkpoint->totalBytes();
     if (total < (uint64_t{1} << 30))
       return;
     unsigned tenth = static_cast<unsigned>(bytesRead * 10 / total);
@@ -323,9 +356,35 @@ private:
                  << " MiB of " << dir << "\n";
   }
 
-  /// An arith.constant holding `tensor` (f32).
+  /// An arith.constant holding `tensor` (f32). A placeholder is a splat
+  /// (never materialised: a 60 GB model compiles in seconds), named
+  /// (moec.name) and, for a normal, marked with its deviation
+  /// (moec.random_normal; ConstantData.h).
   Value constant(const Tensor &tensor, StringRef name) {
     auto type = RankedTensorType::get(tensor.shape, builder.getF32Type());
+    if (tensor.fill) {
+      // A normal's placeholder value is its own: constant folding merges equal
+      // constants whatever their names (the greedy driver's folder compares
+      // values), which would make two weights one. Distinct bf16 values from
+      // 2^16 up (2^16, 2^16 + 2^9, ...: no real constant fill) stay distinct
+      // when moe-cast-experts-bf16 rounds them.
+      if (tensor.fill->normal && randomWeights >= kMaxRandomWeights) {
+        error(name, "is random weight number " + std::to_string(randomWeights) +
+                        "; a random model has at most " + std::to_string(kMaxRandomWeights));
+        return Value();
+      }
+      float splat = static_cast<float>(tensor.fill->value);
+      if (tensor.fill->normal) {
+        uint32_t bits = (0x4780u + static_cast<uint32_t>(randomWeights++)) << 16;
+        std::memcpy(&splat, &bits, 4);
+      }
+      auto op = arith::ConstantOp::create(builder, locFor(name),
+                                          DenseElementsAttr::get(type, splat));
+      op->setAttr("moec.name", builder.getStringAttr(name));
+      if (tensor.fill->normal)
+        op->setAttr(kRandomNormalAttr, builder.getF64FloatAttr(tensor.fill->value));
+      return op.getResult();
+    }
     ArrayRef<char> bytes(reinterpret_cast<const char *>(tensor.data.data()),
                          tensor.data.size() * sizeof(float));
     return makeConstant(builder, locFor(name), type, bytes, name);
@@ -341,6 +400,9 @@ private:
     int64_t columns = tensor.shape[1];
     Tensor out;
     out.shape = {end - begin, columns};
+    out.fill = tensor.fill;
+    if (tensor.fill)
+      return out;
     out.data.assign(tensor.data.begin() + begin * columns, tensor.data.begin() + end * columns);
     return out;
   }
@@ -349,8 +411,11 @@ private:
   static Tensor stack(ArrayRef<const Tensor *> parts) {
     Tensor out;
     out.shape = {0, parts.front()->shape.back()};
+    // Placeholders stack into one (the importer stacks like with like).
+    out.fill = parts.front()->fill;
     for (const Tensor *part : parts) {
       out.shape[0] += part->shape[0];
+      assert(part->fill == out.fill && "stacking a placeholder with another kind");
       out.data.insert(out.data.end(), part->data.begin(), part->data.end());
     }
     return out;
@@ -361,6 +426,9 @@ private:
     int64_t e = tensor.shape[0], a = tensor.shape[1], b = tensor.shape[2];
     Tensor out;
     out.shape = {e, b, a};
+    out.fill = tensor.fill;
+    if (tensor.fill)
+      return out;
     out.data.resize(tensor.data.size());
     for (int64_t x = 0; x < e; ++x)
       for (int64_t i = 0; i < a; ++i)
@@ -484,11 +552,16 @@ private:
   /// block scales (null for an f32 weight).
   std::pair<Value, Value> expertConstants(const ExpertWeight &weight, StringRef name);
 
-  Checkpoint &checkpoint;
+  Checkpoint *checkpoint;
   const ModelConfig &config;
   MLIRContext &context;
   OpBuilder builder;
   std::string dir;
+  double initializerRange;
+  /// Random weights placed so far; their placeholders' distinct values are
+  /// the finite bf16 numbers from 2^16 up.
+  int64_t randomWeights = 0;
+  static constexpr int64_t kMaxRandomWeights = 0x7F80 - 0x4780;
   Value positions, sequences, invFreq;
   double ropeScale = 1.0;
   bool failedOnce = false;
@@ -614,6 +687,13 @@ std::optional<Builder::ExpertWeight> Builder::experts(StringRef prefix, StringRe
   int64_t count = config.numExperts;
   std::string fusedName = (prefix + fused).str();
   ExpertWeight out;
+  if (!checkpoint) { // a random model: f32 placeholders, whatever the checkpoint's format
+    std::optional<Tensor> placeholder = read(fusedName, {count, rows, columns});
+    if (!placeholder)
+      return std::nullopt;
+    out.values = std::move(*placeholder);
+    return out;
+  }
   if (has(fusedName)) {
     std::optional<TensorView> tensor = view(fusedName, {count, rows, columns});
     if (!tensor)
@@ -716,7 +796,7 @@ Value Builder::moeBlock(Value x, int64_t layer) {
     for (StringRef name : {StringRef(fusedName), StringRef(fusedDownName)}) {
       if (!has(name))
         continue;
-      llvm::Expected<TensorView> tensor = checkpoint.tensor(name);
+      llvm::Expected<TensorView> tensor = checkpoint->tensor(name);
       if (!tensor)
         llvm::consumeError(tensor.takeError()); // read() below names it
       else if (tensor->dtype == DType::F8E4M3)
@@ -838,28 +918,59 @@ bool isCheckpointDirectory(StringRef path) {
   return llvm::sys::fs::is_directory(path) && llvm::sys::fs::exists(config);
 }
 
-OwningOpRef<ModuleOp> importCheckpoint(StringRef dir, MLIRContext &context) {
+OwningOpRef<ModuleOp> importCheckpoint(StringRef dir, MLIRContext &context,
+                                       const ImportOptions &options) {
   context.loadDialect<moe::MoEDialect, arith::ArithDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(&context, dir, 0, 0);
-  llvm::Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(dir);
-  if (!checkpoint) {
-    emitError(loc) << llvm::toString(checkpoint.takeError());
-    return nullptr;
+  // A random model reads config.json alone; safetensors, if any, are ignored.
+  std::unique_ptr<Checkpoint> checkpoint;
+  llvm::json::Object json;
+  if (options.randomSeed) {
+    llvm::Expected<llvm::json::Object> read = readConfigFile(dir);
+    if (!read) {
+      emitError(loc) << llvm::toString(read.takeError());
+      return nullptr;
+    }
+    json = std::move(*read);
+  } else {
+    llvm::Expected<std::unique_ptr<Checkpoint>> opened = Checkpoint::open(dir);
+    if (!opened) {
+      emitError(loc) << llvm::toString(opened.takeError());
+      return nullptr;
+    }
+    checkpoint = std::move(*opened);
   }
-  llvm::Expected<ModelConfig> config = parseConfig((*checkpoint)->config());
+  const llvm::json::Object &object = checkpoint ? checkpoint->config() : json;
+  llvm::Expected<ModelConfig> config = parseConfig(object);
   if (!config) {
     // The reader's messages start with "config.json: ".
     emitError(loc) << llvm::toString(config.takeError());
     return nullptr;
   }
-  if (config->quantization && *config->quantization != "fp8") {
+  // The checkpoint's storage format does not matter to a random model.
+  if (checkpoint && config->quantization && *config->quantization != "fp8") {
     emitError(loc) << "config.json: quantization_config '" << *config->quantization
                    << "' checkpoints are not imported yet (MXFP4 experts come with their "
                       "own issue; fp8 ones are)";
     return nullptr;
   }
-  Builder builder(**checkpoint, *config, context, dir);
-  return builder.build();
+  // transformers' _init_weights: normal(0, initializer_range), 0.02 by default.
+  double range = 0.02;
+  if (const llvm::json::Value *given = object.get("initializer_range")) {
+    std::optional<double> number = given->getAsNumber();
+    if (!number || !std::isfinite(*number) || *number < 0 || *number > 1e6) {
+      emitError(loc) << "config.json: 'initializer_range' must be a number in [0, 1e6]";
+      return nullptr;
+    }
+    range = *number;
+  }
+  Builder builder(checkpoint.get(), *config, context, dir, range);
+  OwningOpRef<ModuleOp> module = builder.build();
+  if (module && options.randomSeed)
+    (*module)->setAttr(kRandomSeedAttr,
+                       IntegerAttr::get(IntegerType::get(&context, 64, IntegerType::Unsigned),
+                                        *options.randomSeed));
+  return module;
 }
 
 } // namespace moec::checkpoint

@@ -21,6 +21,39 @@
 // and return nonzero. A CUDA artifact's message names the CUDA call and its
 // reason (moec/runtime/Cuda.h).
 extern "C" {
+/// How one weight of the weight image is filled at load (docs/artifact.md,
+/// "Weights filled at load"): the loader's reading of a manifest weight line.
+/// The generated code addresses the image; weights.bin holds only the stored
+/// weights.
+enum moec_weight_fill_kind : int32_t {
+  MOEC_FILL_STORED = 0,   ///< `count` elements at byte `source` of weights.bin
+  MOEC_FILL_CONSTANT = 1, ///< every element `value`
+  MOEC_FILL_NORMAL = 2,   ///< element i: `value` * the generator's normal (seed, stream, i)
+};
+/// The stored element type of a filled weight.
+enum moec_weight_fill_dtype : int32_t {
+  MOEC_FILL_F32 = 0,
+  MOEC_FILL_BF16 = 1, ///< f32 rounded to nearest even
+  MOEC_FILL_E4M3 = 2, ///< f32 rounded to nearest even, saturating at +-448
+};
+struct moec_weight_fill {
+  uint64_t offset; ///< bytes into the image (256-byte aligned)
+  uint64_t count;  ///< elements (MOEC_FILL_STORED: bytes)
+  uint64_t source; ///< MOEC_FILL_STORED: bytes into weights.bin
+  uint64_t stream; ///< MOEC_FILL_NORMAL: the generator's stream (the weight's name, hashed)
+  float value;     ///< MOEC_FILL_CONSTANT: the value; MOEC_FILL_NORMAL: the standard deviation
+  int32_t kind;    ///< moec_weight_fill_kind
+  int32_t dtype;   ///< moec_weight_fill_dtype (MOEC_FILL_STORED: unused)
+  int32_t reserved;
+};
+/// The weight image of an artifact whose manifest fills weights at load.
+struct moec_weight_plan {
+  uint64_t image_bytes; ///< the image the generated code addresses (zeros between weights)
+  uint64_t seed;        ///< the manifest's random_seed
+  const moec_weight_fill *fills;
+  size_t num_fills;
+};
+
 /// MOEC_ARTIFACT_ABI_VERSION of the code generator that wrote the library.
 using moec_artifact_abi_version_fn = int (*)();
 /// The plan the library was compiled for: moec::rt::artifact::printPlan of its
@@ -30,10 +63,14 @@ using moec_artifact_plan_fn = const char *(*)();
 /// Creates the model's state in `*state`: a CPU artifact's thread pool
 /// (`threads` workers, 0 for the hardware's concurrency); a CUDA artifact's
 /// stream, device workspace and its copy of the weights (`weights`: weights.bin
-/// as mapped, `weights_bytes` long), uploaded here once.
+/// as mapped, `weights_bytes` long), uploaded here once. `plan` is null when
+/// `weights` is the image the code addresses; else (CUDA artifacts whose
+/// weights are filled at load) the image is built on the device from the
+/// stored bytes in `weights` and the plan's fills. A CPU artifact is always
+/// given the image (the loader builds it on the host).
 using moec_artifact_create_fn = int (*)(unsigned threads, const unsigned char *weights,
-                                        uint64_t weights_bytes, void **state, char *error,
-                                        size_t error_bytes);
+                                        uint64_t weights_bytes, const moec_weight_plan *plan,
+                                        void **state, char *error, size_t error_bytes);
 using moec_artifact_destroy_fn = void (*)(void *state);
 /// Runs the function once. `weights` is weights.bin as mapped (64-byte
 /// aligned base), `inputs`/`outputs` (host memory) follow the manifest's order,

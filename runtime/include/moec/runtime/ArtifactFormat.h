@@ -28,7 +28,7 @@ inline constexpr const char *kLibraryFile = "model.so";
 
 /// manifest.txt's first line is "moec-artifact VERSION".
 inline constexpr const char *kManifestMagic = "moec-artifact";
-inline constexpr int kManifestVersion = 3;
+inline constexpr int kManifestVersion = 4;
 
 /// The largest token count an artifact may be planned for: with top-k up to 16
 /// the slot count stays far below 2^31, which the kernels index in int32.
@@ -53,13 +53,22 @@ struct TensorEntry {
   std::vector<int64_t> shape;
 };
 
-/// A weight tensor's place in weights.bin; informational for the loader (the
-/// generated code holds the offsets), read by tools that fill weights.bin
-/// (bench/write_weights.py). dtype adds "bf16", "f8e4m3" to TensorEntry's.
+/// A weight tensor's place in the weight image the generated code addresses:
+/// weights.bin itself, or, in a manifest with `weights_image`, an image the
+/// loader builds from the weights' fills. The offsets are informational for
+/// the loader of a plain artifact (the generated code holds them) and read by
+/// tools that fill weights.bin (bench/write_weights.py). dtype adds "bf16",
+/// "f8e4m3" to TensorEntry's.
 struct WeightEntry {
   std::string name, dtype;
   std::vector<int64_t> shape;
   uint64_t offset = 0, bytes = 0;
+  /// With `weights_image` only (a plain manifest's weights are stored at
+  /// `offset` of weights.bin): stored at byte `source` of weights.bin; every
+  /// element `value`; or `value` times a standard normal (WeightFill.h).
+  enum class Fill { Stored, Constant, Normal } fill = Fill::Stored;
+  uint64_t source = 0;
+  float value = 0;
 };
 
 struct Manifest {
@@ -73,6 +82,14 @@ struct Manifest {
   int64_t maxTokens = 0;
   /// weights.bin is laid out but not written (moec compile --weights=external).
   bool externalWeights = false;
+  /// `weights_image BYTES`: the weights are filled at load (moec compile
+  /// --random-weights) into an image of this size, which the generated code
+  /// addresses; weights.bin holds only the stored ones. 0: weights.bin is the
+  /// image.
+  uint64_t imageBytes = 0;
+  /// `random_seed SEED`: the generator's key, present with normal fills.
+  bool hasRandomSeed = false;
+  uint64_t randomSeed = 0;
   /// A whole model's KV cache (`kv_cache MAX_BATCH MAX_SEQ`; 0 for a block):
   /// the sequences a run may name and the positions each may hold. Such an
   /// artifact takes input_ids, positions and sequences and returns logits.
@@ -119,6 +136,10 @@ void writeWeightsHeader(uint64_t tensorCount, uint64_t fileBytes,
 /// (at least kWeightsHeaderBytes) against the format and the manifest's size.
 Status checkWeightsHeader(const unsigned char *header, uint64_t fileBytes,
                           const std::string &path);
+
+/// Bytes per element of a weight dtype (f32 4, bf16 2, f8e4m3 1, i32 4, i64
+/// 8), 0 for an unknown one.
+int weightDTypeBytes(std::string_view dtype);
 
 /// "[1,-1,64]" (the manifest's shape spelling) and its inverse.
 std::string printShape(const std::vector<int64_t> &shape);

@@ -18,6 +18,17 @@
 
 namespace moec {
 
+/// Weights filled at load (`moec compile --random-weights`, docs/artifact.md,
+/// "Weights filled at load"). The module's `moec.random_seed` (ui64) says its
+/// weights are filled so; there a constant with `moec.random_normal` (an f64
+/// standard deviation) is a placeholder whose elements are drawn from a
+/// normal of that deviation at load and rounded to its element type (a splat
+/// of a value no other weight has, so that constant folding never merges two,
+/// or a dense_resource without data); any other splat is the constant it
+/// says; dense constants are stored.
+inline constexpr llvm::StringLiteral kRandomSeedAttr = "moec.random_seed";
+inline constexpr llvm::StringLiteral kRandomNormalAttr = "moec.random_normal";
+
 /// The row-major bytes of `value` when it is a constant (arith.constant or
 /// onnx.Constant, dense non-splat or dense_resource) of a non-i1 element type.
 std::optional<llvm::ArrayRef<char>> getConstantBytes(mlir::Value value);

@@ -11,6 +11,7 @@
 #ifndef MOEC_RUNTIME_CUDA_ARTIFACT_H
 #define MOEC_RUNTIME_CUDA_ARTIFACT_H
 
+#include "moec/runtime/ArtifactABI.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/Status.h"
 
@@ -41,8 +42,11 @@ public:
 
   /// Creates the stream, uploads `weightsBytes` bytes of `weights` (host
   /// memory: weights.bin as mapped) and allocates `workspaceBytes` of device
-  /// workspace.
-  Status create(const unsigned char *weights, uint64_t weightsBytes, uint64_t workspaceBytes);
+  /// workspace. With a `plan` (weights filled at load), the device weights are
+  /// the plan's image instead, built on the device (buildWeightImage) from the
+  /// stored weights in `weights` and the fills.
+  Status create(const unsigned char *weights, uint64_t weightsBytes, uint64_t workspaceBytes,
+                const moec_weight_plan *plan = nullptr);
 
   cudaStream_t stream() const { return stream_; }
   /// A second stream for work that depends on the inputs only (the shared
@@ -157,6 +161,16 @@ struct UploadPlan {
 /// pinned for the process's next upload.
 Status uploadThroughPinned(const void *host, size_t bytes, void *device,
                            const UploadPlan &plan = {});
+
+/// The constant and normal fills of `plan` written into `image` (device
+/// memory of plan.image_bytes) by kernels on `stream` (WeightFill.cu); stored
+/// ones are skipped. Returns once they are queued.
+Status fillWeightsOnDevice(const moec_weight_plan &plan, unsigned char *image,
+                           cudaStream_t stream);
+/// The whole image: zeros, the stored weights copied from `stored` (host:
+/// weights.bin as mapped), the other weights filled; returns once it is built.
+Status buildWeightImage(const moec_weight_plan &plan, const unsigned char *stored,
+                        unsigned char *image, cudaStream_t stream);
 
 /// Writes `status`'s message (NUL-terminated, truncated) into `error`;
 /// returns 0 for OK, 1 otherwise: the artifact ABI's error convention.

@@ -23,15 +23,31 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <cstdint>
+#include <optional>
+
 namespace moec::checkpoint {
 
 /// Whether `path` is a directory holding config.json (a checkpoint).
 bool isCheckpointDirectory(llvm::StringRef path);
 
+struct ImportOptions {
+  /// A random model (`moec compile --random-weights[=SEED]`): only
+  /// config.json is read (safetensors, if any, are ignored), and every weight
+  /// is a placeholder splat (never materialised) that the artifact fills at
+  /// load: a normal of the config's initializer_range (default 0.02) for
+  /// matrices, embeddings, routers and experts, ones for RMSNorm weights,
+  /// zeros for biases, sinks and e_score_correction_bias; the computed
+  /// constants (rotary frequencies) are real. The module carries
+  /// moec.random_seed = SEED (moec/Dialect/Utils/ConstantData.h).
+  std::optional<uint64_t> randomSeed;
+};
+
 /// The model's step program, or null after an error diagnostic that names the
 /// file, tensor or key at fault.
 mlir::OwningOpRef<mlir::ModuleOp> importCheckpoint(llvm::StringRef dir,
-                                                   mlir::MLIRContext &context);
+                                                   mlir::MLIRContext &context,
+                                                   const ImportOptions &options = {});
 
 } // namespace moec::checkpoint
 

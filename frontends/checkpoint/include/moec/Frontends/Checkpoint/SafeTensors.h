@@ -79,6 +79,10 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 llvm::Expected<SafeTensorsHeader> parseSafeTensorsHeader(llvm::StringRef prefix, uint64_t fileSize,
                                                          llvm::StringRef fileName);
 
+/// DIR/config.json alone, parsed (an object), for a model without weights
+/// (moec compile --random-weights); errors name the file.
+llvm::Expected<llvm::json::Object> readConfigFile(llvm::StringRef dir);
+
 class Checkpoint {
 public:
   /// `dir` holds config.json and either model.safetensors or
