@@ -140,13 +140,14 @@ models)
     done
   done
   echo "== compute-sanitizer on whole-model generations"
-  for run in "mixtral memcheck" "deepseek_v3 initcheck" "qwen3_moe memcheck --temperature 1 --top-k 9"; do
-    read -r f tool flags <<<"$run"
+  for run in "mixtral memcheck artifact" "deepseek_v3 initcheck artifact" \
+    "qwen3_moe memcheck artifact --temperature 1 --top-k 9" "gpt_oss memcheck bf16"; do
+    read -r f tool art flags <<<"$run"
     # shellcheck disable=SC2086 # the flags are words
     timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5 $M/bin/moec-run \
-      $M/$f/artifact --inputs $fx/models/$f/prompt.npz --generate 4 $flags > .device/sanitize.log 2>&1
+      $M/$f/$art --inputs $fx/models/$f/prompt.npz --generate 4 $flags > .device/sanitize.log 2>&1
     rc=$?
-    echo "$tool $f generate: rc=$rc $(grep -m1 'ERROR SUMMARY' .device/sanitize.log)"
+    echo "$tool $f $art generate: rc=$rc $(grep -m1 'ERROR SUMMARY' .device/sanitize.log)"
     [[ $rc -ne 0 ]] && grep -v "Host Frame" .device/sanitize.log | head -20
     tally $rc
   done
