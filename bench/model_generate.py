@@ -29,6 +29,7 @@ moec: its artifact's own random fill at load, `moec compile --random-weights`), 
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import sys
 import time
@@ -40,6 +41,14 @@ def parse_cells(text):
         b, p = item.split(":")
         cells.append((int(b), int(p)))
     return cells
+
+
+def parse_backends(text):
+    backends = {}
+    for item in text.split(","):
+        b, impl = item.split(":")
+        backends.setdefault(int(b), []).append(impl)
+    return backends
 
 
 def gpu_info():
@@ -128,9 +137,9 @@ def run_transformers(args):
             cache.update(k, v, layer)
         return cache
 
-    impls = ["batched_mm", "grouped_mm"]
     for batch, length in args.cells:
         cell = {"batch": batch, "prompt": length}
+        impls = args.backends.get(batch, args.backends.get(0, ["batched_mm", "grouped_mm"]))
         ids = torch.randint(0, vocab, (batch, length + 1), device=DEV)
         mask = torch.ones_like(ids)
         for impl in impls:
@@ -246,10 +255,33 @@ def run_moec(args):
 
 # ----------------------------------------------------------------------------- table
 
+def step_bytes(config, batch, prompt):
+    """Bytes one decode step of `batch` sequences with `prompt` cached positions must read,
+    in moec's bf16 (experts: each touched once; with random routing an expert is touched
+    with probability 1 - (1 - k/E)^batch), the KV cache in bf16, the LM head; not the
+    embedding table (gathered). A Qwen3-MoE, Mixtral or gpt-oss config.json."""
+    c = json.load(open(os.path.join(config, "config.json")))
+    h, layers, v = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+    d = c.get("head_dim") or h // heads
+    experts = c.get("num_experts") or c.get("num_local_experts")
+    k = c["num_experts_per_tok"]
+    inter = c.get("moe_intermediate_size") or c["intermediate_size"]
+    attn = h * heads * d * 2 + h * kv * d * 2
+    expert = 3 * h * inter
+    touched = experts * (1 - (1 - k / experts) ** batch)
+    weights = layers * (attn + touched * expert + h * experts) + h * v
+    kv_cache = layers * batch * prompt * 2 * kv * d
+    return 2 * (weights + kv_cache)
+
+
 def table(args):
-    floors = dict(kv.split("=") for kv in args.floor_gb)
+    configs = dict(kv.split("=") for kv in args.configs)
     runs = [json.load(open(f)) for f in args.files]
-    lines = []
+    lines = ["Decode: ms per step of B sequences with P positions cached; the floor is the bytes "
+             "a step must read (bf16 weights touched, KV cache, LM head) at 4.25 TB/s. Prefill: "
+             "the time to the first token of B prompts of P tokens. Ratios: moec / transformers' "
+             "best backend (below 1: moec faster).", ""]
     by_model = {}
     for r in runs:
         by_model.setdefault(r["model"], {})[r["system"]] = r
@@ -257,10 +289,14 @@ def table(args):
         moec, tf = systems.get("moec"), systems.get("transformers")
         lines.append(f"### {model}\n")
         if moec:
-            lines.append(f"moec load (random fill on the GPU): {moec['load_seconds']:.2f} s\n")
-        lines.append("| B | P | moec decode ms/step | transformers best ms/step (backend) | ratio | "
-                     "moec prefill ms | transformers prefill ms | ratio |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+            lines.append(f"moec load (weights filled on the GPU): {moec['load_seconds']:.2f} s; "
+                         f"gpu: {moec.get('gpu')}\n")
+        if tf:
+            lines.append(f"transformers {tf.get('transformers')}, torch {tf.get('torch')}: model "
+                         f"built and initialised in {tf['init_seconds']:.1f} s\n")
+        lines.append("| B | P | moec ms/step | floor ms (% reached) | transformers ms/step (backend) | "
+                     "ratio | moec prefill ms | transformers prefill ms | ratio |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         cells = {(c["batch"], c["prompt"]): c for c in (moec or {"cells": []})["cells"]}
         tcells = {(c["batch"], c["prompt"]): c for c in (tf or {"cells": []})["cells"]}
         for key in sorted(set(cells) | set(tcells)):
@@ -270,16 +306,23 @@ def table(args):
             bestp = min(((t[k], k.split("_prefill")[0]) for k in t if k.endswith("_prefill_ms")),
                         default=(None, ""))
 
-            def fmt(v, d=2):
-                return "—" if v is None else f"{v:.{d}f}"
-            ratio = (m.get("decode_ms") / best[0]) if m.get("decode_ms") and best[0] else None
-            pratio = (m.get("prefill_ms") / bestp[0]) if m.get("prefill_ms") and bestp[0] else None
-            lines.append(f"| {key[0]} | {key[1]} | {fmt(m.get('decode_ms'), 3)} | "
+            def fmt(value, digits=2):
+                return "—" if value is None else f"{value:.{digits}f}"
+            ratio = (m["decode_ms"] / best[0]) if m.get("decode_ms") and best[0] else None
+            pratio = (m["prefill_ms"] / bestp[0]) if m.get("prefill_ms") and bestp[0] else None
+            floor = "—"
+            if model in configs:
+                f = step_bytes(configs[model], *key) / 4.25e9
+                floor = f"{f:.2f}" + (f" ({100 * f / m['decode_ms']:.0f} %)" if m.get("decode_ms")
+                                      else "")
+            errors = [f"{k}: {t[k]}" for k in t if k.endswith("error")] + (
+                [m["error"]] if m.get("error") else [])
+            lines.append(f"| {key[0]} | {key[1]} | {fmt(m.get('decode_ms'), 3)} | {floor} | "
                          f"{fmt(best[0])} ({best[1]}) | {fmt(ratio, 3)} | "
-                         f"{fmt(m.get('prefill_ms'), 1)} | {fmt(bestp[0], 1)} | {fmt(pratio, 3)} |")
+                         f"{fmt(m.get('prefill_ms'), 1)} | {fmt(bestp[0], 1)} ({bestp[1]}) | "
+                         f"{fmt(pratio, 3)} |" + (f" {'; '.join(errors)}" if errors else ""))
         lines.append("")
     print("\n".join(lines))
-    del floors
 
 
 def main():
@@ -296,12 +339,16 @@ def main():
     t.add_argument("config")
     t.add_argument("--max-prefill-tokens", type=int, default=65536)
     t.add_argument("--device", default="cuda", help="cpu: a smoke test of the script itself")
+    t.add_argument("--backends", type=parse_backends, default={},
+                   help="experts backends per batch, e.g. 1:batched_mm,64:grouped_mm (0: any "
+                        "other batch; default both everywhere)")
     m = sub.add_parser("moec", parents=[common])
     m.add_argument("library")
     m.add_argument("artifact")
     tb = sub.add_parser("table")
     tb.add_argument("files", nargs="+")
-    tb.add_argument("--floor-gb", nargs="*", default=[])
+    tb.add_argument("--configs", nargs="*", default=[],
+                    help="NAME=CONFIG_DIR: the floor of each model's decode steps")
     args = parser.parse_args()
     if args.mode == "transformers":
         run_transformers(args)

@@ -13,7 +13,7 @@
 # moec (bench/model_generate.py moec, the artifact's random fill at load) one after the
 # other, each in a process of its own (both do not fit the GPU at once), and prints the
 # table (bench/model_generate.py table). Results go to $OUT (or bench/results/). CELLS,
-# NEW and REPEATS are passed on (see model_generate.py); MAX_BATCH and MAX_SEQ size the
+# NEW, REPEATS, BACKENDS and MAX_PREFILL are passed on (see model_generate.py); MAX_BATCH and MAX_SEQ size the
 # artifacts' KV cache.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ R=.device/real
 mode=${1:-}
 shift || true
 models=${*:-"qwen3-30b-a3b mixtral-8x7b"}
-: "${MAX_BATCH:=64}" "${MAX_SEQ:=4128}"
+: "${MAX_BATCH:=64}" "${MAX_SEQ:=4128}" "${MAX_TOKENS:=4096}"
 
 flags_of() { # moec compile's extra flags for a model
   case $1 in
@@ -39,7 +39,7 @@ prepare)
     start=$(date +%s)
     # shellcheck disable=SC2046
     "$build/bin/moec" compile "bench/configs/$m" --random-weights --target=cuda \
-      --max-batch="$MAX_BATCH" --max-seq="$MAX_SEQ" $(flags_of "$m") -o "$R/$m" || exit 1
+      --max-batch="$MAX_BATCH" --max-seq="$MAX_SEQ" --max-tokens="$MAX_TOKENS" $(flags_of "$m") -o "$R/$m" || exit 1
     echo "compiled $m in $(($(date +%s) - start)) s"
   done
   g++ -shared -o "$R/bin/libmoec.so" -Wl,--whole-archive "$build/lib/libmoec_runtime.a" \
@@ -58,10 +58,12 @@ run)
       --name "$m" --out "$out/$m-moec.json" "${extra[@]}" && files+=("$out/$m-moec.json")
     if [ "${SKIP_TRANSFORMERS:-0}" != 1 ]; then
       PYTHONUNBUFFERED=1 python3 bench/model_generate.py transformers "bench/configs/$m" \
-        --name "$m" --out "$out/$m-transformers.json" "${extra[@]}" && files+=("$out/$m-transformers.json")
+        --name "$m" --out "$out/$m-transformers.json" "${extra[@]}" \
+        ${BACKENDS:+--backends "$BACKENDS"} ${MAX_PREFILL:+--max-prefill-tokens "$MAX_PREFILL"} && files+=("$out/$m-transformers.json")
     fi
   done
-  python3 bench/model_generate.py table "${files[@]}" | tee "$out/model-generate.md"
+  python3 bench/model_generate.py table "${files[@]}" --configs $(for m in $models; do
+    echo "$m=bench/configs/$m"; done) | tee "$out/model-generate.md"
   ;;
 *)
   sed -n 2,17p "$0"

@@ -132,16 +132,21 @@ models)
     tally $rc
   done
   echo "== decode step time (bench/model_decode.py: CUDA graphs, eager, the host's loop)"
-  for f in $families; do
-    for how in "MOEC_CUDA_GRAPHS=1" "MOEC_CUDA_GRAPHS=0" "MOEC_DEVICE_GENERATE=0"; do
+  [[ ${NO_TIMING:-0} == 1 ]] && echo "(NO_TIMING=1: skipped)"
+  for f in $([[ ${NO_TIMING:-0} == 1 ]] || echo $families); do
+    hows="MOEC_CUDA_GRAPHS=1 MOEC_CUDA_GRAPHS=0 MOEC_DEVICE_GENERATE=0"
+    [[ ${QUICK:-0} == 1 ]] && hows="MOEC_CUDA_GRAPHS=1 MOEC_DEVICE_GENERATE=0"
+    for how in $hows; do
       echo "-- $f, $how"
       env $how timeout 60 python3 bench/model_decode.py $M/bin/libmoec.so \
         $M/$f/artifact $fx/models/$f/prompt.npz --repeats 4
     done
   done
   echo "== compute-sanitizer on whole-model generations"
-  for run in "mixtral memcheck artifact" "deepseek_v3 initcheck artifact" \
-    "qwen3_moe memcheck artifact --temperature 1 --top-k 9" "gpt_oss memcheck bf16"; do
+  runs=("mixtral memcheck artifact" "deepseek_v3 initcheck artifact"
+    "qwen3_moe memcheck artifact --temperature 1 --top-k 9" "gpt_oss memcheck bf16")
+  [[ ${QUICK:-0} == 1 ]] && runs=("gpt_oss memcheck bf16 --temperature 1 --top-k 9")
+  for run in "${runs[@]}"; do
     read -r f tool art flags <<<"$run"
     # shellcheck disable=SC2086 # the flags are words
     timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5 $M/bin/moec-run \

@@ -27,7 +27,7 @@
 // PLANNED-F32CACHE: tensor<128x64xbf16>
 
 // CHECK: MOEC_RETURN_IF_ERROR(state.cache.create(2, 16, {{[{][{]}}8, 8}}, KVCacheType::BF16));
-// CHECK: const DeviceKVCache::IdsCheck idsChecks[] = {{[{][{]}}inputs[0], 32}};
+// CHECK: const DeviceKVCache::IdsCheck idsChecks[] = {{[{][{]}}view[0], 32}};
 // CHECK: const uint16_t *[[TABLE:w[0-9]+]] = reinterpret_cast<const uint16_t *>(weights + {{[0-9]+}}); // embed (bf16)
 // CHECK: const float *[[NORM:w[0-9]+]] = reinterpret_cast<const float *>(weights + {{[0-9]+}});
 // CHECK: float *[[OUT:v[0-9]+]] = inPlace ? static_cast<float *>(outputs[0])
