@@ -255,24 +255,41 @@ def run_moec(args):
 
 # ----------------------------------------------------------------------------- table
 
+def model_shape(config):
+    """hidden, layers, vocab, heads, KV heads, head dim, experts, top-k, expert width."""
+    c = json.load(open(os.path.join(config, "config.json")))
+    h, heads = c["hidden_size"], c["num_attention_heads"]
+    return (h, c["num_hidden_layers"], c["vocab_size"], heads,
+            c.get("num_key_value_heads", heads), c.get("head_dim") or h // heads,
+            c.get("num_experts") or c.get("num_local_experts"), c["num_experts_per_tok"],
+            c.get("moe_intermediate_size") or c["intermediate_size"])
+
+
 def step_bytes(config, batch, prompt):
     """Bytes one decode step of `batch` sequences with `prompt` cached positions must read,
     in moec's bf16 (experts: each touched once; with random routing an expert is touched
     with probability 1 - (1 - k/E)^batch), the KV cache in bf16, the LM head; not the
     embedding table (gathered). A Qwen3-MoE, Mixtral or gpt-oss config.json."""
-    c = json.load(open(os.path.join(config, "config.json")))
-    h, layers, v = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
-    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
-    d = c.get("head_dim") or h // heads
-    experts = c.get("num_experts") or c.get("num_local_experts")
-    k = c["num_experts_per_tok"]
-    inter = c.get("moe_intermediate_size") or c["intermediate_size"]
+    h, layers, v, heads, kv, d, experts, k, inter = model_shape(config)
     attn = h * heads * d * 2 + h * kv * d * 2
     expert = 3 * h * inter
     touched = experts * (1 - (1 - k / experts) ** batch)
     weights = layers * (attn + touched * expert + h * experts) + h * v
     kv_cache = layers * batch * prompt * 2 * kv * d
     return 2 * (weights + kv_cache)
+
+
+def prefill_floor_ms(config, batch, prompt):
+    """The larger of streaming every weight the prefill touches once (at copy bandwidth) and
+    its useful FLOPs at the bf16 matmul rate (685 TFLOP/s): the projections and routed
+    experts of every token, the causal attention, the LM head of each sequence's last."""
+    h, layers, v, heads, kv, d, experts, k, inter = model_shape(config)
+    tokens = batch * prompt
+    per_token = layers * (h * heads * d * 2 + h * kv * d * 2 + k * 3 * h * inter + h * experts)
+    flops = 2 * tokens * per_token + 2 * batch * h * v
+    flops += layers * batch * 2 * 2 * heads * d * prompt * (prompt + 1) / 2
+    weights = step_bytes(config, tokens, 0) - 0  # every touched weight once
+    return max(weights / 4.25e9, flops / 685e9)
 
 
 def table(args):
@@ -283,8 +300,12 @@ def table(args):
              "the time to the first token of B prompts of P tokens. Ratios: moec / transformers' "
              "best backend (below 1: moec faster).", ""]
     by_model = {}
-    for r in runs:
-        by_model.setdefault(r["model"], {})[r["system"]] = r
+    for r in runs:  # several runs of one system: their cells merged, the later run's keys win
+        merged = by_model.setdefault(r["model"], {}).setdefault(r["system"], {**r, "cells": []})
+        cells = {(c["batch"], c["prompt"]): c for c in merged["cells"]}
+        for c in r["cells"]:
+            cells[(c["batch"], c["prompt"])] = {**cells.get((c["batch"], c["prompt"]), {}), **c}
+        merged["cells"] = list(cells.values())
     for model, systems in by_model.items():
         moec, tf = systems.get("moec"), systems.get("transformers")
         lines.append(f"### {model}\n")
@@ -295,8 +316,9 @@ def table(args):
             lines.append(f"transformers {tf.get('transformers')}, torch {tf.get('torch')}: model "
                          f"built and initialised in {tf['init_seconds']:.1f} s\n")
         lines.append("| B | P | moec ms/step | floor ms (% reached) | transformers ms/step (backend) | "
-                     "ratio | moec prefill ms | transformers prefill ms | ratio |")
-        lines.append("|---|---|---|---|---|---|---|---|---|")
+                     "ratio | moec prefill ms | floor ms (% reached) | transformers prefill ms | "
+                     "ratio |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|")
         cells = {(c["batch"], c["prompt"]): c for c in (moec or {"cells": []})["cells"]}
         tcells = {(c["batch"], c["prompt"]): c for c in (tf or {"cells": []})["cells"]}
         for key in sorted(set(cells) | set(tcells)):
@@ -310,7 +332,10 @@ def table(args):
                 return "—" if value is None else f"{value:.{digits}f}"
             ratio = (m["decode_ms"] / best[0]) if m.get("decode_ms") and best[0] else None
             pratio = (m["prefill_ms"] / bestp[0]) if m.get("prefill_ms") and bestp[0] else None
-            floor = "—"
+            floor = pfloor = "—"
+            if model in configs and m.get("prefill_ms"):
+                f = prefill_floor_ms(configs[model], *key)
+                pfloor = f"{f:.1f} ({100 * f / m['prefill_ms']:.0f} %)"
             if model in configs:
                 f = step_bytes(configs[model], *key) / 4.25e9
                 floor = f"{f:.2f}" + (f" ({100 * f / m['decode_ms']:.0f} %)" if m.get("decode_ms")
@@ -319,7 +344,7 @@ def table(args):
                 [m["error"]] if m.get("error") else [])
             lines.append(f"| {key[0]} | {key[1]} | {fmt(m.get('decode_ms'), 3)} | {floor} | "
                          f"{fmt(best[0])} ({best[1]}) | {fmt(ratio, 3)} | "
-                         f"{fmt(m.get('prefill_ms'), 1)} | {fmt(bestp[0], 1)} ({bestp[1]}) | "
+                         f"{fmt(m.get('prefill_ms'), 1)} | {pfloor} | {fmt(bestp[0], 1)} ({bestp[1]}) | "
                          f"{fmt(pratio, 3)} |" + (f" {'; '.join(errors)}" if errors else ""))
         lines.append("")
     print("\n".join(lines))

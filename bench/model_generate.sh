@@ -44,7 +44,7 @@ prepare)
   done
   g++ -shared -o "$R/bin/libmoec.so" -Wl,--whole-archive "$build/lib/libmoec_runtime.a" \
     -Wl,--no-whole-archive "$cuda/lib64/libcudart_static.a" -static-libstdc++ -static-libgcc \
-    -Wl,--exclude-libs,ALL -ldl -lrt -pthread || exit 1
+    -Wl,--exclude-libs,libstdc++.a -ldl -lrt -pthread || exit 1
   tar -C .device -cJf .device/real.tar.xz real && ls -la .device/real.tar.xz
   ;;
 run)

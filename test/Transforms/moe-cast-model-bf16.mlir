@@ -125,3 +125,28 @@ func.func @experts_k12(%rows: tensor<?x12xf32>, %offsets: tensor<4xi32>) -> tens
   %y = moe.grouped_matmul %rows, %wd, %offsets : tensor<?x12xf32>, tensor<4x16x12xf32>, tensor<4xi32> -> tensor<?x16xf32>
   return %y : tensor<?x16xf32>
 }
+
+// -----
+
+// MLA (attention with a shared rope key, DeepSeek-V3) keeps an f32 KV cache
+// whatever the cache option: a bf16 one measured above transformers' own bf16
+// error on the DeepSeek-V3 fixture. Its weights still become bf16.
+// CHECK-LABEL: func.func @mla
+// CHECK-SAME: moe.kv_cache = {element_type = f32, max_batch = 2 : i64, max_seq = 16 : i64}
+// CHECK: moe.linear %{{.*}} : tensor<?x16xf32>, tensor<24x16xbf16> -> tensor<?x24xf32>
+// F32CACHE-LABEL: func.func @mla
+// F32CACHE-SAME: moe.kv_cache = {element_type = f32,
+func.func @mla(%ids: tensor<?xi64>, %pos: tensor<?xi64>, %seq: tensor<?xi64>) -> tensor<?x16xf32>
+    attributes {moe.kv_cache = {max_batch = 2 : i64, max_seq = 16 : i64}} {
+  %table = arith.constant dense<0.5> : tensor<32x16xf32>
+  %wq = arith.constant dense<0.1> : tensor<24x16xf32>
+  %wk = arith.constant dense<0.15> : tensor<8x16xf32>
+  %wr = arith.constant dense<0.2> : tensor<2x16xf32>
+  %h = moe.embedding %ids, %table : tensor<?xi64>, tensor<32x16xf32> -> tensor<?x16xf32>
+  %q = moe.linear %h, %wq : tensor<?x16xf32>, tensor<24x16xf32> -> tensor<?x24xf32>
+  %k = moe.linear %h, %wk : tensor<?x16xf32>, tensor<8x16xf32> -> tensor<?x8xf32>
+  %r = moe.linear %h, %wr : tensor<?x16xf32>, tensor<2x16xf32> -> tensor<?x2xf32>
+  %a = moe.attention %q, %k, %k, %pos, %seq key_shared(%r : tensor<?x2xf32>) {layer = 0 : i64, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64}
+      : tensor<?x24xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x16xf32>
+  return %a : tensor<?x16xf32>
+}
