@@ -28,7 +28,8 @@
 # (ctest e2e.cuda.model.*), the GPU unit tests (the whole-model
 # kernels first; GTEST_FILTER narrows the rest), the decode step time at batch 1
 # and 2 (bench/model_decode.py, steady state, with CUDA graphs and eagerly) and
-# compute-sanitizer's memcheck and initcheck on a generation each. `run` runs the
+# compute-sanitizer's memcheck and initcheck on a generation each (QUICK=1: one
+# memcheck of a sampled bf16 generation and no eager timing; NO_TIMING=1: no timing). `run` runs the
 # model checks too when they are prepared. RUNTIME_DIR (default: the build) names
 # another runtime build to link and carry (`cmake -S runtime`: its lib/ and test/).
 set -uo pipefail
