@@ -657,6 +657,32 @@ LogicalResult evalLinear(LinearOp op, Operands in, Results &out) {
   return success();
 }
 
+/// Each weight's projection of the same rows, as moe.linear without an
+/// epilogue (moe.multi_linear).
+LogicalResult evalMultiLinear(MultiLinearOp op, Operands in, Results &out) {
+  size_t count = op.getWeights().size();
+  bool biased = !op.getBiases().empty();
+  for (size_t i = 0; i < count; ++i) {
+    const Tensor &weight = *in[1 + i];
+    Tensor roundedInput;
+    const Tensor &input = rowsForWeights(*in[0], weight, roundedInput);
+    const Tensor *bias = biased ? in[1 + count + i] : nullptr;
+    int64_t m = input.dim(0), k = input.dim(1), n = weight.dim(0);
+    std::string name = "weight " + std::to_string(i), biasName = "bias " + std::to_string(i);
+    if (failed(expectShape(op, &weight, name, {n, k})) ||
+        failed(expectShape(op, bias, biasName, {n})))
+      return failure();
+    Tensor &result = out.emplace_back(resultElementType(op, i), ArrayRef<int64_t>{m, n});
+    std::vector<double> acc(n);
+    for (int64_t r = 0; r < m; ++r) {
+      matvec(weight.values.data(), input.values.data() + r * k,
+             bias ? bias->values.data() : nullptr, n, k, acc);
+      std::copy(acc.begin(), acc.end(), result.values.begin() + r * n);
+    }
+  }
+  return success();
+}
+
 /// Per row and 128-column group: scale = max(amax / 448, 1e-12) (as f32, the
 /// type it is stored in), q = e4m3(x / scale), nearest even, saturating.
 LogicalResult evalQuantize(QuantizeOp op, Operands in, Results &out) {
@@ -690,6 +716,7 @@ LogicalResult evalMoEOp(Operation *op, Operands in, Results &out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<LayerOp>([&](LayerOp o) { return evalLayer(o, in, out); })
       .Case<LinearOp>([&](LinearOp o) { return evalLinear(o, in, out); })
+      .Case<MultiLinearOp>([&](MultiLinearOp o) { return evalMultiLinear(o, in, out); })
       .Case<RouteOp>([&](RouteOp o) { return evalRoute(o, in, out); })
       .Case<SortOp>([&](SortOp o) { return evalSort(o, in, out); })
       .Case<PermuteOp>([&](PermuteOp o) { return evalPermute(o, in, out); })

@@ -71,6 +71,7 @@ void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
       cast.outputs = options.bf16ExpertOutputs ? "bf16" : "f32";
       cast.cache = options.f32KVCache ? "f32" : "bf16";
       pm.addPass(createMoECastModelBF16(cast));
+      pm.addPass(createMoEFuseSiblingLinears());
     }
   }
   if (options.planStreams)

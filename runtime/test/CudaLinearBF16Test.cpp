@@ -258,6 +258,97 @@ TEST(CudaLinearBF16, FewRowsInAGraphMatchEager) {
   ASSERT_OK(cudaStatus(cudaStreamDestroy(stream), "stream", __FILE__, __LINE__));
 }
 
+/// Sibling projections of the same rows in one launch (moe.multi_linear): each
+/// within kRelative of float64 with its own bias, every output written, and a
+/// row's bits the same at any row count. Shapes: Qwen3's q, k, v (K = 2048,
+/// split K, a cluster per row block), gpt-oss's with biases (K = 2880), and
+/// N not a multiple of the 64-row block (1000, 40) beside a wide one.
+TEST(CudaLinearBF16, SiblingsMatchFloat64AndDoNotDependOnTheRowCount) {
+  struct Case {
+    int64_t k;
+    std::vector<int64_t> n;
+    bool bias;
+  };
+  for (const Case &c : {Case{2048, {4096, 512, 512}, false}, Case{2880, {4096, 512, 512}, true},
+                        Case{4096, {1000, 40}, true}, Case{2048, {8}, false},
+                        Case{1024, {64, 64, 64, 64}, true}}) {
+    std::vector<Problem> problems;
+    for (size_t s = 0; s < c.n.size(); ++s)
+      problems.emplace_back(64, c.k, c.n[s], static_cast<unsigned>(101 + s));
+    // The siblings share the first problem's rows.
+    for (size_t s = 1; s < problems.size(); ++s) {
+      problems[s].x = problems[0].x;
+      problems[s].dX = upload(problems[0].x);
+    }
+    auto run = [&](int64_t first, int64_t m) {
+      std::vector<DeviceBuffer> outs;
+      std::vector<const uint16_t *> w;
+      std::vector<const float *> bias;
+      std::vector<float *> y;
+      for (const Problem &p : problems) {
+        outs.push_back(poisoned(m * p.n * 4));
+        w.push_back(p.dW.dataAs<uint16_t>());
+        bias.push_back(p.dBias.dataAs<float>());
+        y.push_back(outs.back().dataAs<float>());
+      }
+      Status status = cuda::linearBF16Siblings(
+          problems[0].dX.dataAs<float>() + first * c.k, m, c.k, static_cast<int>(problems.size()),
+          w.data(), c.n.data(), c.bias ? bias.data() : nullptr, y.data(), nullptr);
+      EXPECT_TRUE(status.isOk()) << status.message();
+      EXPECT_TRUE(sync().isOk());
+      std::vector<std::vector<float>> got;
+      for (size_t s = 0; s < problems.size(); ++s)
+        got.push_back(download<float>(outs[s], m * problems[s].n));
+      return got;
+    };
+    std::vector<std::vector<float>> all = run(0, 64);
+    for (size_t s = 0; s < problems.size(); ++s) {
+      SCOPED_TRACE("K " + std::to_string(c.k) + ", sibling " + std::to_string(s) + " of " +
+                   std::to_string(problems.size()));
+      Problem &p = problems[s];
+      if (!c.bias)
+        std::fill(p.bias.begin(), p.bias.end(), 0.0f);
+      ASSERT_NO_FATAL_FAILURE(expectMatchesFloat64(p, 64, all[s]));
+    }
+    for (int64_t m : {1, 7, 33}) {
+      std::vector<std::vector<float>> some = run(64 - m, m);
+      for (size_t s = 0; s < problems.size(); ++s)
+        for (int64_t i = 0; i < m * c.n[s]; ++i)
+          ASSERT_EQ(std::memcmp(&some[s][i], &all[s][(64 - m) * c.n[s] + i], 4), 0)
+              << "K " << c.k << ", sibling " << s << ", M " << m << ", element " << i;
+    }
+  }
+  // Above 64 rows each sibling runs on its own: the same as linearBF16 alone.
+  Problem q(100, 2048, 512, 5), k(100, 2048, 64, 6);
+  DeviceBuffer dQ = poisoned(100 * 512 * 4), dK = poisoned(100 * 64 * 4);
+  const uint16_t *w[] = {q.dW.dataAs<uint16_t>(), k.dW.dataAs<uint16_t>()};
+  const int64_t n[] = {512, 64};
+  float *y[] = {dQ.dataAs<float>(), dK.dataAs<float>()};
+  ASSERT_OK(cuda::linearBF16Siblings(q.dX.dataAs<float>(), 100, 2048, 2, w, n, nullptr, y, nullptr));
+  ASSERT_OK(sync());
+  std::fill(q.bias.begin(), q.bias.end(), 0.0f);
+  ASSERT_NO_FATAL_FAILURE(expectMatchesFloat64(q, 100, download<float>(dQ, 100 * 512)));
+}
+
+/// Bad sibling counts are refused before any launch.
+TEST(CudaLinearBF16, SiblingsRefuseBadCounts) {
+  DeviceBuffer x = poisoned(4096), w = poisoned(4096), y = poisoned(4096);
+  const uint16_t *weights[5] = {};
+  const int64_t n[5] = {8, 8, 8, 8, 8};
+  float *ys[5] = {};
+  for (int i = 0; i < 5; ++i) {
+    weights[i] = w.dataAs<uint16_t>();
+    ys[i] = y.dataAs<float>();
+  }
+  for (int count : {0, 5}) {
+    Status status = cuda::linearBF16Siblings(x.dataAs<float>(), 1, 8, count, weights, n, nullptr,
+                                             ys, nullptr);
+    EXPECT_NE(status.message().find(std::to_string(count) + " sibling projections"),
+              std::string::npos)
+        << status.message();
+  }
+}
+
 /// Bad calls are refused with a message naming the problem, before any launch.
 TEST(CudaLinearBF16, FewRowsRefuseBadShapes) {
   DeviceBuffer x = poisoned(4096), w = poisoned(4096), y = poisoned(4096);

@@ -9,6 +9,9 @@
 // RUN: moec-opt %s -moe-plan-kv-cache="max-batch=2 max-seq=16" -moe-cast-model-bf16 | moec-translate --emit-cuda --max-tokens=16 | FileCheck %s
 // RUN: moec-opt %s -moe-plan-kv-cache="max-batch=2 max-seq=16" -moe-cast-model-bf16="cache=f32" | moec-translate --emit-cuda --max-tokens=16 | FileCheck %s --check-prefix=F32CACHE
 // RUN: moec-opt %s -moe-plan-kv-cache="max-batch=2 max-seq=16" -moe-cast-model-bf16 | not moec-translate --emit-cpp 2>&1 | FileCheck %s --check-prefix=CPU
+// With moe-fuse-sibling-linears (moec compile's next step), q and k are one
+// call of linearBF16Siblings over arrays of their weights, widths and results.
+// RUN: moec-opt %s -moe-plan-kv-cache="max-batch=2 max-seq=16" -moe-cast-model-bf16 -moe-fuse-sibling-linears | moec-translate --emit-cuda --max-tokens=16 | FileCheck %s --check-prefix=FUSED
 // RUN: moec-opt %s -moe-plan-kv-cache="max-batch=2 max-seq=16" -moe-cast-model-bf16="cache=f32" | not moec-translate --emit-cpp 2>&1 | FileCheck %s --check-prefix=CPUTABLE
 //
 // moec compile's default for a checkpoint on --target=cuda is this policy;
@@ -44,6 +47,11 @@
 // CHECK-NOT: embedding(
 // F32CACHE: MOEC_RETURN_IF_ERROR(state.cache.create(2, 16, {{[{][{]}}8, 8}}));
 // F32CACHE: embeddingBF16(
+// FUSED: #include <array>
+// FUSED: // moe.multi_linear
+// FUSED-NEXT: MOEC_RETURN_IF_ERROR(linearBF16Siblings([[N:v[0-9]+]], T, 16, 2, std::array<decltype([[WQ:w[0-9]+]]), 2>{[[WQ]], [[WK:w[0-9]+]]}.data(), std::array<int64_t, 2>{16, 8}.data(), nullptr, std::array<decltype([[Q:v[0-9]+]]), 2>{[[Q]], [[K:v[0-9]+]]}.data(), stream));
+// FUSED-NOT: linearBF16([[N]],
+// FUSED: attention(cache, 0, [[Q]], [[K]], [[K]],
 // CPU: error: cannot generate code for the KV cache of element type bf16: the CPU target stores f32 rows
 // CPUTABLE: error: cannot generate code for 'moe.embedding': table has element type bf16; the CPU target computes in f32 only
 func.func @forward(%ids: tensor<?xi64> {onnx.name = "input_ids"}, %pos: tensor<?xi64> {onnx.name = "positions"}, %seq: tensor<?xi64> {onnx.name = "sequences"}) -> (tensor<?x32xf32> {onnx.name = "logits"}) {

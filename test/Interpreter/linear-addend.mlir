@@ -3,6 +3,7 @@
 
 // RUN: moec-interp %s --function linear --print | FileCheck %s --check-prefix=LINEAR
 // RUN: moec-interp %s --function combine_addend --print | FileCheck %s --check-prefix=ADDEND
+// RUN: moec-interp %s --function multi_linear --print | FileCheck %s --check-prefix=MULTI
 
 // x · Wᵀ + b: row 0 [1, 3, 5, 1], row 1 [-1, 1, 1, -3]. With a relu epilogue
 // on the interleaved layout (g = even columns, u = odd ones): row 0
@@ -18,6 +19,26 @@ func.func @linear() -> (tensor<2x4xf32>, tensor<2x2xf32>) {
       {epilogue = #moe.activation<relu>, epilogue_layout = #moe.gate_up_layout<interleaved>}
       : tensor<2x2xf32>, tensor<4x2xf32> -> tensor<2x2xf32>
   return %plain, %act : tensor<2x4xf32>, tensor<2x2xf32>
+}
+
+// moe.multi_linear: each result is its weight's moe.linear. With the bias
+// above, as @linear's first result; the second weight [[0, 1], [3, 0.5],
+// [-1, 0]] with bias [1, 0, 0.5] gives row 0 [3, 4, -0.5], row 1 [1, -3, 1.5]
+// (bf16 weights, exact here). Without biases, x · Wᵀ alone.
+// MULTI: result0 = tensor<2x4xf32> {{\[}}[1, 3, 5, 1], [-1, 1, 1, -3]]
+// MULTI: result1 = tensor<2x3xf32> {{\[}}[3, 4, -0.5], [1, -3, 1.5]]
+// MULTI: result2 = tensor<2x4xf32> {{\[}}[1, 2, 3, 2], [-1, 0, -1, -2]]
+// MULTI: result3 = tensor<2x3xf32> {{\[}}[2, 4, -1], [0, -3, 1]]
+func.func @multi_linear() -> (tensor<2x4xf32>, tensor<2x3xf32>, tensor<2x4xf32>, tensor<2x3xf32>) {
+  %x = arith.constant dense<[[1.0, 2.0], [-1.0, 0.0]]> : tensor<2x2xf32>
+  %w0 = arith.constant dense<[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0]]> : tensor<4x2xbf16>
+  %w1 = arith.constant dense<[[0.0, 1.0], [3.0, 0.5], [-1.0, 0.0]]> : tensor<3x2xbf16>
+  %b0 = arith.constant dense<[0.0, 1.0, 2.0, -1.0]> : tensor<4xf32>
+  %b1 = arith.constant dense<[1.0, 0.0, 0.5]> : tensor<3xf32>
+  %y:2 = moe.multi_linear %x, %w0, %w1 biases(%b0, %b1 : tensor<4xf32>, tensor<3xf32>)
+      : tensor<2x2xf32>, tensor<4x2xbf16>, tensor<3x2xbf16> -> tensor<2x4xf32>, tensor<2x3xf32>
+  %z:2 = moe.multi_linear %x, %w0, %w1 : tensor<2x2xf32>, tensor<4x2xbf16>, tensor<3x2xbf16> -> tensor<2x4xf32>, tensor<2x3xf32>
+  return %y#0, %y#1, %z#0, %z#1 : tensor<2x4xf32>, tensor<2x3xf32>, tensor<2x4xf32>, tensor<2x3xf32>
 }
 
 // Only sorted row 0 (slot 3: token 1, k = 1) is valid. Token 0 has no valid

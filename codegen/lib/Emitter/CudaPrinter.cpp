@@ -453,7 +453,7 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
     os << "#include \"moec/runtime/cuda/DeviceGenerate.h\"\n"
        << "#include \"moec/runtime/cuda/ModelKernels.h\"\n";
   os << "\n"
-     << "#include <cstdint>\n#include <limits>\n#include <new>\n#include <string>\n\n"
+     << "#include <array>\n#include <cstdint>\n#include <limits>\n#include <new>\n#include <string>\n\n"
      << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
      << "using namespace moec::rt;\nusing namespace moec::rt::cuda;\n"
      << "using moec::rt::cpu::ActivationKind;\nusing moec::rt::cpu::GateUpLayout;\n"

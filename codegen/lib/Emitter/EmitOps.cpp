@@ -127,6 +127,63 @@ LogicalResult Emitter::emitLinear(moe::LinearOp op) {
   return success();
 }
 
+/// `values` as a C++ array of their variables' type, alive for the call:
+/// `std::array<decltype(a), 2>{a, b}.data()`.
+static std::string arrayOf(ArrayRef<std::string> values) {
+  return llvm::formatv("std::array<decltype({0}), {1}>{{{2}}.data()", values.front(),
+                       values.size(), llvm::join(values, ", "))
+      .str();
+}
+
+LogicalResult Emitter::emitMultiLinear(moe::MultiLinearOp op) {
+  comment(op);
+  bool bf16 = isBF16(op.getWeights()[0]);
+  FailureOr<ValueInfo *> x = operand(op, op.getInput(), "the input", true, false, bf16);
+  if (failed(x))
+    return failure();
+  if ((*x)->dims.size() != 2)
+    return unsupported(op, "the input must be a matrix");
+  Dim m = (*x)->dims[0];
+  std::vector<std::string> weights, widths, biases, results;
+  for (auto [i, weight] : llvm::enumerate(op.getWeights())) {
+    std::string index = std::to_string(i);
+    FailureOr<ValueInfo *> w = operand(op, weight, "weight " + index, true, false, bf16);
+    bool bad = false;
+    std::string bias = op.getBiases().empty()
+                           ? std::string("nullptr")
+                           : optionalOperand(op, op.getBiases()[i], "bias " + index, bad);
+    if (failed(w) || bad)
+      return failure();
+    if ((*w)->dims.size() != 2)
+      return unsupported(op, "weight " + index + " must be a matrix");
+    if (bf16 && (!(*w)->weightOffset || (*w)->dims[1].size % 8 != 0))
+      return unsupported(op, "bf16 weights must be constants whose K is a multiple of 8");
+    weights.push_back((*w)->var);
+    widths.push_back(dimExpr((*w)->dims[0]));
+    biases.push_back(bias);
+  }
+  for (Value result : op.getResults()) {
+    FailureOr<ValueInfo *> y = define(op, result, m, false, bf16);
+    if (failed(y))
+      return failure();
+    results.push_back((*y)->var);
+  }
+  std::string k = dimExpr((*x)->dims[1]);
+  if (!bf16) {
+    // f32 weights: no kernel takes siblings; each is moe.linear's call.
+    for (size_t i = 0; i < weights.size(); ++i)
+      kernel("linear", {(*x)->var, dimExpr(m), k, weights[i], widths[i], biases[i],
+                        epilogue(std::nullopt, std::nullopt), results[i]});
+    return success();
+  }
+  kernel("linearBF16Siblings",
+         {(*x)->var, dimExpr(m), k, std::to_string(weights.size()), arrayOf(weights),
+          "std::array<int64_t, " + std::to_string(widths.size()) + ">{" +
+              llvm::join(widths, ", ") + "}.data()",
+          op.getBiases().empty() ? std::string("nullptr") : arrayOf(biases), arrayOf(results)});
+  return success();
+}
+
 LogicalResult Emitter::emitRoute(moe::RouteOp op) {
   comment(op);
   FailureOr<ValueInfo *> logits = operand(op, op.getLogits(), "the logits");

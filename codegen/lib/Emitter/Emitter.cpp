@@ -447,6 +447,7 @@ LogicalResult Emitter::run() {
           return unsupported(op, "only the output shape of a view may read a tensor's size");
         })
         .Case<moe::LinearOp>([&](auto op) { return emitLinear(op); })
+        .Case<moe::MultiLinearOp>([&](auto op) { return emitMultiLinear(op); })
         .Case<moe::RouteOp>([&](auto op) { return emitRoute(op); })
         .Case<moe::SortOp>([&](auto op) { return emitSort(op); })
         .Case<moe::PermuteOp>([&](auto op) { return emitPermute(op); })

@@ -414,6 +414,37 @@ LogicalResult LinearOp::verify() {
   return shapes.expect(getResult(), "result", {"M", gated ? "N/2" : "N"});
 }
 
+LogicalResult MultiLinearOp::verify() {
+  size_t count = getWeights().size();
+  if (count < 1 || count > 4)
+    return emitOpError() << "takes 1 to 4 weights, got " << count;
+  if (!getBiases().empty() && getBiases().size() != count)
+    return emitOpError() << "takes no biases or one per weight: " << getBiases().size()
+                         << " biases for " << count << " weights";
+  if (getResults().size() != count)
+    return emitOpError() << "has one result per weight: " << getResults().size()
+                         << " results for " << count << " weights";
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getInput(), "input", {"M", "K"})))
+    return failure();
+  Type weightElement = cast<RankedTensorType>(getWeights()[0].getType()).getElementType();
+  Type resultElement = cast<RankedTensorType>(getResults()[0].getType()).getElementType();
+  for (size_t i = 0; i < count; ++i) {
+    std::string n = "N" + std::to_string(i), index = std::to_string(i);
+    if (failed(shapes.expect(getWeights()[i], "weight " + index, {n, "K"})) ||
+        (!getBiases().empty() && failed(shapes.expect(getBiases()[i], "bias " + index, {n}))) ||
+        failed(shapes.expect(getResults()[i], "result " + index, {"M", n})))
+      return failure();
+    if (cast<RankedTensorType>(getWeights()[i].getType()).getElementType() != weightElement)
+      return emitOpError() << "weight " << i << "'s element type differs from weight 0's ("
+                           << weightElement << ")";
+    if (cast<RankedTensorType>(getResults()[i].getType()).getElementType() != resultElement)
+      return emitOpError() << "result " << i << "'s element type differs from result 0's ("
+                           << resultElement << ")";
+  }
+  return success();
+}
+
 LogicalResult QuantizeOp::verify() {
   ShapeChecker shapes(*this);
   if (failed(shapes.expect(getInput(), "input", {"M", "K"})) ||

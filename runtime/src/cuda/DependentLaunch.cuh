@@ -101,6 +101,30 @@ Status launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   return Status::ok();
 }
 
+/// launchDependent in thread-block clusters of `cluster` blocks (the kernel
+/// may use cooperative_groups::this_cluster()).
+template <typename... Params, typename... Args>
+Status launchDependentClusters(void (*kernel)(Params...), dim3 grid, dim3 block,
+                               size_t shared, cudaStream_t stream, dim3 cluster,
+                               Args &&...args) {
+  cudaLaunchAttribute attributes[2] = {};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = cluster.x;
+  attributes[0].val.clusterDim.y = cluster.y;
+  attributes[0].val.clusterDim.z = cluster.z;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = programmaticLaunchAllowed(stream) ? 2 : 1;
+  MOEC_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+  return Status::ok();
+}
+
 } // namespace detail
 } // namespace moec::rt::cuda
 

@@ -415,6 +415,20 @@ Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16
                                BF16Tile::Auto, false);
 }
 
+template <typename Lhs, typename Out>
+Status linearBF16Siblings(const Lhs *x, int64_t m, int64_t k, int count,
+                          const uint16_t *const *weightsBF16, const int64_t *n,
+                          const float *const *biases, Out *const *ys, cudaStream_t stream) {
+  // Decode: one launch for all of them. Above, each is compute-bound on its
+  // own tiles, so they run one after the other.
+  if (m <= detail::kLinearBF16FewRowsMax)
+    return detail::linearBF16FewRowsSiblings(x, m, k, count, weightsBF16, n, biases, ys, stream);
+  for (int s = 0; s < count; ++s)
+    MOEC_RETURN_IF_ERROR(linearBF16(x, m, k, weightsBF16[s], n[s], biases ? biases[s] : nullptr,
+                                    Epilogue{}, ys[s], stream));
+  return Status::ok();
+}
+
 // Every combination of f32 and bf16 rows and results.
 #define MOEC_INSTANTIATE(LHS, OUT)                                                                 \
   template Status groupedMatmulBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,      \
@@ -430,7 +444,10 @@ Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16
       const LHS *, int64_t, int64_t, const uint16_t *, int64_t, int64_t, const int32_t *,          \
       const float *, const Epilogue &, OUT *, cudaStream_t);                                       \
   template Status linearBF16(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,             \
-                             const float *, const Epilogue &, OUT *, cudaStream_t);
+                             const float *, const Epilogue &, OUT *, cudaStream_t);              \
+  template Status linearBF16Siblings(const LHS *, int64_t, int64_t, int, const uint16_t *const *,  \
+                                     const int64_t *, const float *const *, OUT *const *,          \
+                                     cudaStream_t);
 MOEC_INSTANTIATE(float, float)
 MOEC_INSTANTIATE(BF16, float)
 MOEC_INSTANTIATE(float, BF16)

@@ -19,12 +19,19 @@
 // is read from the same offsets; since both operands take the same permutation
 // of the 16 K of an mma, the product is the same sum, with no shuffle.
 //
-// Split K: with more than one slice each block writes its partial sums
-// (stream-ordered scratch) and a second kernel adds them in slice order, adds
-// the bias and applies the epilogue. The slices, the steps and the order of
-// every sum depend on K and N alone (planLinearBF16FewRows), and each output
-// of an mma depends only on its own row and column: a row's result has the
-// same bits for any M up to 64.
+// Split K: the slices of one row block form a thread-block cluster (Hopper):
+// each block leaves its partial sums in its own shared memory and the
+// cluster's blocks add them in slice order through distributed shared memory,
+// then add the bias and apply the epilogue; no second kernel, no scratch. A
+// gated epilogue pairs gate and up rows that can lie in different row blocks,
+// so it keeps the older scheme: partial sums to stream-ordered scratch and a
+// second kernel. The slices, the steps and the order of every sum depend on K
+// and N alone (planLinearBF16FewRows), and each output of an mma depends only
+// on its own row and column: a row's result has the same bits for any M up to
+// 64.
+//
+// Siblings: several projections of the same rows (attention's q, k and v) in
+// one launch, their row blocks side by side in the grid (moe.multi_linear).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +43,7 @@
 #include "StreamScratch.h"
 #include "moec/runtime/Cuda.h"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -55,6 +63,23 @@ constexpr int kRowStride = kChunkK + 32; // bf16; padded 64 bytes: conflict-free
 /// Blocks the plan aims at: about four per SM (registers allow four, and the
 /// 64-row tile's staged rows, 36 KB, six).
 constexpr int64_t kTargetBlocks = 4 * kSMs;
+/// The most K slices, one cluster: 16 is Hopper's largest (non-portable)
+/// cluster.
+constexpr int64_t kMaxSplits = 16;
+
+/// The projections of one launch: segment s owns row blocks
+/// [firstBlock[s], firstBlock[s + 1]) of the grid.
+template <typename Out> struct Segments {
+  int count;
+  const uint16_t *w[kLinearBF16MaxSiblings];
+  const float *bias[kLinearBF16MaxSiblings];
+  Out *y[kLinearBF16MaxSiblings];
+  int64_t n[kLinearBF16MaxSiblings];
+  int64_t firstBlock[kLinearBF16MaxSiblings + 1];
+};
+
+/// How the few-rows kernel finishes its sums.
+enum class Finish { Direct, Cluster, Scratch };
 
 __device__ inline unsigned packBF16(float lo, float hi) {
   __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
@@ -118,15 +143,20 @@ __device__ inline void finish(const cpu::Epilogue &epilogue, float v, Out *y) {
 /// Four blocks per SM (128 registers) up to 16 rows; three (168) above, where
 /// the staging of f32 rows beside 64 registers of weights and 16-32 of sums
 /// spilled at 128.
-template <int TOKEN_TILES, typename Lhs, typename Out>
+template <int TOKEN_TILES, typename Lhs, typename Out, Finish FINISH>
 __global__ void __launch_bounds__(kThreads, TOKEN_TILES >= 4 ? 3 : 4)
-    linearFewRowsKernel(const Lhs *x, int64_t m, int64_t k, const uint16_t *w, int64_t n,
-                        int64_t perSplit, float *partial, const float *bias,
-                        cpu::Epilogue epilogue, Out *y) {
+    linearFewRowsKernel(const Lhs *x, int64_t m, int64_t k, Segments<Out> segments,
+                        int64_t perSplit, float *partial, cpu::Epilogue epilogue) {
   constexpr int kTokens = 8 * TOKEN_TILES;
   __shared__ __align__(16) uint16_t rows[kTokens][kRowStride];
+  int s = 0;
+  while (s + 1 < segments.count && blockIdx.x >= segments.firstBlock[s + 1])
+    ++s;
+  const uint16_t *w = segments.w[s];
+  const int64_t n = segments.n[s];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t row0 = int64_t(blockIdx.x) * kBlockRows + warp * 16;
+  const int64_t block0 = (int64_t(blockIdx.x) - segments.firstBlock[s]) * kBlockRows;
+  const int64_t row0 = block0 + warp * 16;
   const int64_t kBegin = int64_t(blockIdx.y) * perSplit;
   const int64_t kEnd = kBegin + perSplit < k ? kBegin + perSplit : k;
   const uint16_t *rowA = row0 + g < n ? w + (row0 + g) * k : nullptr;
@@ -138,11 +168,11 @@ __global__ void __launch_bounds__(kThreads, TOKEN_TILES >= 4 ? 3 : 4)
   device::awaitPrerequisites();                   // a dependent launch
 
   float acc[TOKEN_TILES][4] = {};
-  for (int s = 0; s < steps; ++s) {
-    const int64_t k0 = kBegin + int64_t(s) * kStepK;
-    if (s + 1 < steps)
+  for (int step = 0; step < steps; ++step) {
+    const int64_t k0 = kBegin + int64_t(step) * kStepK;
+    if (step + 1 < steps)
       loadStep(rowA, rowB, k0 + kStepK, kEnd, t, next);
-    const int inChunk = (s * kStepK) % kChunkK;
+    const int inChunk = (step * kStepK) % kChunkK;
     if (inChunk == 0) {
       // Stage rows [0, kTokens) x [k0, k0 + kChunkK) as bf16, zeros past M and kEnd.
       __syncthreads(); // the previous chunk is read
@@ -172,19 +202,50 @@ __global__ void __launch_bounds__(kThreads, TOKEN_TILES >= 4 ? 3 : 4)
         current[h][j] = next[h][j];
   }
 
-  // Accumulator f of a tile: weight row g (+8 for f >= 2), token 2t (+1 for odd f).
+  const float *bias = segments.bias[s];
+  Out *y = segments.y[s];
+  if constexpr (FINISH == Finish::Cluster) {
+    // This slice's sums [kTokens][kBlockRows] in the staging buffer (it holds
+    // 576 bytes a token; the sums take 256), then the cluster's slices added
+    // in slice order, each block finishing every splits-th output.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    float *sums = reinterpret_cast<float *>(&rows[0][0]);
+    __syncthreads(); // the last chunk is read
 #pragma unroll
-  for (int tile = 0; tile < TOKEN_TILES; ++tile)
+    for (int tile = 0; tile < TOKEN_TILES; ++tile)
 #pragma unroll
-    for (int f = 0; f < 4; ++f) {
-      int64_t column = row0 + g + (f >= 2 ? 8 : 0), token = tile * 8 + 2 * t + (f & 1);
-      if (column >= n || token >= m)
+      for (int f = 0; f < 4; ++f)
+        sums[(tile * 8 + 2 * t + (f & 1)) * kBlockRows + warp * 16 + g + (f >= 2 ? 8 : 0)] =
+            acc[tile][f];
+    cluster.sync();
+    const int splits = static_cast<int>(gridDim.y), rank = static_cast<int>(blockIdx.y);
+    for (int64_t i = int64_t(rank) * kThreads + threadIdx.x; i < m * kBlockRows;
+         i += int64_t(splits) * kThreads) {
+      const int64_t token = i / kBlockRows, column = block0 + i % kBlockRows;
+      if (column >= n)
         continue;
-      if (partial)
-        partial[(int64_t(blockIdx.y) * m + token) * n + column] = acc[tile][f];
-      else
-        finish(epilogue, acc[tile][f] + (bias ? bias[column] : 0.0f), y + token * n + column);
+      float v = cluster.map_shared_rank(sums, 0)[i];
+      for (int z = 1; z < splits; ++z)
+        v += cluster.map_shared_rank(sums, z)[i];
+      finish(epilogue, v + (bias ? bias[column] : 0.0f), y + token * n + column);
     }
+    cluster.sync(); // the other blocks still read this one's sums
+  } else {
+    // Accumulator f of a tile: weight row g (+8 for f >= 2), token 2t (+1 for odd f).
+#pragma unroll
+    for (int tile = 0; tile < TOKEN_TILES; ++tile)
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        int64_t column = row0 + g + (f >= 2 ? 8 : 0), token = tile * 8 + 2 * t + (f & 1);
+        if (column >= n || token >= m)
+          continue;
+        if constexpr (FINISH == Finish::Scratch)
+          partial[(int64_t(blockIdx.y) * m + token) * n + column] = acc[tile][f];
+        else
+          finish(epilogue, acc[tile][f] + (bias ? bias[column] : 0.0f), y + token * n + column);
+      }
+  }
 }
 
 /// Adds the slices' partial sums in slice order, then the bias, then the
@@ -213,21 +274,56 @@ __global__ void reduceFewRows(const float *partial, int splits, int64_t m, int64
   }
 }
 
-template <int TOKEN_TILES, typename Lhs, typename Out>
+template <int TOKEN_TILES, typename Lhs, typename Out, Finish FINISH>
 Status launchFewRows(const FewRowsPlan &plan, const Lhs *x, int64_t m, int64_t k,
-                     const uint16_t *w, int64_t n, float *partial, const float *bias,
-                     const Epilogue &epilogue, Out *y, cudaStream_t stream) {
+                     const Segments<Out> &segments, float *partial, const Epilogue &epilogue,
+                     cudaStream_t stream) {
+  auto kernel = linearFewRowsKernel<TOKEN_TILES, Lhs, Out, FINISH>;
   dim3 grid(static_cast<unsigned>(plan.rowBlocks), static_cast<unsigned>(plan.splits));
-  return launchDependent(linearFewRowsKernel<TOKEN_TILES, Lhs, Out>, grid, dim3(kThreads), 0,
-                         stream, x, m, k, w, n, plan.perSplit, partial, bias, epilogue, y);
+  if constexpr (FINISH == Finish::Cluster) {
+    static const cudaError_t allowed =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    MOEC_CUDA_TRY(allowed);
+    return launchDependentClusters(kernel, grid, dim3(kThreads), 0, stream, dim3(1, grid.y, 1), x,
+                                   m, k, segments, plan.perSplit, partial, epilogue);
+  } else {
+    return launchDependent(kernel, grid, dim3(kThreads), 0, stream, x, m, k, segments,
+                           plan.perSplit, partial, epilogue);
+  }
+}
+
+template <typename Lhs, typename Out, Finish FINISH>
+Status launchFewRowsTiles(const FewRowsPlan &plan, const Lhs *x, int64_t m, int64_t k,
+                          const Segments<Out> &segments, float *partial,
+                          const Epilogue &epilogue, cudaStream_t stream) {
+  return m <= 8    ? launchFewRows<1, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream)
+         : m <= 16 ? launchFewRows<2, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream)
+         : m <= 32 ? launchFewRows<4, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream)
+                   : launchFewRows<8, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream);
+}
+
+Status checkFewRows(int64_t m, int64_t k, const void *x) {
+  if (m > kLinearBF16FewRowsMax)
+    return Status::error("linearBF16FewRows: " + std::to_string(m) + " rows, more than " +
+                         std::to_string(kLinearBF16FewRowsMax));
+  if (k % 8 != 0)
+    return Status::error("linearBF16FewRows: K = " + std::to_string(k) +
+                         " is not a multiple of 8 (16-byte weight loads)");
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    return Status::error("linearBF16FewRows: the rows are not 16-byte aligned");
+  return Status::ok();
 }
 
 } // namespace
 
 FewRowsPlan planLinearBF16FewRows(int64_t k, int64_t n) {
-  int64_t rowBlocks = std::max<int64_t>(1, (n + kBlockRows - 1) / kBlockRows);
+  return planLinearBF16FewRowsBlocks(k, (n + kBlockRows - 1) / kBlockRows);
+}
+
+FewRowsPlan planLinearBF16FewRowsBlocks(int64_t k, int64_t rowBlocks) {
+  rowBlocks = std::max<int64_t>(1, rowBlocks);
   int64_t steps = std::max<int64_t>(1, (k + kStepK - 1) / kStepK);
-  int64_t splits = std::clamp<int64_t>(kTargetBlocks / rowBlocks, 1, steps);
+  int64_t splits = std::clamp<int64_t>(kTargetBlocks / rowBlocks, 1, std::min(steps, kMaxSplits));
   int64_t perSplit = (steps + splits - 1) / splits * kStepK;
   return {rowBlocks, std::max<int64_t>(1, (k + perSplit - 1) / perSplit), perSplit};
 }
@@ -238,48 +334,80 @@ Status linearBF16FewRows(const Lhs *x, int64_t m, int64_t k, const uint16_t *wei
                          cudaStream_t stream) {
   if (m <= 0 || n <= 0)
     return Status::ok();
-  if (m > kLinearBF16FewRowsMax)
-    return Status::error("linearBF16FewRows: " + std::to_string(m) + " rows, more than " +
-                         std::to_string(kLinearBF16FewRowsMax));
-  if (k % 8 != 0)
-    return Status::error("linearBF16FewRows: K = " + std::to_string(k) +
-                         " is not a multiple of 8 (16-byte weight loads)");
-  if (reinterpret_cast<uintptr_t>(weightBF16) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
-    return Status::error("linearBF16FewRows: the weight or rows are not 16-byte aligned");
+  MOEC_RETURN_IF_ERROR(checkFewRows(m, k, x));
+  if (reinterpret_cast<uintptr_t>(weightBF16) % 16 != 0)
+    return Status::error("linearBF16FewRows: the weight is not 16-byte aligned");
   const bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
   if (gated && n % 2 != 0)
     return Status::error("linearBF16FewRows: gated N = " + std::to_string(n) + " is odd");
   FewRowsPlan plan = planLinearBF16FewRows(k, n);
-  if (plan.rowBlocks > INT32_MAX || plan.splits > 65535)
+  if (plan.rowBlocks > INT32_MAX)
     return Status::error("linearBF16FewRows: N = " + std::to_string(n) + ", K = " +
                          std::to_string(k) + " exceed the grid's limits");
-  // One slice and no gate: the kernel finishes the outputs itself. Gated: the
-  // gate and up rows of an output lie in different blocks, so the reduction
-  // kernel pairs them.
-  const bool direct = plan.splits == 1 && !gated;
+  Segments<Out> segments{1, {weightBF16}, {bias}, {y}, {n}, {0, plan.rowBlocks}};
+  if (plan.splits == 1)
+    return launchFewRowsTiles<Lhs, Out, Finish::Direct>(plan, x, m, k, segments, nullptr,
+                                                        epilogue, stream);
+  if (!gated)
+    return launchFewRowsTiles<Lhs, Out, Finish::Cluster>(plan, x, m, k, segments, nullptr,
+                                                         epilogue, stream);
+  // Gated: the gate and up rows of an output lie in different blocks, so the
+  // reduction kernel pairs them.
   StreamScratch scratch(stream);
   float *partial = nullptr;
-  if (!direct)
-    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(plan.splits * m * n), partial));
-  auto launch = [&](auto tiles) {
-    return launchFewRows<decltype(tiles)::value>(plan, x, m, k, weightBF16, n, partial, bias,
-                                                 epilogue, y, stream);
-  };
-  MOEC_RETURN_IF_ERROR(m <= 8    ? launch(std::integral_constant<int, 1>{})
-                       : m <= 16 ? launch(std::integral_constant<int, 2>{})
-                       : m <= 32 ? launch(std::integral_constant<int, 4>{})
-                                 : launch(std::integral_constant<int, 8>{}));
-  if (direct)
-    return Status::ok();
-  int64_t width = gated ? n / 2 : n;
+  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(plan.splits * m * n), partial));
+  auto scratchSums = launchFewRowsTiles<Lhs, Out, Finish::Scratch>;
+  MOEC_RETURN_IF_ERROR(scratchSums(plan, x, m, k, segments, partial, epilogue, stream));
+  int64_t width = n / 2;
   return launchDependent(reduceFewRows<Out>, dim3(blocksFor(m * width, 256, 4 * kSMs)), dim3(256),
                          0, stream, partial, static_cast<int>(plan.splits), m, n, bias, epilogue,
                          width, y);
 }
 
+template <typename Lhs, typename Out>
+Status linearBF16FewRowsSiblings(const Lhs *x, int64_t m, int64_t k, int count,
+                                 const uint16_t *const *weightsBF16, const int64_t *n,
+                                 const float *const *biases, Out *const *ys, cudaStream_t stream) {
+  if (count < 1 || count > kLinearBF16MaxSiblings)
+    return Status::error("linearBF16FewRows: " + std::to_string(count) +
+                         " sibling projections, not 1 to " +
+                         std::to_string(kLinearBF16MaxSiblings));
+  if (m <= 0)
+    return Status::ok();
+  MOEC_RETURN_IF_ERROR(checkFewRows(m, k, x));
+  Segments<Out> segments{};
+  segments.count = count;
+  int64_t rowBlocks = 0;
+  for (int s = 0; s < count; ++s) {
+    if (n[s] <= 0)
+      return Status::error("linearBF16FewRows: sibling " + std::to_string(s) + " has N = " +
+                           std::to_string(n[s]));
+    if (reinterpret_cast<uintptr_t>(weightsBF16[s]) % 16 != 0)
+      return Status::error("linearBF16FewRows: the weight of sibling " + std::to_string(s) +
+                           " is not 16-byte aligned");
+    segments.w[s] = weightsBF16[s];
+    segments.bias[s] = biases ? biases[s] : nullptr;
+    segments.y[s] = ys[s];
+    segments.n[s] = n[s];
+    segments.firstBlock[s] = rowBlocks;
+    rowBlocks += (n[s] + kBlockRows - 1) / kBlockRows;
+  }
+  segments.firstBlock[count] = rowBlocks;
+  if (rowBlocks > INT32_MAX)
+    return Status::error("linearBF16FewRows: the siblings exceed the grid's limits");
+  FewRowsPlan plan = planLinearBF16FewRowsBlocks(k, rowBlocks);
+  return plan.splits == 1 ? launchFewRowsTiles<Lhs, Out, Finish::Direct>(
+                                plan, x, m, k, segments, nullptr, Epilogue{}, stream)
+                          : launchFewRowsTiles<Lhs, Out, Finish::Cluster>(
+                                plan, x, m, k, segments, nullptr, Epilogue{}, stream);
+}
+
 #define MOEC_INSTANTIATE(LHS, OUT)                                                                 \
   template Status linearBF16FewRows(const LHS *, int64_t, int64_t, const uint16_t *, int64_t,      \
-                                    const float *, const Epilogue &, OUT *, cudaStream_t);
+                                    const float *, const Epilogue &, OUT *, cudaStream_t);       \
+  template Status linearBF16FewRowsSiblings(const LHS *, int64_t, int64_t, int,                    \
+                                            const uint16_t *const *, const int64_t *,              \
+                                            const float *const *, OUT *const *, cudaStream_t);
 MOEC_INSTANTIATE(float, float)
 MOEC_INSTANTIATE(BF16, float)
 MOEC_INSTANTIATE(float, BF16)

@@ -16,6 +16,8 @@ namespace moec::rt::cuda::detail {
 
 /// linearBF16 takes the few-rows kernel up to this many rows.
 inline constexpr int64_t kLinearBF16FewRowsMax = 64;
+/// The most sibling projections of one launch (linearBF16FewRowsSiblings).
+inline constexpr int kLinearBF16MaxSiblings = 4;
 
 /// How the few-rows kernel cuts a [N, K] weight: blocks of kFewRowsBlockRows
 /// weight rows, K in `splits` slices of `perSplit` (the last one shorter). A
@@ -25,6 +27,8 @@ struct FewRowsPlan {
   int64_t rowBlocks, splits, perSplit;
 };
 FewRowsPlan planLinearBF16FewRows(int64_t k, int64_t n);
+/// The plan of siblings whose row blocks add up to `rowBlocks`.
+FewRowsPlan planLinearBF16FewRowsBlocks(int64_t k, int64_t rowBlocks);
 
 /// linearBF16 for 1..kLinearBF16FewRowsMax rows (K a multiple of 8, x and the
 /// weight 16-byte aligned): y[M, N] = epilogue(x · wᵀ + bias), bf16 products
@@ -32,6 +36,14 @@ FewRowsPlan planLinearBF16FewRows(int64_t k, int64_t n);
 template <typename Lhs, typename Out>
 Status linearBF16FewRows(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
                          const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream);
+
+/// `count` projections of the same rows in one launch, no epilogue: ys[s][M,
+/// n[s]] = x · weightsBF16[s]ᵀ + biases[s] (biases null: none), each with the
+/// bits linearBF16FewRows gives it alone at the siblings' plan.
+template <typename Lhs, typename Out>
+Status linearBF16FewRowsSiblings(const Lhs *x, int64_t m, int64_t k, int count,
+                                 const uint16_t *const *weightsBF16, const int64_t *n,
+                                 const float *const *biases, Out *const *ys, cudaStream_t stream);
 
 } // namespace moec::rt::cuda::detail
 

@@ -1004,3 +1004,70 @@ func.func @layer_fp8_separate(%x: tensor<?x16xf32>, %ids: tensor<?x1xi32>, %w: t
           gate_up_layout = #moe.gate_up_layout<separate>} -> tensor<?x16xf32>
   return %y : tensor<?x16xf32>
 }
+
+// -----
+
+// moe.multi_linear
+
+func.func @multi_linear_no_weights(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{takes 1 to 4 weights, got 0}}
+  "moe.multi_linear"(%x) {operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<?x64xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @multi_linear_five_weights(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>) {
+  // expected-error @+1 {{takes 1 to 4 weights, got 5}}
+  %y:5 = moe.multi_linear %x, %w, %w, %w, %w, %w : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<8x64xbf16>, tensor<8x64xbf16>, tensor<8x64xbf16>, tensor<8x64xbf16>
+      -> tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @multi_linear_results(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{has one result per weight: 1 results for 2 weights}}
+  %y = moe.multi_linear %x, %w, %w : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<8x64xbf16> -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @multi_linear_biases(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>, %b: tensor<8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
+  // expected-error @+1 {{takes no biases or one per weight: 1 biases for 2 weights}}
+  %y:2 = moe.multi_linear %x, %w, %w biases(%b : tensor<8xf32>) : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<8x64xbf16> -> tensor<?x8xf32>, tensor<?x8xf32>
+  return %y#0, %y#1 : tensor<?x8xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+func.func @multi_linear_contraction(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>, %w1: tensor<8x63xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
+  // expected-error @+1 {{weight 1 dimension 1 (K) is 63, but input dimension 1 makes K = 64}}
+  %y:2 = moe.multi_linear %x, %w, %w1 : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<8x63xbf16> -> tensor<?x8xf32>, tensor<?x8xf32>
+  return %y#0, %y#1 : tensor<?x8xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+func.func @multi_linear_width(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>, %w1: tensor<4x64xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
+  // expected-error @+1 {{result 1 dimension 1 (N1) is 8, but weight 1 dimension 0 makes N1 = 4}}
+  %y:2 = moe.multi_linear %x, %w, %w1 : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<4x64xbf16> -> tensor<?x8xf32>, tensor<?x8xf32>
+  return %y#0, %y#1 : tensor<?x8xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+func.func @multi_linear_weight_types(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>, %w1: tensor<8x64xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
+  // expected-error @+1 {{weight 1's element type differs from weight 0's ('bf16')}}
+  %y:2 = moe.multi_linear %x, %w, %w1 : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<8x64xf32> -> tensor<?x8xf32>, tensor<?x8xf32>
+  return %y#0, %y#1 : tensor<?x8xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+func.func @multi_linear_result_types(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>) -> (tensor<?x8xf32>, tensor<?x8xbf16>) {
+  // expected-error @+1 {{result 1's element type differs from result 0's ('f32')}}
+  %y:2 = moe.multi_linear %x, %w, %w : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<8x64xbf16> -> tensor<?x8xf32>, tensor<?x8xbf16>
+  return %y#0, %y#1 : tensor<?x8xf32>, tensor<?x8xbf16>
+}

@@ -160,6 +160,22 @@ def MoECastModelBF16 : Pass<"moe-cast-model-bf16", "::mlir::ModuleOp"> {
   let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
 }
 
+def MoEFuseSiblingLinears : Pass<"moe-fuse-sibling-linears", "::mlir::ModuleOp"> {
+  let summary = "Group projections of the same rows (attention's q, k, v) into moe.multi_linear";
+  let description = [{
+    In whole models (functions with `moe.kv_cache`; a block's shared expert
+    and its gate go to a side stream instead, moe-plan-streams):
+    `moe.linear` ops of one input value, in one block, without an epilogue and
+    with bf16 weights (the CUDA kernel that runs siblings in one launch), alike
+    in result element type and in having a bias, become `moe.multi_linear`
+    ops of up to four, in program order, at the first of them where every
+    operand of the group is already defined there. Run by `moec compile
+    --target=cuda` for whole models after moe-cast-model-bf16; anything else
+    is left alone.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect"];
+}
+
 def MoEPlanStreams : Pass<"moe-plan-streams", "::mlir::ModuleOp"> {
   let summary = "Mark the shared expert's side branch for the CUDA side stream (moe.stream)";
   let description = [{

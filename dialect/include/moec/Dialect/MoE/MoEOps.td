@@ -309,6 +309,26 @@ def MoE_LinearOp : MoE_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MoE_MultiLinearOp : MoE_Op<"multi_linear", [Pure, AttrSizedOperandSegments]> {
+  let summary = "sibling dense projections of the same rows, x · Wᵢᵀ + bᵢ";
+  let description = [{
+    `input` [M, K]; `weights`, one to four, [Nᵢ, K] of one element type;
+    `biases` none, or one [Nᵢ] per weight. Result i [M, Nᵢ] is exactly
+    `moe.linear(input, weights[i], biases[i])` without an epilogue (the
+    results share one element type). moe-fuse-sibling-linears forms it from
+    projections of one input (attention's q, k and v) so that a target can
+    run them in one launch.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, Variadic<MoE_FloatTensor>:$weights,
+                       Variadic<MoE_FloatTensor>:$biases);
+  let results = (outs Variadic<MoE_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $input `,` $weights (`biases` `(` $biases^ `:` type($biases) `)`)? attr-dict `:`
+    type($input) `,` type($weights) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_QuantizeOp : MoE_Op<"quantize", [Pure]> {
   let summary = "per-row, 128-column-group quantisation to FP8 e4m3";
   let description = [{

@@ -120,6 +120,15 @@ template <typename Lhs, typename Out>
 Status linearBF16(const Lhs *x, int64_t m, int64_t k, const uint16_t *weightBF16, int64_t n,
                   const float *bias, const Epilogue &epilogue, Out *y, cudaStream_t stream);
 
+/// moe.multi_linear with bf16 weights: `count` (1-4) projections of the same
+/// rows, ys[s][M, n[s]] = x · weightsBF16[s]ᵀ + biases[s] (biases null: none),
+/// up to 64 rows in one launch (K split by the siblings' plan; a row's bits
+/// do not depend on the row count).
+template <typename Lhs, typename Out>
+Status linearBF16Siblings(const Lhs *x, int64_t m, int64_t k, int count,
+                          const uint16_t *const *weightsBF16, const int64_t *n,
+                          const float *const *biases, Out *const *ys, cudaStream_t stream);
+
 /// moe.quantize on the device: per row and 128-column group, scale =
 /// f32(max(amax / 448, 1e-12)) and q = e4m3(x / scale) (nearest even,
 /// saturating), as cpu::quantizeE4M3. Rows at or past *validRows (read on the

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Where a whole model's step goes: each kernel's own time, from ncu.
+
+Usage:
+  ncu --clock-control none --csv --page raw --print-units base \\
+      --metrics gpu__time_duration.sum --log-file ncu.csv \\
+      python3 bench/model_profile.py run LIBMOEC.so ARTIFACT [--batch B] [--prompt P] [--new N]
+  python3 bench/model_profile.py summary ncu.csv [--step K]
+
+`run` loads the artifact and runs one greedy moec_generate: a prefill of B prompts of P
+tokens, then N - 1 decode steps, each a CUDA graph replay (ncu profiles every node of a
+graph as a kernel of its own). `summary` cuts the kernels into steps at each step's
+embedding kernel and prints, for step K (default: the last, a decode step), every kernel
+by name: launches, total and mean µs, and the share of the step. ncu runs kernels one at a
+time, so the sum is the step's time with no gaps and no overlap between kernels; the
+step's measured time (bench/model_generate.py) minus this sum is what launches and
+dependencies cost.
+"""
+import argparse
+import collections
+import csv
+import ctypes
+import re
+import sys
+
+
+def run(args):
+    import numpy as np
+    from model_generate import Sampling, Stats  # the C API's structs, beside this file
+
+    lib = ctypes.CDLL(args.library)
+    lib.moec_load.restype = ctypes.c_void_p
+    lib.moec_load.argtypes = [ctypes.c_char_p]
+    lib.moec_last_error.restype = ctypes.c_char_p
+    lib.moec_vocab_size.restype = ctypes.c_int64
+    lib.moec_vocab_size.argtypes = [ctypes.c_void_p]
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    lib.moec_generate.argtypes = [ctypes.c_void_p, i64p, i64p, ctypes.c_int64, ctypes.c_int64,
+                                  ctypes.c_int64, ctypes.POINTER(Sampling), i64p,
+                                  ctypes.POINTER(Stats)]
+    model = lib.moec_load(args.artifact.encode())
+    if not model:
+        sys.exit("model_profile.py: " + lib.moec_last_error().decode())
+    rng = np.random.default_rng(0)
+    ids = np.ascontiguousarray(rng.integers(0, lib.moec_vocab_size(model),
+                                            (args.batch, args.prompt)), dtype=np.int64)
+    mask = np.ones_like(ids)
+    sequences = np.zeros((args.batch, args.prompt + args.new), dtype=np.int64)
+    stats = Stats()
+    if lib.moec_generate(model, ids.ctypes.data_as(i64p), mask.ctypes.data_as(i64p), args.batch,
+                         args.prompt, args.new, ctypes.byref(Sampling(0, 0, 1, 0)),
+                         sequences.ctypes.data_as(i64p), ctypes.byref(stats)):
+        sys.exit("model_profile.py: " + lib.moec_last_error().decode())
+    print(f"model_profile.py: B={args.batch} P={args.prompt} new={args.new} done")
+
+
+def short(name):
+    name = re.sub(r"^void ", "", name)
+    for anonymous in ("(anonymous namespace)::", "<unnamed>::", "unnamed>::"):
+        name = name.replace(anonymous, "")
+    if "cutlass::device_kernel" in name or name.startswith("cutlass"):
+        return "CUTLASS " + re.sub(r"<.*", "", name.split("::")[-1])[:40]
+    depth, out = 0, []
+    for ch in name:  # drop the parameter list, keep template arguments
+        if ch == "(" and depth == 0:
+            break
+        depth += ch == "<"
+        depth -= ch == ">"
+        out.append(ch)
+    name = "".join(out)
+    return re.sub(r"^moec::rt::cuda::(device::)?", "", name)[:90]
+
+
+def kernels(path):
+    with open(path, newline="") as f:
+        lines = [line for line in f if line.startswith('"')]
+    rows = list(csv.DictReader(lines))
+    out = []
+    for row in rows:
+        value = row.get("gpu__time_duration.sum", "")
+        try:
+            ns = float(value.replace(",", ""))
+        except ValueError:
+            continue  # the units row
+        out.append((short(row["Kernel Name"]), ns / 1e3))
+    return out
+
+
+def summary(args):
+    ks = kernels(args.csv)
+    steps, current = [], None
+    for name, us in ks:
+        if name.startswith("embeddingKernel"):
+            current = []
+            steps.append(current)
+        if current is not None:
+            current.append((name, us))
+    if not steps:
+        sys.exit("model_profile.py: no embedding kernel in the log")
+    step = steps[args.step]
+    # A step ends at its last sampling kernel; kernels after the final step's logits belong
+    # to nothing the step times.
+    total = sum(us for _, us in step)
+    by = collections.OrderedDict()
+    for name, us in step:
+        n, t = by.get(name, (0, 0.0))
+        by[name] = (n + 1, t + us)
+    print(f"{len(steps)} steps; step {args.step % len(steps)}: {len(step)} kernels, "
+          f"{total:.1f} µs in all (kernels one at a time, no gaps)\n")
+    print("| kernel | launches | total µs | mean µs | share |")
+    print("|---|---|---|---|---|")
+    for name, (n, t) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        print(f"| `{name}` | {n} | {t:.1f} | {t / n:.2f} | {100 * t / total:.1f} % |")
+    short_kernels = sum(1 for _, us in step if us < 5)
+    print(f"\nkernels under 5 µs: {short_kernels} of {len(step)}, "
+          f"{sum(us for _, us in step if us < 5):.1f} µs")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="mode", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("library")
+    r.add_argument("artifact")
+    r.add_argument("--batch", type=int, default=1)
+    r.add_argument("--prompt", type=int, default=16)
+    r.add_argument("--new", type=int, default=3)
+    s = sub.add_parser("summary")
+    s.add_argument("csv")
+    s.add_argument("--step", type=int, default=-1)
+    args = p.parse_args()
+    run(args) if args.mode == "run" else summary(args)
+
+
+if __name__ == "__main__":
+    main()
