@@ -101,6 +101,29 @@ Status launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   return Status::ok();
 }
 
+/// The same in clusters of `clusterBlocks` blocks along x (grid.x a multiple
+/// of it); `kernel` must allow the cluster size (non-portable sizes past 8)
+/// and start with awaitPrerequisites().
+template <typename... Params, typename... Args>
+Status launchDependentCluster(void (*kernel)(Params...), dim3 grid, dim3 block, int clusterBlocks,
+                              size_t shared, cudaStream_t stream, Args &&...args) {
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = static_cast<unsigned>(clusterBlocks);
+  attributes[0].val.clusterDim.y = attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = programmaticLaunchAllowed(stream) ? 2 : 1;
+  MOEC_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+  return Status::ok();
+}
+
 } // namespace detail
 } // namespace moec::rt::cuda
 
