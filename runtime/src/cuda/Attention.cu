@@ -686,13 +686,15 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
     }();
     MOEC_CUDA_TRY(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-    // Splits for about kDecodeWarps warps, none under kMinSplitPositions of
-    // a full cache; kWarps a block.
-    int64_t want = (kDecodeWarps + n * g.kvHeads - 1) / (n * g.kvHeads);
-    want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, g.maxSeq / kMinSplitPositions));
-    int blocks = static_cast<int>(std::min<int64_t>((want + kWarps - 1) / kWarps, maxBlocks));
+    // Blocks of kWarps splits for at most kDecodeWarps warps (one wave: a
+    // partial second wave costs more than fewer, longer splits), none under
+    // kMinSplitPositions of a full cache unless a block is all there is.
+    int64_t blocks = kDecodeWarps / (n * g.kvHeads * kWarps);
+    blocks = std::min(blocks, (g.maxSeq / kMinSplitPositions + kWarps - 1) / kWarps);
+    blocks = std::clamp<int64_t>(blocks, 1, maxBlocks);
     dim3 grid(static_cast<unsigned>(n * g.kvHeads * blocks));
-    return detail::launchDependentCluster(kernel, grid, dim3(kThreads), blocks, shared, stream,
+    return detail::launchDependentCluster(kernel, grid, dim3(kThreads), static_cast<int>(blocks),
+                                          shared, stream,
                                           query, key, keyShared, value, sinks, positions,
                                           sequences, n, g, keys, values, out);
   }
