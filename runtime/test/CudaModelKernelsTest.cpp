@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/runtime/Cuda.h"
+#include "moec/runtime/cpu/ModelKernels.h"
+#include "moec/runtime/cpu/ThreadPool.h"
 #include "moec/runtime/cuda/ModelKernels.h"
 
 #include "CudaTestUtil.h"
@@ -211,6 +213,92 @@ TEST_F(CudaModelKernels, RotaryHalvesAndInterleavedPairsAtLargePositions) {
           expectBitwiseEqual(download<float>(dX, n * columns), got, what + " in place"));
     }
   }
+}
+
+/// The model's norm and rotary shapes at decode and prefill token counts:
+/// the float64 reference's tolerance, and the CPU kernel's bits (its double
+/// sums and rounding rules, which the CUDA kernels follow; a double sum's
+/// order moves its float result only at a float rounding boundary, which
+/// these fixed inputs do not reach).
+TEST_F(CudaModelKernels, RmsNormAtModelShapesMatchesTheCpuKernel) {
+  struct Case {
+    int64_t k, group;
+    int skew; // floats the input, weight and output start past an aligned buffer
+  };
+  cpu::ThreadPool pool(4);
+  for (int64_t m : {1, 3, 64, 4096})
+    for (Case c : {Case{4096, 128, 0}, Case{512, 128, 0}, Case{2048, 64, 0}, Case{2048, 2048, 0},
+                   Case{2880, 2880, 0}, Case{4096, 4096, 0}, Case{7168, 7168, 0},
+                   Case{512, 128, 1}, Case{2048, 2048, 1}, Case{2050, 1025, 0}}) {
+      if (m == 4096 && c.k == 7168)
+        continue; // 117 MB: the 2048 and 4096 rows cover the block path's prefill
+      std::string what = "rms_norm m " + std::to_string(m) + ", k " + std::to_string(c.k) +
+                         " / group " + std::to_string(c.group) +
+                         (c.skew ? ", unaligned" : "");
+      std::vector<float> x = randomVector(m * c.k, rng, 3.0f), w = randomVector(c.group, rng);
+      std::vector<float> paddedX(c.skew, 0.0f), paddedW(c.skew, 0.0f);
+      paddedX.insert(paddedX.end(), x.begin(), x.end());
+      paddedW.insert(paddedW.end(), w.begin(), w.end());
+      DeviceBuffer dX = upload(paddedX), dW = upload(paddedW),
+                   y = poisoned(4 * (m * c.k + c.skew));
+      ASSERT_OK(cuda::rmsNorm(dX.dataAs<float>() + c.skew, m, c.k, dW.dataAs<float>() + c.skew,
+                              c.group, 1e-6f, 0.0f, y.dataAs<float>() + c.skew, nullptr));
+      ASSERT_OK(synchronize());
+      std::vector<float> got = download<float>(y, m * c.k + c.skew);
+      got.erase(got.begin(), got.begin() + c.skew);
+      ASSERT_NO_FATAL_FAILURE(
+          expectClose(refRmsNorm(x, m, c.k, w, c.group, 1e-6, 0.0), got.data(), 1e-5, 1e-6, what));
+      std::vector<float> cpu(m * c.k);
+      cpu::rmsNorm(pool, x.data(), m, c.k, w.data(), c.group, 1e-6f, 0.0f, cpu.data());
+      ASSERT_NO_FATAL_FAILURE(expectBitwiseEqual(got, cpu, what + " vs the CPU kernel"));
+    }
+}
+
+/// The float64 reference's tolerance (the CPU kernel's sine and cosine are
+/// the C library's, not CUDA's: the last bits may differ).
+TEST_F(CudaModelKernels, RotaryAtModelShapesAndTokenCounts) {
+  struct Case {
+    int64_t heads, headDim, half, offset;
+  };
+  std::uniform_int_distribution<int64_t> anyPosition(0, 200000);
+  // Qwen3's q and k (32 and 4 heads of 128), gpt-oss's 64, DeepSeek's rope
+  // slice, a partial rotation, and 200 frequencies (more than a block's
+  // threads: each thread steps over several).
+  for (int64_t n : {1, 3, 64, 4096})
+    for (Case c : {Case{32, 128, 64, 0}, Case{4, 128, 64, 0}, Case{64, 64, 32, 0},
+                   Case{16, 192, 32, 128}, Case{5, 40, 12, 8}, Case{2, 448, 200, 20}})
+      for (bool interleaved : {false, true}) {
+        if (n == 4096 && c.heads * c.headDim < 4096 && interleaved)
+          continue;
+        int64_t columns = c.heads * c.headDim;
+        std::string what = std::string(interleaved ? "rotary interleaved" : "rotary half") +
+                           ", n " + std::to_string(n) + ", " + std::to_string(c.heads) +
+                           " heads of " + std::to_string(c.headDim);
+        std::vector<int64_t> pos(n);
+        for (int64_t &p : pos)
+          p = anyPosition(rng);
+        std::vector<float> invFreq(c.half);
+        for (int64_t i = 0; i < c.half; ++i)
+          invFreq[i] = static_cast<float>(std::pow(1e6, -2.0 * i / (2 * c.half)));
+        std::vector<float> x = randomVector(n * columns, rng);
+        DeviceBuffer dPos = upload(pos), dFreq = upload(invFreq), dX = upload(x),
+                     y = poisoned(4 * n * columns);
+        const float scale = 0.875f;
+        ASSERT_OK(cuda::rotary(dX.dataAs<float>(), n, columns, dPos.dataAs<int64_t>(),
+                               dFreq.dataAs<float>(), c.half, c.headDim, c.offset, interleaved,
+                               scale, y.dataAs<float>(), nullptr));
+        ASSERT_OK(synchronize());
+        std::vector<float> got = download<float>(y, n * columns);
+        ASSERT_NO_FATAL_FAILURE(expectClose(
+            refRotary(x, n, columns, pos, invFreq, c.headDim, c.offset, interleaved, scale),
+            got.data(), 1e-5, 1e-5, what));
+        ASSERT_OK(cuda::rotary(dX.dataAs<float>(), n, columns, dPos.dataAs<int64_t>(),
+                               dFreq.dataAs<float>(), c.half, c.headDim, c.offset, interleaved,
+                               scale, dX.dataAs<float>(), nullptr));
+        ASSERT_OK(synchronize());
+        ASSERT_NO_FATAL_FAILURE(
+            expectBitwiseEqual(download<float>(dX, n * columns), got, what + " in place"));
+      }
 }
 
 TEST_F(CudaModelKernels, AddInPlaceAndNot) {

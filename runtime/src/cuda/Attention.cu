@@ -1,26 +1,28 @@
 //===- Attention.cu - moe.attention over the device KV cache
 //-----------------===//
 //
-// Every call first writes the step's key and value rows into the cache (one
-// block per token, rounded to nearest even in a bf16 cache), then attends.
-// Three attention kernels, chosen on the host from what it knows (the token
-// count n, the shapes, the cache's type), never from positions or sequences,
-// which are read on the device (a step is captured in a CUDA graph once and
-// replayed with new ones):
+// A call writes the step's key and value rows into the cache (rounded to
+// nearest even in a bf16 cache), then attends: every token sees the others'
+// rows. Three attention kernels, chosen on the host from what it knows (the
+// token count n, the shapes, the cache's type), never from positions or
+// sequences, which are read on the device (a step is captured in a CUDA
+// graph once and replayed with new ones):
 //
 //  - attendKernel, the exact path: one block per (token, head) on CUDA cores,
-//    f32 throughout. Every f32 cache, and any shape the tensor-core kernels
-//    do not take.
-//  - flashDecodeKernel + mergeKernel, bf16 caches, up to max(64, maxBatch)
-//    tokens (a decode step, or a short chunk) where the scratch holds their
-//    partial results: split KV ("flash-decoding"). Each warp takes one (token,
-//    KV head, split of the token's positions) and computes all the query heads
-//    that share the KV head (GQA: 16 rows of an m16n8k16 tile, the heads
-//    that share it, the rest padding), so a KV row is read once per token;
-//    enough splits for about a wave of resident warps. The splits'
-//    unnormalised sums, maxima and denominators go to the cache's scratch,
-//    and the merge kernel (a block per (token, head), its warps over the
-//    splits) adds the sink and normalises.
+//    f32 throughout, after writeCacheKernel (one block per token). Every f32
+//    cache, and any shape the tensor-core kernels do not take.
+//  - flashDecodeKernel, bf16 caches, up to max(64, maxBatch) tokens (a
+//    decode step, or a short chunk): split KV ("flash-decoding") in one
+//    kernel. A thread-block cluster per (token, KV head), each warp one split
+//    of the token's positions, computing all the query heads that share the
+//    KV head (GQA: 16 rows of an m16n8k16 tile, the heads that share it, the
+//    rest padding), so a KV row is read once per token; enough splits for
+//    about a wave of resident warps. The splits' unnormalised sums, maxima
+//    and denominators merge in shared memory (the block's warps) and then
+//    across the cluster through distributed shared memory, in a fixed order,
+//    with the sink. The kernel writes the step's rows into the cache itself
+//    and takes them from its inputs where a split reads them, so the decode
+//    is one launch.
 //  - flashPrefillKernel, bf16 caches, more tokens (prefill): FlashAttention-2
 //    on mma.sync m16n8k16 (bf16 in, f32 accumulation). A block's rows (128,
 //    or 64 for a short prompt) are rows / G consecutive tokens times the G
@@ -47,6 +49,7 @@
 #include "GridSize.h"
 #include "moec/runtime/cuda/ModelKernels.h"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -72,14 +75,13 @@ constexpr int64_t kMaxRowBlocks = 16 * kSMs;
 /// prefill's tiles would hold a sequence per token.
 constexpr int64_t kDecodeTokens = 64;
 /// Warps the decode aims at: about a wave of the resident ones (12 an SM at
-/// 128 dims), whose tiles in flight are more than the HBM's latency needs;
-/// more splits would only add partial results to write and merge.
+/// 128 dims), whose tiles in flight are more than the HBM's latency needs.
 constexpr int64_t kDecodeWarps = 12 * kSMs;
-/// At most this many splits of a token's positions (the merge holds 4
-/// weights a lane), each at least kMinSplitPositions of a full cache: at
-/// batch 1, 4 KV heads of 128 splits are 4 warps an SM, each with its whole
-/// split (two tiles of a 4096-position cache) in flight at once.
-constexpr int64_t kMaxSplits = 128, kMinSplitPositions = 32;
+/// Each split at least kMinSplitPositions of a full cache; a (token, KV head)
+/// takes at most a cluster of kMaxClusterBlocks blocks of kWarps splits
+/// (16: non-portable, taken where the device schedules it, else 8).
+constexpr int64_t kMinSplitPositions = 32;
+constexpr int kMaxClusterBlocks = 16, kPortableClusterBlocks = 8;
 
 /// The geometry of one attention call, as the kernels take it.
 struct AttentionGeometry {
@@ -228,175 +230,248 @@ __global__ void attendKernel(const float *query, const T *keys, const T *values,
 }
 
 //===----------------------------------------------------------------------===//
-// Decode: split KV, then merge
+// Decode: split KV over a thread-block cluster, merged in the cluster
 //===----------------------------------------------------------------------===//
 
 constexpr int kDecodePositions = 16; // positions per tile of the decode
 
-template <class S> constexpr int decodeSharedBytes() {
+template <class S> constexpr int decodeTileBytes() {
   return kWarps * 2 * kDecodePositions * (S::kKeyStride + S::kValueStride) * 2;
 }
 
-/// Warp w of block b: item b·kWarps + w, the (token, KV head, split) (split
-/// fastest). Its rows: the group's G query heads (G divides 16; rows G..15
-/// padding). The split's positions: the token's [first, position] in
-/// `splits` chunks of whole tiles. Partial results at ((t·heads + h)·splits +
-/// split): partialSums [..][valueDim] unnormalised, partialStats [..][2] the
-/// maximum (base 2, -inf where the split saw nothing) and the denominator.
+/// After the tiles, the same shared memory holds the warps' partial results
+/// (kWarps of [16][Dv] sums and [16] maxima and denominators) and the
+/// block's merge of them ([16][Dv] and [16][2]), which the cluster reads.
+template <class S> struct DecodeMerge {
+  static constexpr int kWarpSums = 0, kWarpStats = kWarps * 16 * S::kValue,
+                       kBlockSums = kWarpStats + kWarps * 16 * 2,
+                       kBlockStats = kBlockSums + 16 * S::kValue,
+                       kFloats = kBlockStats + 16 * 2;
+  static_assert(kFloats * 4 <= decodeTileBytes<S>(), "the merge reuses the tiles' memory");
+};
+
+/// Whether token u of the step writes a row this warp reads: its sequence's,
+/// a position in [from, to), inside the cache.
+__device__ __forceinline__ bool writesRow(const int64_t *positions, const int64_t *sequences,
+                                          const AttentionGeometry &g, int64_t u, int64_t sequence,
+                                          int from, int to) {
+  int64_t s = sequences[u], p = positions[u];
+  return s == sequence && p >= from && p < to && g.inCache(s, p);
+}
+
+/// Cluster c = (token t, KV head kv) of `clusterDim.x` blocks; warp w of the
+/// cluster's block of rank b takes split b·kWarps + w of the token's
+/// positions [first, position] (whole tiles, as even as they go). Its rows:
+/// the group's G query heads (G divides 16; rows G..15 padding).
+///
+/// The step's own key and value rows are not read back from the cache: the
+/// cluster's rank-0 block writes token t's rows of head kv (and the shared
+/// key slice, at kv = 0) into the cache, and a warp whose split holds a
+/// position some token of the step writes replaces that row of its tile
+/// with the token's (rounded to bf16 as the write rounds it), so every token
+/// sees the step's rows (write, then read) without a kernel in between. The
+/// cache's copy a warp may read while it is written is always replaced.
+///
+/// The merge: each warp's (maximum, denominator, sums) of its rows into
+/// shared memory; the block merges its warps (fixed order); cluster barrier;
+/// each block then takes a slice of the G·Dv outputs, reading every block's
+/// merge through distributed shared memory in rank order, adds the sink and
+/// normalises; a last barrier keeps each block's shared memory until every
+/// block has read it. Deterministic: the same splits always merge in the
+/// same order.
 template <int Dk, int Dr, int Dv>
 __global__ void __launch_bounds__(kThreads)
-    flashDecodeKernel(const float *query, const bf16 *keys, const bf16 *values,
-                      const int64_t *positions, const int64_t *sequences, int64_t n,
-                      AttentionGeometry g, int splits, float *partialSums, float *partialStats) {
+    flashDecodeKernel(const float *query, const float *key, const float *keyShared,
+                      const float *value, const float *sinks, const int64_t *positions,
+                      const int64_t *sequences, int64_t n, AttentionGeometry g, bf16 *keys,
+                      bf16 *values, float *out) {
   using S = HeadShape<Dk, Dr, Dv>;
+  using M = DecodeMerge<S>;
+  namespace cg = cooperative_groups;
   device::awaitPrerequisites();
   extern __shared__ __align__(16) unsigned char sharedBytes[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int blocks = static_cast<int>(cluster.num_blocks()),
+            rank = static_cast<int>(cluster.block_rank());
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int split = static_cast<int>(item % splits);
-  const int64_t kv = item / splits % g.kvHeads, t = item / splits / g.kvHeads;
-  if (t >= n)
-    return;
-  const int64_t sequence = sequences[t], position = positions[t];
-  if (!g.inCache(sequence, position))
-    return; // the merge writes the zero row
+  const int splits = blocks * kWarps, split = rank * kWarps + warp;
+  const int64_t item = blockIdx.x / blocks; // (token, KV head)
+  const int64_t kv = item % g.kvHeads, t = item / g.kvHeads;
   const int G = static_cast<int>(g.group());
+  const int64_t sequence = sequences[t], position = positions[t];
+  const bool valid = g.inCache(sequence, position);
+  const int64_t keyColumns = g.keyColumns(), valueColumns = g.valueColumns();
+
+  if (valid && rank == 0) { // the token's rows of head kv into the cache
+    const int64_t row = sequence * g.maxSeq + position;
+    for (int j = threadIdx.x; j < Dk; j += kThreads)
+      keys[row * keyColumns + kv * Dk + j] =
+          __float2bfloat16_rn(key[t * g.kvHeads * Dk + kv * Dk + j]);
+    for (int j = threadIdx.x; j < Dr && kv == 0; j += kThreads)
+      keys[row * keyColumns + g.kvHeads * Dk + j] = __float2bfloat16_rn(keyShared[t * Dr + j]);
+    for (int j = threadIdx.x; j < Dv; j += kThreads)
+      values[row * valueColumns + kv * Dv + j] =
+          __float2bfloat16_rn(value[t * valueColumns + kv * Dv + j]);
+  }
+
   const int last = static_cast<int>(position), start = static_cast<int>(g.firstPosition(position));
-  const int length = last - start + 1;
+  const int length = valid ? last - start + 1 : 0;
   const int chunk =
       ((length + splits - 1) / splits + kDecodePositions - 1) / kDecodePositions * kDecodePositions;
   const int from = start + split * chunk, to = min(from + chunk, last + 1); // [from, to)
+  const int tiles = valid && from < to ? (to - from + kDecodePositions - 1) / kDecodePositions : 0;
 
   bf16 *kTiles = reinterpret_cast<bf16 *>(sharedBytes) +
                  warp * 2 * kDecodePositions * (S::kKeyStride + S::kValueStride);
   bf16 *vTiles = kTiles + 2 * kDecodePositions * S::kKeyStride;
-  const bf16 *keyRows = keys + sequence * g.maxSeq * g.keyColumns() + kv * Dk;
-  const bf16 *valueRows = values + sequence * g.maxSeq * g.valueColumns() + kv * Dv;
+  const bf16 *keyRows = keys + sequence * g.maxSeq * keyColumns + kv * Dk;
+  const bf16 *valueRows = values + sequence * g.maxSeq * valueColumns + kv * Dv;
   const int64_t sharedColumn = g.kvHeads * Dk - kv * Dk;
-  const int tiles = from < to ? (to - from + kDecodePositions - 1) / kDecodePositions : 0;
   auto load = [&](int tile) {
     int stage = tile % 2;
     loadTile<S, kDecodePositions, Dk, 32>(
         kTiles + stage * kDecodePositions * S::kKeyStride,
-        vTiles + stage * kDecodePositions * S::kValueStride, keyRows, valueRows, g.keyColumns(),
-        sharedColumn, g.valueColumns(), from + tile * kDecodePositions, to - 1, lane);
+        vTiles + stage * kDecodePositions * S::kValueStride, keyRows, valueRows, keyColumns,
+        sharedColumn, valueColumns, from + tile * kDecodePositions, to - 1, lane);
     commitCopies();
   };
-  if (tiles > 0)
+  // Whether any token of the step writes a row of this split.
+  bool stepRows = false;
+  if (tiles > 0) {
     load(0);
+    for (int64_t u0 = 0; u0 < n && !stepRows; u0 += 32)
+      stepRows = __any_sync(0xffffffffu, u0 + lane < n && writesRow(positions, sequences, g,
+                                                                    u0 + lane, sequence, from, to));
+  }
+  // Rows of tile `first` that tokens of the step write, from their inputs.
+  auto patch = [&](bf16 *kTile, bf16 *vTile, int first) {
+    const int end = min(first + kDecodePositions, to);
+    for (int64_t u0 = 0; u0 < n; u0 += 32) {
+      unsigned hits = __ballot_sync(0xffffffffu, u0 + lane < n && writesRow(positions, sequences,
+                                                                            g, u0 + lane, sequence,
+                                                                            first, end));
+      while (hits) { // in token order: a later token's row wins, as in the cache
+        const int64_t u = u0 + __ffs(hits) - 1;
+        hits &= hits - 1;
+        const int r = static_cast<int>(positions[u]) - first;
+        for (int j = lane; j < Dk + Dr; j += 32)
+          kTile[r * S::kKeyStride + j] = __float2bfloat16_rn(
+              j < Dk ? key[u * g.kvHeads * Dk + kv * Dk + j] : keyShared[u * Dr + j - Dk]);
+        for (int j = lane; j < Dv; j += 32)
+          vTile[r * S::kValueStride + j] =
+              __float2bfloat16_rn(value[u * valueColumns + kv * Dv + j]);
+      }
+    }
+  };
 
   const int r0 = lane / 4, r1 = r0 + 8;
   const int64_t h0 = kv * G + r0, h1 = kv * G + r1;
   const float *qRow = query + t * g.heads * S::kQuery;
   WarpRows<S> rows;
-  const float *const queryRows[2] = {r0 < G ? qRow + h0 * S::kQuery : nullptr,
-                                     r1 < G ? qRow + h1 * S::kQuery : nullptr};
+  const float *const queryRows[2] = {valid && r0 < G ? qRow + h0 * S::kQuery : nullptr,
+                                     valid && r1 < G ? qRow + h1 * S::kQuery : nullptr};
   rows.loadQuery(queryRows);
   const float scaleLog2 = g.scale * kLog2e;
   for (int tile = 0; tile < tiles; ++tile) {
     nextTile(tile, tiles, load);
     __syncwarp();
     int stage = tile % 2, first = from + tile * kDecodePositions;
-    rows.template attend<kDecodePositions>(kTiles + stage * kDecodePositions * S::kKeyStride,
-                                           vTiles + stage * kDecodePositions * S::kValueStride,
-                                           first, first + kDecodePositions > to, scaleLog2,
-                                           [&](int, int p) { return p < to; });
+    bf16 *kTile = kTiles + stage * kDecodePositions * S::kKeyStride;
+    bf16 *vTile = vTiles + stage * kDecodePositions * S::kValueStride;
+    if (stepRows) {
+      patch(kTile, vTile, first);
+      __syncwarp();
+    }
+    rows.template attend<kDecodePositions>(kTile, vTile, first, first + kDecodePositions > to,
+                                           scaleLog2, [&](int, int p) { return p < to; });
     __syncwarp(); // the next load rewrites this stage
   }
   rows.finishDenominators();
+
+  // The warps' partial results (a warp that saw nothing: maxima -inf, sums 0).
+  __syncthreads(); // every warp is done with its tiles
+  float *merge = reinterpret_cast<float *>(sharedBytes);
   const int c = lane % 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     int r = i == 0 ? r0 : r1;
     if (r >= G)
       continue;
-    int64_t slot = ((t * g.heads + kv * G + r) * splits + split);
     if (c == 0) {
-      partialStats[slot * 2] = rows.m[i];
-      partialStats[slot * 2 + 1] = rows.l[i];
+      merge[M::kWarpStats + (warp * 16 + r) * 2] = rows.m[i];
+      merge[M::kWarpStats + (warp * 16 + r) * 2 + 1] = rows.l[i];
     }
-    float *sums = partialSums + slot * Dv;
+    float *sums = merge + M::kWarpSums + (warp * 16 + r) * Dv;
 #pragma unroll
     for (int j = 0; j < Dv / 8; ++j)
       *reinterpret_cast<float2 *>(sums + j * 8 + 2 * c) =
           make_float2(rows.o[0][j][2 * i], rows.o[0][j][2 * i + 1]);
   }
-}
-
-/// One block (kWarps warps) per (token, head): the splits' partial results
-/// combined with the sink, normalised; a token outside the cache gets zeros.
-/// Warp 0 turns the splits' maxima into weights 2^(m - top) (lane i: splits
-/// i + 32k) and the denominator; then warp w sums splits w, w + kWarps, ...
-/// (each lane Dv / 32 adjacent columns, one vector load per split, several
-/// splits in flight), and the warps' sums are added in shared memory.
-template <int Dv>
-__global__ void __launch_bounds__(kThreads)
-    mergeKernel(const float *partialSums, const float *partialStats, const float *sinks,
-                const int64_t *positions, const int64_t *sequences, int64_t n, AttentionGeometry g,
-                int splits, float *out) {
-  static_assert(kMaxSplits % 32 == 0 && (Dv == 64 || Dv == 128));
-  constexpr int kPerLane = kMaxSplits / 32, kColumns = Dv / 32;
-  using Vector = std::conditional_t<kColumns == 4, float4, float2>;
-  __shared__ float weights[kMaxSplits], warpSums[kWarps][Dv];
-  __shared__ float inverse;
-  device::awaitPrerequisites();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t item = blockIdx.x; // (token, head)
-  const int64_t t = item / g.heads, h = item % g.heads;
-  float *o = out + item * Dv;
-  if (!g.inCache(sequences[t], positions[t])) { // the whole block
-    for (int j = threadIdx.x; j < Dv; j += blockDim.x)
-      o[j] = 0.0f;
-    return;
-  }
-  if (warp == 0) {
-    const float *stats = partialStats + item * splits * 2;
-    const float sink = sinks ? sinks[h] * kLog2e : -INFINITY;
-    float m[kPerLane], l[kPerLane], top = sink;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      int split = lane + 32 * k;
-      m[k] = split < splits ? stats[2 * split] : -INFINITY;
-      l[k] = split < splits ? stats[2 * split + 1] : 0.0f;
-      top = fmaxf(top, m[k]);
-    }
-    for (int offset = 16; offset > 0; offset /= 2)
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
-    float total = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      // A split that saw nothing counts for nothing (its sums are zeros).
-      float weight = m[k] == -INFINITY ? 0.0f : exp2f(m[k] - top);
-      weights[lane + 32 * k] = weight;
-      total += l[k] * weight;
-    }
-    total = warpSum(total) + (sinks ? exp2f(sink - top) : 0.0f);
-    if (lane == 0)
-      inverse = total > 0.0f ? 1.0f / total : 0.0f;
-  }
   __syncthreads();
-  const float *sums = partialSums + item * splits * Dv + lane * kColumns;
-  float acc[kColumns] = {};
-#pragma unroll 8
-  for (int split = warp; split < splits; split += kWarps) {
-    Vector v = *reinterpret_cast<const Vector *>(sums + split * Dv);
-    const float w = weights[split];
-    const float *x = reinterpret_cast<const float *>(&v);
-#pragma unroll
-    for (int k = 0; k < kColumns; ++k)
-      acc[k] += w * x[k];
-  }
-#pragma unroll
-  for (int k = 0; k < kColumns; ++k)
-    warpSums[warp][lane * kColumns + k] = acc[k];
-  __syncthreads();
-  for (int j = threadIdx.x; j < Dv; j += blockDim.x) {
-    float sum = 0.0f;
+  // The block's merge of its warps, in warp order.
+  for (int e = threadIdx.x; e < G * Dv; e += kThreads) {
+    const int r = e / Dv, j = e % Dv;
+    float top = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-      sum += warpSums[w][j];
-    o[j] = sum * inverse;
+      top = fmaxf(top, merge[M::kWarpStats + (w * 16 + r) * 2]);
+    float sum = 0.0f, denominator = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      float m = merge[M::kWarpStats + (w * 16 + r) * 2];
+      float weight = m == -INFINITY ? 0.0f : exp2f(m - top);
+      sum += merge[M::kWarpSums + (w * 16 + r) * Dv + j] * weight;
+      denominator += merge[M::kWarpStats + (w * 16 + r) * 2 + 1] * weight;
+    }
+    merge[M::kBlockSums + r * Dv + j] = sum;
+    if (j == 0) {
+      merge[M::kBlockStats + r * 2] = top;
+      merge[M::kBlockStats + r * 2 + 1] = denominator;
+    }
   }
+  cluster.sync(); // every block's merge written, visible to the cluster
+
+  // This block's slice of the outputs (two adjacent columns a thread), the
+  // blocks' merges added in rank order, with the sink.
+  for (int e = rank * kThreads + threadIdx.x; e < G * Dv / 2; e += blocks * kThreads) {
+    const int r = 2 * e / Dv, j = 2 * e % Dv;
+    const int64_t h = kv * G + r;
+    float2 *o = reinterpret_cast<float2 *>(out + (t * g.heads + h) * Dv + j);
+    if (!valid) {
+      *o = make_float2(0.0f, 0.0f);
+      continue;
+    }
+    // Every block's loads issued at once (unrolled to the largest cluster).
+    const float sink = sinks ? sinks[h] * kLog2e : -INFINITY;
+    float m[kMaxClusterBlocks], l[kMaxClusterBlocks];
+    float2 part[kMaxClusterBlocks];
+#pragma unroll
+    for (int b = 0; b < kMaxClusterBlocks; ++b) {
+      m[b] = -INFINITY, l[b] = 0.0f, part[b] = make_float2(0.0f, 0.0f);
+      if (b < blocks) {
+        const float *theirs = cluster.map_shared_rank(merge, b);
+        m[b] = theirs[M::kBlockStats + r * 2];
+        l[b] = theirs[M::kBlockStats + r * 2 + 1];
+        part[b] = *reinterpret_cast<const float2 *>(theirs + M::kBlockSums + r * Dv + j);
+      }
+    }
+    float top = sink;
+#pragma unroll
+    for (int b = 0; b < kMaxClusterBlocks; ++b)
+      top = fmaxf(top, m[b]);
+    float2 sum = make_float2(0.0f, 0.0f);
+    float total = sinks ? exp2f(sink - top) : 0.0f;
+#pragma unroll
+    for (int b = 0; b < kMaxClusterBlocks; ++b) {
+      // A block that saw nothing (or none) counts for nothing (its sums are zeros).
+      float weight = m[b] == -INFINITY ? 0.0f : exp2f(m[b] - top);
+      sum.x += part[b].x * weight, sum.y += part[b].y * weight;
+      total += l[b] * weight;
+    }
+    float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    *o = make_float2(sum.x * inverse, sum.y * inverse);
+  }
+  cluster.sync(); // the others' reads of this block's shared memory are done
 }
 
 //===----------------------------------------------------------------------===//
@@ -576,23 +651,52 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
     return g.keyDim == Dk && g.sharedDim == Dr && g.valueDim == Dv;
   }
 
-  static Status decode(const float *query, const bf16 *keys, const bf16 *values, const float *sinks,
-                       const int64_t *positions, const int64_t *sequences, int64_t n,
-                       const AttentionGeometry &g, int splits, float *scratch, float *out,
-                       cudaStream_t stream) {
-    constexpr int shared = decodeSharedBytes<S>();
-    MOEC_CUDA_TRY(cudaFuncSetAttribute(flashDecodeKernel<Dk, Dr, Dv>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-    float *sums = scratch, *stats = scratch + n * g.heads * splits * Dv;
-    int64_t items = n * g.kvHeads * splits;
-    MOEC_RETURN_IF_ERROR(detail::launchDependent(
-        flashDecodeKernel<Dk, Dr, Dv>, dim3(static_cast<unsigned>((items + kWarps - 1) / kWarps)),
-        dim3(kThreads), shared, stream, query, keys, values, positions, sequences, n, g, splits,
-        sums, stats));
-    return detail::launchDependent(mergeKernel<Dv>, dim3(static_cast<unsigned>(n * g.heads)),
-                                   dim3(kThreads), 0, stream, static_cast<const float *>(sums),
-                                   static_cast<const float *>(stats), sinks, positions, sequences,
-                                   n, g, splits, out);
+  /// The cluster decode of `blocks` blocks per (token, KV head); it writes
+  /// the step's rows into the cache itself.
+  static Status decode(const float *query, const float *key, const float *keyShared,
+                       const float *value, const float *sinks, const int64_t *positions,
+                       const int64_t *sequences, int64_t n, const AttentionGeometry &g,
+                       bf16 *keys, bf16 *values, float *out, cudaStream_t stream) {
+    constexpr int shared = decodeTileBytes<S>();
+    auto kernel = flashDecodeKernel<Dk, Dr, Dv>;
+    static const int maxBlocks = [&] {
+      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) !=
+              cudaSuccess ||
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+              cudaSuccess) {
+        cudaGetLastError();
+        return kPortableClusterBlocks;
+      }
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim.x = kMaxClusterBlocks;
+      attribute.val.clusterDim.y = attribute.val.clusterDim.z = 1;
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(kMaxClusterBlocks);
+      config.blockDim = dim3(kThreads);
+      config.dynamicSmemBytes = shared;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+        cudaGetLastError();
+        clusters = 0;
+      }
+      return clusters > 0 ? kMaxClusterBlocks : kPortableClusterBlocks;
+    }();
+    MOEC_CUDA_TRY(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+    // Blocks of kWarps splits for at most kDecodeWarps warps (one wave: a
+    // partial second wave costs more than fewer, longer splits), none under
+    // kMinSplitPositions of a full cache unless a block is all there is.
+    int64_t blocks = kDecodeWarps / (n * g.kvHeads * kWarps);
+    blocks = std::min(blocks, (g.maxSeq / kMinSplitPositions + kWarps - 1) / kWarps);
+    blocks = std::clamp<int64_t>(blocks, 1, maxBlocks);
+    dim3 grid(static_cast<unsigned>(n * g.kvHeads * blocks));
+    return detail::launchDependentClusters(kernel, grid, dim3(kThreads), shared, stream,
+                                           dim3(static_cast<unsigned>(blocks), 1, 1), query, key,
+                                           keyShared, value, sinks, positions,
+                                          sequences, n, g, keys, values, out);
   }
 
   template <int Warps, int M>
@@ -629,32 +733,30 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
   }
 };
 
-/// The splits of the decode: enough warps for kDecodeWarps, each split at
-/// least kMinSplitPositions of a full cache, as many as the scratch holds; 0
-/// where not even one split fits.
-int64_t decodeSplits(const AttentionGeometry &g, int64_t n, size_t scratchFloats) {
-  int64_t want = (kDecodeWarps + n * g.kvHeads - 1) / (n * g.kvHeads);
-  want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, g.maxSeq / kMinSplitPositions));
-  want = std::min(want, kMaxSplits);
-  int64_t perSplit = n * g.heads * (g.valueDim + 2);
-  int64_t fit = static_cast<int64_t>(scratchFloats) / perSplit;
-  return std::min(want, fit);
+/// Whether a bf16 cache's step of n tokens takes the split-KV decode: up to
+/// kDecodeTokens, or the cache's batch (a decode step of every sequence).
+bool decodes(const DeviceKVCache &cache, int64_t n) {
+  return n <= std::max(kDecodeTokens, cache.maxBatch());
 }
 
-/// The tensor-core path for head shape <Dk, Dr, Dv>, if it is the call's.
+/// The tensor-core path for head shape <Dk, Dr, Dv>, if it is the call's:
+/// the decode (which writes the step's rows itself) or, after the cache's
+/// write, the prefill.
 template <int Dk, int Dr, int Dv>
-std::optional<Status> tryFlash(const DeviceKVCache &cache, const float *query, const bf16 *keys,
-                               const bf16 *values, const float *sinks, const int64_t *positions,
+std::optional<Status> tryFlash(const DeviceKVCache &cache, const float *query, const float *key,
+                               const float *keyShared, const float *value, bf16 *keys,
+                               bf16 *values, const float *sinks, const int64_t *positions,
                                const int64_t *sequences, int64_t n, const AttentionGeometry &g,
                                float *out, cudaStream_t stream) {
   using K = FlashKernels<Dk, Dr, Dv>;
   if (!K::fits(g))
     return std::nullopt;
-  bool decode = n <= std::max(kDecodeTokens, cache.maxBatch());
-  int64_t splits = decode ? decodeSplits(g, n, cache.scratchFloats()) : 0;
-  if (splits > 0)
-    return K::decode(query, keys, values, sinks, positions, sequences, n, g,
-                     static_cast<int>(splits), cache.scratch(), out, stream);
+  if (decodes(cache, n))
+    return K::decode(query, key, keyShared, value, sinks, positions, sequences, n, g, keys, values,
+                     out, stream);
+  MOEC_RETURN_IF_ERROR(detail::launchDependent(
+      writeCacheKernel<bf16>, dim3(blocksFor(n, 1, kMaxRowBlocks)), dim3(kThreads), 0, stream, key,
+      keyShared, value, positions, sequences, n, g, keys, values));
   return K::prefill(query, keys, values, sinks, positions, sequences, n, g, out, stream);
 }
 
@@ -710,25 +812,26 @@ Status attention(DeviceKVCache &cache, int64_t slot, const float *query, const f
                                    sinks, positions, sequences, n, g, out);
   }
   auto *k = static_cast<bf16 *>(keys), *v = static_cast<bf16 *>(values);
-  MOEC_RETURN_IF_ERROR(detail::launchDependent(writeCacheKernel<bf16>, writeGrid, dim3(kThreads), 0,
-                                               stream, key, keyShared, value, positions, sequences,
-                                               n, g, k, v));
-  if (valueDim <= 0)
-    return Status::ok();
   // The tensor-core kernels: G query heads of a KV head fill 16-row tiles
   // (G divides 16), positions index as int.
   int64_t group = heads / kvHeads;
   auto aligned8 = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; };
-  if (16 % group == 0 && scale > 0.0f && aligned8(query) && aligned8(out) &&
+  if (valueDim > 0 && 16 % group == 0 && scale > 0.0f && aligned8(query) && aligned8(out) &&
       cache.maxSeq() < (int64_t(1) << 30) && cache.maxBatch() < (int64_t(1) << 30) &&
       n * group < (int64_t(1) << 36)) {
     std::optional<Status> launched;
     for (auto flash : {tryFlash<128, 0, 128>, tryFlash<64, 0, 64>, tryFlash<128, 64, 128>})
       if (!launched)
-        launched = flash(cache, query, k, v, sinks, positions, sequences, n, g, out, stream);
+        launched = flash(cache, query, key, keyShared, value, k, v, sinks, positions, sequences, n,
+                         g, out, stream);
     if (launched)
       return *launched;
   }
+  MOEC_RETURN_IF_ERROR(detail::launchDependent(writeCacheKernel<bf16>, writeGrid, dim3(kThreads), 0,
+                                               stream, key, keyShared, value, positions, sequences,
+                                               n, g, k, v));
+  if (valueDim <= 0)
+    return Status::ok();
   return detail::launchDependent(attendKernel<bf16>, grid, dim3(kThreads), shared, stream, query,
                                  static_cast<const bf16 *>(k), static_cast<const bf16 *>(v), sinks,
                                  positions, sequences, n, g, out);

@@ -101,8 +101,9 @@ Status launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   return Status::ok();
 }
 
-/// launchDependent in thread-block clusters of `cluster` blocks (the kernel
-/// may use cooperative_groups::this_cluster()).
+/// launchDependent in thread-block clusters of `cluster` blocks (the grid a
+/// multiple of it; the kernel may use cooperative_groups::this_cluster()); a
+/// kernel must allow a non-portable size (past 8 blocks) before its launch.
 template <typename... Params, typename... Args>
 Status launchDependentClusters(void (*kernel)(Params...), dim3 grid, dim3 block,
                                size_t shared, cudaStream_t stream, dim3 cluster,

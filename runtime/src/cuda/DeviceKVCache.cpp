@@ -15,15 +15,6 @@
 namespace moec::rt::cuda {
 namespace {
 
-/// The split-KV decode's scratch of a bf16 cache: each split of a (token,
-/// head) leaves valueDim + 2 floats there, and the decode takes as many
-/// splits as fit (Attention.cu). 16 MiB hold 64 tokens of DeepSeek-V3's 128
-/// heads of 128 values in 3 splits; past 64 sequences, 160 KiB each (two
-/// splits of those heads), so that a decode step of every sequence fits.
-size_t scratchBytes(int64_t maxBatch) {
-  return std::max(size_t(16) << 20, static_cast<size_t>(maxBatch) * (size_t(160) << 10));
-}
-
 /// a·b, or -1 where it overflows (or either is negative).
 int64_t checkedProduct(int64_t a, int64_t b) {
   int64_t product = 0;
@@ -74,7 +65,6 @@ Status DeviceKVCache::create(int64_t maxBatch, int64_t maxSeq, std::vector<Slot>
   maxBatch_ = maxBatch;
   maxSeq_ = maxSeq;
   storage_ = DeviceBuffer();
-  scratch_ = DeviceBuffer();
   if (total == 0)
     return Status::ok();
   auto bytes = static_cast<size_t>(total);
@@ -82,14 +72,6 @@ Status DeviceKVCache::create(int64_t maxBatch, int64_t maxSeq, std::vector<Slot>
   if (!status) {
     cudaGetLastError(); // an allocation's failure is not the next call's
     return status.withContext("allocating the KV cache (" + std::to_string(bytes) + " bytes)");
-  }
-  if (type == KVCacheType::BF16 && maxSeq > 1) {
-    status = DeviceBuffer::allocate(scratchBytes(maxBatch), scratch_);
-    if (!status) {
-      cudaGetLastError();
-      return status.withContext("allocating the attention's scratch (" +
-                                std::to_string(scratchBytes(maxBatch)) + " bytes)");
-    }
   }
   // Zeros: a row that no step wrote (a gap no host check saw) reads as zeros,
   // never as memory nothing initialised.

@@ -41,9 +41,7 @@ enum class KVCacheType { F32, BF16 };
 /// The KV cache of a CUDA model artifact: one slot per moe.attention op (its
 /// `layer` attribute), each holding keys [maxBatch][maxSeq][keyColumns] and
 /// values [maxBatch][maxSeq][valueColumns] in device memory (f32 or bf16
-/// elements, type()), zero-filled at creation. A bf16 cache also holds the
-/// split-KV decode's scratch (partial results of the attention kernels, shared
-/// by the slots: the attention calls of one cache run one after another). The sequences' lengths
+/// elements, type()), zero-filled at creation. The sequences' lengths
 /// (positions written, contiguous from 0) are kept on the host, per slot, for the checks: a step is
 /// checked and its lengths counted when it is queued (checkStep), so they follow the order of the
 /// runs. A length is unknown after a step whose positions the host could not read (device memory,
@@ -79,10 +77,6 @@ public:
   void *values(size_t slot) const;
   /// Bytes of one element of the storage: 4 (F32) or 2 (BF16).
   size_t elementBytes() const { return type_ == KVCacheType::BF16 ? 2 : 4; }
-  /// The attention kernels' scratch: floats of device memory (0 and null
-  /// for an f32 cache, which needs none).
-  float *scratch() const { return scratch_.dataAs<float>(); }
-  size_t scratchFloats() const { return scratch_.size() / sizeof(float); }
 
   /// Every sequence (sequence < 0) or one sequence empty, in every slot (host
   /// state only: positions at or past a length are never read). A sequence
@@ -121,7 +115,7 @@ private:
   int64_t maxBatch_ = 0, maxSeq_ = 0;
   KVCacheType type_ = KVCacheType::F32;
   std::vector<Storage> slots_;
-  DeviceBuffer storage_, scratch_;
+  DeviceBuffer storage_;
 };
 
 /// Whether the host may read `data` now: host memory (pageable or pinned),
