@@ -696,7 +696,7 @@ template <int Dk, int Dr, int Dv> struct FlashKernels {
     return detail::launchDependentClusters(kernel, grid, dim3(kThreads), shared, stream,
                                            dim3(static_cast<unsigned>(blocks), 1, 1), query, key,
                                            keyShared, value, sinks, positions,
-                                          sequences, n, g, keys, values, out);
+                                           sequences, n, g, keys, values, out);
   }
 
   template <int Warps, int M>
