@@ -265,31 +265,35 @@ def model_shape(config):
             c.get("moe_intermediate_size") or c["intermediate_size"])
 
 
-def step_bytes(config, batch, prompt):
+def step_bytes(config, batch, prompt, fp8=False):
     """Bytes one decode step of `batch` sequences with `prompt` cached positions must read,
     in moec's bf16 (experts: each touched once; with random routing an expert is touched
-    with probability 1 - (1 - k/E)^batch), the KV cache in bf16, the LM head; not the
-    embedding table (gathered). A Qwen3-MoE, Mixtral or gpt-oss config.json."""
+    with probability 1 - (1 - k/E)^batch; `fp8`: e4m3 experts, one byte an element), the
+    KV cache in bf16, the LM head; not the embedding table (gathered). A Qwen3-MoE,
+    Mixtral or gpt-oss config.json."""
     h, layers, v, heads, kv, d, experts, k, inter = model_shape(config)
     attn = h * heads * d * 2 + h * kv * d * 2
-    expert = 3 * h * inter
+    expert = 3 * h * inter * (0.5 if fp8 else 1)
     touched = experts * (1 - (1 - k / experts) ** batch)
     weights = layers * (attn + touched * expert + h * experts) + h * v
     kv_cache = layers * batch * prompt * 2 * kv * d
     return 2 * (weights + kv_cache)
 
 
-def prefill_floor_ms(config, batch, prompt):
+def prefill_floor_ms(config, batch, prompt, fp8=False):
     """The larger of streaming every weight the prefill touches once (at copy bandwidth) and
-    its useful FLOPs at the bf16 matmul rate (685 TFLOP/s): the projections and routed
-    experts of every token, the causal attention, the LM head of each sequence's last."""
+    its useful FLOPs at the bf16 matmul rate (685 TFLOP/s; `fp8`: the experts' at the FP8
+    rate, 1280): the projections and routed experts of every token, the causal attention,
+    the LM head of each sequence's last."""
     h, layers, v, heads, kv, d, experts, k, inter = model_shape(config)
     tokens = batch * prompt
-    per_token = layers * (h * heads * d * 2 + h * kv * d * 2 + k * 3 * h * inter + h * experts)
-    flops = 2 * tokens * per_token + 2 * batch * h * v
+    dense = layers * (h * heads * d * 2 + h * kv * d * 2 + h * experts)
+    routed = layers * k * 3 * h * inter
+    flops = 2 * tokens * dense + 2 * batch * h * v
     flops += layers * batch * 2 * 2 * heads * d * prompt * (prompt + 1) / 2
-    weights = step_bytes(config, tokens, 0) - 0  # every touched weight once
-    return max(weights / 4.25e9, flops / 685e9)
+    seconds = flops / 685e12 + 2 * tokens * routed / (1280e12 if fp8 else 685e12)
+    weights = step_bytes(config, tokens, 0, fp8)  # every touched weight once
+    return max(weights / 4.25e9, seconds * 1e3)
 
 
 def table(args):
@@ -308,7 +312,8 @@ def table(args):
         merged["cells"] = list(cells.values())
     for model, systems in by_model.items():
         moec, tf = systems.get("moec"), systems.get("transformers")
-        lines.append(f"### {model}\n")
+        lines.append(f"### {model}" + (" (FP8 experts)" if model in args.fp8_experts else "")
+                     + "\n")
         if moec:
             lines.append(f"moec load (weights filled on the GPU): {moec['load_seconds']:.2f} s; "
                          f"gpu: {moec.get('gpu')}\n")
@@ -333,11 +338,12 @@ def table(args):
             ratio = (m["decode_ms"] / best[0]) if m.get("decode_ms") and best[0] else None
             pratio = (m["prefill_ms"] / bestp[0]) if m.get("prefill_ms") and bestp[0] else None
             floor = pfloor = "—"
+            fp8 = model in args.fp8_experts
             if model in configs and m.get("prefill_ms"):
-                f = prefill_floor_ms(configs[model], *key)
+                f = prefill_floor_ms(configs[model], *key, fp8)
                 pfloor = f"{f:.1f} ({100 * f / m['prefill_ms']:.0f} %)"
             if model in configs:
-                f = step_bytes(configs[model], *key) / 4.25e9
+                f = step_bytes(configs[model], *key, fp8) / 4.25e9
                 floor = f"{f:.2f}" + (f" ({100 * f / m['decode_ms']:.0f} %)" if m.get("decode_ms")
                                       else "")
             errors = [f"{k}: {t[k]}" for k in t if k.endswith("error")] + (
@@ -374,6 +380,10 @@ def main():
     tb.add_argument("files", nargs="+")
     tb.add_argument("--configs", nargs="*", default=[],
                     help="NAME=CONFIG_DIR: the floor of each model's decode steps")
+    tb.add_argument("--fp8-experts", nargs="*", default=[],
+                    help="models whose artifacts hold e4m3 experts (moec compile --fp8): their "
+                         "floors count one byte an expert weight, the experts' FLOPs at 1280 "
+                         "TFLOP/s")
     args = parser.parse_args()
     if args.mode == "transformers":
         run_transformers(args)

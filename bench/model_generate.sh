@@ -63,7 +63,8 @@ run)
     fi
   done
   python3 bench/model_generate.py table "${files[@]}" --configs $(for m in $models; do
-    echo "$m=bench/configs/$m"; done) | tee "$out/model-generate.md"
+    echo "$m=bench/configs/$m"; done) --fp8-experts $(for m in $models; do
+    [ -n "$(flags_of "$m")" ] && echo "$m"; done) | tee "$out/model-generate.md"
   ;;
 *)
   sed -n 2,17p "$0"

@@ -150,49 +150,54 @@ TEST(CudaLinearBF16, FewRowsResultsDoNotDependOnTheRowCount) {
 /// The epilogues: an activation after the bias, and gate/up pairs (both
 /// layouts, the gpt-oss clamp and beta) finished by the reduction kernel.
 TEST(CudaLinearBF16, FewRowsEpiloguesMatchFloat64) {
-  const int64_t k = 2048, n = 1000;
-  Problem p(33, k, n, 11);
-  const cpu::Epilogue epilogues[] = {
-      {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::None},
-      {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated},
-      {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Interleaved, 1.702f, 1.0f, 7.0f},
-      {true, cpu::ActivationKind::GELU, cpu::GateUpLayout::Concatenated}};
-  for (const cpu::Epilogue &epilogue : epilogues) {
-    bool gated = epilogue.layout != cpu::GateUpLayout::None;
-    int64_t width = gated ? n / 2 : n;
-    for (int64_t m : {1, 33}) {
-      SCOPED_TRACE("M " + std::to_string(m) + ", layout " + std::to_string(int(epilogue.layout)) +
-                   ", kind " + std::to_string(int(epilogue.kind)));
-      std::vector<float> got = p.run(0, m, epilogue, width);
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = 0; c < width; ++c) {
-          double magnitude = 0, gateMagnitude = 0, upMagnitude = 0, want = 0;
-          auto act = [&](double v) {
-            double a = epilogue.alpha * v;
-            if (epilogue.kind == cpu::ActivationKind::SiLU)
-              return v / (1 + std::exp(-a));
-            return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-          };
-          if (gated) {
-            bool interleaved = epilogue.layout == cpu::GateUpLayout::Interleaved;
-            double gate = p.exact(r, interleaved ? 2 * c : c, gateMagnitude);
-            double up = p.exact(r, interleaved ? 2 * c + 1 : width + c, upMagnitude);
-            if (std::isfinite(epilogue.limit)) {
-              gate = std::min<double>(gate, epilogue.limit);
-              up = std::clamp<double>(up, -epilogue.limit, epilogue.limit);
+  // K = 2048 splits K over a cluster; K = 64 (a tiny model's dense MLP) is one
+  // slice, where the gated layouts still go through the reduction kernel.
+  for (int64_t k : {2048, 64}) {
+    SCOPED_TRACE("K " + std::to_string(k));
+    const int64_t n = 1000;
+    Problem p(33, k, n, 11);
+    const cpu::Epilogue epilogues[] = {
+        {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::None},
+        {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Concatenated},
+        {true, cpu::ActivationKind::SiLU, cpu::GateUpLayout::Interleaved, 1.702f, 1.0f, 7.0f},
+        {true, cpu::ActivationKind::GELU, cpu::GateUpLayout::Concatenated}};
+    for (const cpu::Epilogue &epilogue : epilogues) {
+      bool gated = epilogue.layout != cpu::GateUpLayout::None;
+      int64_t width = gated ? n / 2 : n;
+      for (int64_t m : {1, 33}) {
+        SCOPED_TRACE("M " + std::to_string(m) + ", layout " + std::to_string(int(epilogue.layout)) +
+                     ", kind " + std::to_string(int(epilogue.kind)));
+        std::vector<float> got = p.run(0, m, epilogue, width);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < width; ++c) {
+            double magnitude = 0, gateMagnitude = 0, upMagnitude = 0, want = 0;
+            auto act = [&](double v) {
+              double a = epilogue.alpha * v;
+              if (epilogue.kind == cpu::ActivationKind::SiLU)
+                return v / (1 + std::exp(-a));
+              return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+            };
+            if (gated) {
+              bool interleaved = epilogue.layout == cpu::GateUpLayout::Interleaved;
+              double gate = p.exact(r, interleaved ? 2 * c : c, gateMagnitude);
+              double up = p.exact(r, interleaved ? 2 * c + 1 : width + c, upMagnitude);
+              if (std::isfinite(epilogue.limit)) {
+                gate = std::min<double>(gate, epilogue.limit);
+                up = std::clamp<double>(up, -epilogue.limit, epilogue.limit);
+              }
+              want = act(gate) * (up + epilogue.beta);
+              // The product's error: each side's, scaled by the other's size.
+              magnitude = gateMagnitude * (std::fabs(up) + epilogue.beta + 1) +
+                          upMagnitude * std::fabs(act(gate));
+            } else {
+              want = act(p.exact(r, c, magnitude));
             }
-            want = act(gate) * (up + epilogue.beta);
-            // The product's error: each side's, scaled by the other's size.
-            magnitude = gateMagnitude * (std::fabs(up) + epilogue.beta + 1) +
-                        upMagnitude * std::fabs(act(gate));
-          } else {
-            want = act(p.exact(r, c, magnitude));
+            float v = got[r * width + c];
+            ASSERT_TRUE(std::isfinite(v)) << "row " << r << ", column " << c << " not written";
+            ASSERT_LE(std::fabs(v - want), kRelative * magnitude + 1e-5 * std::fabs(want) + 1e-6)
+                << "row " << r << ", column " << c << ": " << v << ", expected " << want;
           }
-          float v = got[r * width + c];
-          ASSERT_TRUE(std::isfinite(v)) << "row " << r << ", column " << c << " not written";
-          ASSERT_LE(std::fabs(v - want), kRelative * magnitude + 1e-5 * std::fabs(want) + 1e-6)
-              << "row " << r << ", column " << c << ": " << v << ", expected " << want;
-        }
+      }
     }
   }
 }

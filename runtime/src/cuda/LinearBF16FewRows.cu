@@ -345,14 +345,14 @@ Status linearBF16FewRows(const Lhs *x, int64_t m, int64_t k, const uint16_t *wei
     return Status::error("linearBF16FewRows: N = " + std::to_string(n) + ", K = " +
                          std::to_string(k) + " exceed the grid's limits");
   Segments<Out> segments{1, {weightBF16}, {bias}, {y}, {n}, {0, plan.rowBlocks}};
-  if (plan.splits == 1)
+  if (!gated && plan.splits == 1)
     return launchFewRowsTiles<Lhs, Out, Finish::Direct>(plan, x, m, k, segments, nullptr,
                                                         epilogue, stream);
   if (!gated)
     return launchFewRowsTiles<Lhs, Out, Finish::Cluster>(plan, x, m, k, segments, nullptr,
                                                          epilogue, stream);
-  // Gated: the gate and up rows of an output lie in different blocks, so the
-  // reduction kernel pairs them.
+  // Gated, split or not: the gate and up rows of an output can lie in
+  // different blocks, so the reduction kernel pairs them.
   StreamScratch scratch(stream);
   float *partial = nullptr;
   MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(plan.splits * m * n), partial));
