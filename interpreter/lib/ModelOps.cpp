@@ -14,6 +14,7 @@
 
 #include "moec/Dialect/MoE/MoEOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -143,9 +144,20 @@ LogicalResult writeCache(AttentionOp op, const AttentionShape &s, const Tensor &
     length = std::max(length, position + 1);
   }
   slot.lengths = std::move(lengths);
-  auto row = [](const Tensor &tensor, int64_t t, int64_t width) {
+  // The rows are stored as the planned cache stores them (moe.kv_cache's
+  // element_type, moe-cast-model-bf16): rounded once, on the way in.
+  bool bf16 = false;
+  if (auto function = op->getParentOfType<func::FuncOp>())
+    if (auto plan = function->getAttrOfType<DictionaryAttr>(kKVCacheAttr))
+      if (auto type = plan.getAs<TypeAttr>(kKVCacheElementType))
+        bf16 = type.getValue().isBF16();
+  auto row = [bf16](const Tensor &tensor, int64_t t, int64_t width) {
     auto begin = tensor.values.begin() + t * width;
-    return std::vector<double>(begin, begin + width);
+    std::vector<double> values(begin, begin + width);
+    if (bf16)
+      for (double &v : values)
+        v = roundTo(ElementType::BF16, v);
+    return values;
   };
   for (int64_t t = 0; t < s.tokens; ++t) {
     KVCache::Entry &entry = slot.entries[at[t]];

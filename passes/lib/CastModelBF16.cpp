@@ -72,8 +72,10 @@ struct MoECastModelBF16 : moec::impl::MoECastModelBF16Base<MoECastModelBF16> {
       if (failed(castToBF16(function, cast)))
         return signalPassFailure();
       // MLA (attention with a shared rope key) keeps an f32 cache: on the
-      // DeepSeek-V3 fixture a bf16 cache measured 3.2 times transformers' own
-      // bf16 error (an f32 one 0.61 times), a cause not yet found.
+      // DeepSeek-V3 fixture a bf16 cache measures 3.2 times transformers' own
+      // bf16 error (an f32 one 0.61 times), the interpreter too; one position
+      // near a tie carries 96 % of it (docs/design.md, "Attention over the KV
+      // cache").
       bool sharedKey = false;
       function.walk([&](AttentionOp attention) { sharedKey |= bool(attention.getKeyShared()); });
       NamedAttrList entries(plan);

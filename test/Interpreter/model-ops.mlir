@@ -292,3 +292,30 @@ func.func @slot_widths() -> tensor<1x4xf32> {
          : tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1xi64>, tensor<1xi64> -> tensor<1x4xf32>
   return %b : tensor<1x4xf32>
 }
+
+// The cache stores its rows as moe.kv_cache's element_type says (the runtime's
+// storage, moe-cast-model-bf16): a token attending to itself alone reads its
+// value row back rounded to bf16 (1.001 -> 1, 3.3 -> 3.296875) in a function
+// planned with a bf16 cache, as its f32 values in one without element_type.
+// RUN: moec-interp %s --function cache_bf16 --print | FileCheck %s --check-prefix=CACHEBF16
+// RUN: moec-interp %s --function cache_exact --print | FileCheck %s --check-prefix=CACHEEXACT
+// CACHEBF16: result0 = tensor<1x2xf32> {{\[}}[1, 3.296875]]
+// CACHEEXACT: result0 = tensor<1x2xf32> {{\[}}[1.00100005, 3.29999995]]
+func.func @cache_bf16() -> tensor<1x2xf32> attributes {moe.kv_cache = {element_type = bf16, max_batch = 1 : i64, max_seq = 4 : i64}} {
+  %x = arith.constant dense<0.0> : tensor<1x2xf32>
+  %v = arith.constant dense<[[1.001, 3.3]]> : tensor<1x2xf32>
+  %pos = arith.constant dense<0> : tensor<1xi64>
+  %seq = arith.constant dense<0> : tensor<1xi64>
+  %a = moe.attention %x, %x, %v, %pos, %seq {layer = 0 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 1.0 : f64}
+         : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1xi64>, tensor<1xi64> -> tensor<1x2xf32>
+  return %a : tensor<1x2xf32>
+}
+func.func @cache_exact() -> tensor<1x2xf32> attributes {moe.kv_cache = {max_batch = 1 : i64, max_seq = 4 : i64}} {
+  %x = arith.constant dense<0.0> : tensor<1x2xf32>
+  %v = arith.constant dense<[[1.001, 3.3]]> : tensor<1x2xf32>
+  %pos = arith.constant dense<0> : tensor<1xi64>
+  %seq = arith.constant dense<0> : tensor<1xi64>
+  %a = moe.attention %x, %x, %v, %pos, %seq {layer = 0 : i64, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 1.0 : f64}
+         : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1xi64>, tensor<1xi64> -> tensor<1x2xf32>
+  return %a : tensor<1x2xf32>
+}
