@@ -18,7 +18,9 @@ in float64.
   block index or e4m3 rounding shows as errors of order 1e-2 or more. As the
   quantised activations feed a second matmul, an f32-versus-float64 difference
   can move a value across an e4m3 rounding boundary: the check allows that for
-  at most 0.1 % of the elements, each within 1e-2 (relative to max |want|).
+  at most 0.1 % of the elements, each within 1e-2 (relative to max |want|); the
+  whole output within relative L2 1e-6 of it (issue 34; the fixtures measure
+  1.1-5.5e-7).
 * --target cuda: the same artifact on the GPU (FP8 tensor-core kernels) within
   relative L2 1e-2 of the interpreter's FP8 output; exit 77 where there is no
   nvcc or no device. The mma.sync tiles match it to about 1e-7 (issue 6 asked
@@ -32,7 +34,8 @@ in float64.
   wrong scale or block moves it by far more. --phase prepare / run split the
   work between a machine with moec and one with the GPU.
 * Against fp32: DeepGEMM's difference 1 - 2·Σxy / (Σx² + Σy²) and the relative
-  L2 error within the bounds (CI: 5e-3 and 0.1, see Transforms/check-fp8.py).
+  L2 error within the bounds (default and CI: issue 34's 3.2e-3 and 8e-2, see
+  Transforms/check-fp8.py).
 """
 import argparse
 import os
@@ -168,8 +171,9 @@ def run_and_check(args, fixture, inputs, work):
         rel = np.linalg.norm(got - want) / np.linalg.norm(want)
         if args.target == "cpu":
             off = np.count_nonzero(err > 1e-5)
-            ok_interp = np.all(np.isfinite(got)) and off <= 1e-3 * err.size and err.max() <= 1e-2
-            bound = f"{off} of {err.size} elements above 1e-5"
+            ok_interp = (np.all(np.isfinite(got)) and off <= 1e-3 * err.size and err.max() <= 1e-2
+                         and rel <= 1e-6)
+            bound = f"{off} of {err.size} elements above 1e-5; relative L2 <= 1e-6"
         else:  # the GPU: QGMMA's own accumulation within each 128-deep block (above)
             ok_interp = np.all(np.isfinite(got)) and rel <= 1e-2
             bound = "relative L2 <= 1e-2"
@@ -189,8 +193,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("bin")
     p.add_argument("fixture", help="fixture directory, or with --partial-blocks the case's")
-    p.add_argument("max_diff", nargs="?", type=float, default=1e-3)
-    p.add_argument("max_rel_l2", nargs="?", type=float, default=3e-2)
+    p.add_argument("max_diff", nargs="?", type=float, default=3.2e-3)
+    p.add_argument("max_rel_l2", nargs="?", type=float, default=8e-2)
     p.add_argument("--partial-blocks", action="store_true",
                    help="write the partial-blocks case into FIXTURE first")
     p.add_argument("--prequantized", action="store_true",

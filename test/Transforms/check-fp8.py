@@ -8,16 +8,19 @@ Compiles FIXTURE_DIR/model.onnx to the grouped phase, casts the experts to FP8
 quantized per row in groups of 128), runs it in the reference interpreter (e4m3
 emulated exactly), and compares the output with FIXTURE_DIR/expected.npz (the
 fp32 reference) with DeepGEMM's difference 1 - 2*sum(x*y) / (sum(x*x) + sum(y*y))
-and the relative L2 error, against the given bounds (default: issue 6's 1e-3 and
-3e-2).
+and the relative L2 error, against the given bounds (default: 3.2e-3 and 8e-2,
+issue 34's whole-block bounds against fp32).
 
-Why CI uses looser bounds (5e-3, 0.1): e4m3 keeps 3 mantissa bits, so each
+Why a whole block's bounds are these: e4m3 keeps 3 mantissa bits, so each
 quantized operand carries a relative rounding error of about 2.7 % (std); a
 block quantizes both operands of two chained matmuls, and the gated activation
-multiplies gate and up, so random-init blocks land at 5-7 % relative L2
-(DeepGEMM difference about 2e-3) whatever K is. A single FP8 GEMM lands near
-3.8 % / 7e-4, which is what the 1e-3 bound was written for. A wrong scale
-convention or layout gives errors of order 1, far outside either bound.
+multiplies gate and up, so random-init blocks land at 3.5-7.3 % relative L2
+(DeepGEMM difference 0.6-2.7e-3) whatever K is (bench/fp8_error_floor.py
+emulates the recipe in float64: 4-8 % on small and large shapes). A single FP8
+GEMM lands near 3.8 % / 7e-4, which is what issue 6's 1e-3 was written for (its
+own test, Float8Kernels.OneGemmWithinDeepGEMMsBoundOfTheUnquantisedProduct in
+runtime/test/Float8Test.cpp, measures 6.8-6.9e-4). A wrong scale convention or
+layout gives errors of tens of percent, far outside either bound.
 """
 import os
 import subprocess
@@ -29,8 +32,8 @@ import numpy as np
 
 def main():
     bin_dir, fixture = sys.argv[1], sys.argv[2]
-    max_diff = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-3
-    max_rel_l2 = float(sys.argv[4]) if len(sys.argv) > 4 else 3e-2
+    max_diff = float(sys.argv[3]) if len(sys.argv) > 3 else 3.2e-3
+    max_rel_l2 = float(sys.argv[4]) if len(sys.argv) > 4 else 8e-2
     with tempfile.TemporaryDirectory() as work:
         grouped = os.path.join(work, "grouped.mlir")
         fp8 = os.path.join(work, "fp8.mlir")
