@@ -97,6 +97,10 @@ bool isFP8(Value value) {
   return isa<Float8E4M3FNType>(cast<ShapedType>(value.getType()).getElementType());
 }
 
+bool isMXFP4(Value value) {
+  return isa<Float4E2M1FNType>(cast<ShapedType>(value.getType()).getElementType());
+}
+
 Type elementType(Value value) { return cast<ShapedType>(value.getType()).getElementType(); }
 
 } // namespace
@@ -313,6 +317,30 @@ LogicalResult PermuteOp::verify() {
   return success();
 }
 
+/// moe.grouped_matmul with MXFP4 weights (docs/dialect.md, "MXFP4 layout"),
+/// or with scales that only MXFP4 weights take.
+static LogicalResult verifyMXFP4Matmul(GroupedMatmulOp op, ShapeChecker &shapes) {
+  if (!isMXFP4(op.getWeights()))
+    return op.emitOpError() << "'weight_scales' of " << elementType(op.getWeightScales())
+                            << " are MXFP4 scales, but operand 'weights' is not f4E2M1FN";
+  if (!op.getWeightScales() || !isa<Float8E8M0FNUType>(elementType(op.getWeightScales())))
+    return op.emitOpError("operand 'weights' is f4E2M1FN and needs 'weight_scales' of "
+                          "f8E8M0FNU, one per 32 along K");
+  if (isFP8(op.getLhs()) || op.getLhsScales())
+    return op.emitOpError("MXFP4 'weights' take unquantised rows (f32, bf16, f16 or f64), "
+                          "not FP8 ones");
+  int64_t k = shapes.get("K");
+  if (failed(shapes.bind("ceil(K/32)", ShapedType::isDynamic(k) ? k : ceilDiv(k, kMXBlock),
+                         "weights dimension 2 / 32")) ||
+      failed(shapes.expect(op.getWeightScales(), "weight_scales", {"E", "N", "ceil(K/32)"})))
+    return failure();
+  bool gated = false;
+  if (failed(verifyEpilogue(op, shapes, op.getEpilogue(), op.getEpilogueLayout(), "weights", 1,
+                            gated)))
+    return failure();
+  return shapes.expect(op.getResult(), "result", {"S", gated ? "N/2" : "N"});
+}
+
 LogicalResult GroupedMatmulOp::verify() {
   ShapeChecker shapes(*this);
   if (failed(shapes.expect(getLhs(), "lhs", {"S", "K"})) ||
@@ -321,6 +349,9 @@ LogicalResult GroupedMatmulOp::verify() {
       (getBias() && failed(shapes.expect(getBias(), "bias", {"E", "N"}))))
     return failure();
 
+  // MXFP4 weights carry one e8m0 scale per 32 along K and meet unquantised rows.
+  if (isMXFP4(getWeights()) || (getWeightScales() && !elementType(getWeightScales()).isF32()))
+    return verifyMXFP4Matmul(*this, shapes);
   // FP8 operands carry their block scales; scales without FP8 mean nothing.
   if (isFP8(getLhs()) != static_cast<bool>(getLhsScales()))
     return isFP8(getLhs())

@@ -765,6 +765,90 @@ func.func @gmm_lhs_scale_groups(%x: tensor<?x200xf8E4M3FN>, %xs: tensor<?x1xf32>
 
 // -----
 
+// MXFP4 (docs/dialect.md, "MXFP4 layout"): f4E2M1FN weights [E, N, K] with
+// f8E8M0FNU scales [E, N, ceil(K/32)], unquantised rows.
+func.func @gmm_mxfp4_without_scales(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf4E2M1FN>,
+    %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{operand 'weights' is f4E2M1FN and needs 'weight_scales' of f8E8M0FNU, one per 32 along K}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xf32>, tensor<8x32x64xf4E2M1FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_mxfp4_f32_scales(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf4E2M1FN>,
+    %ws: tensor<8x32x2xf32>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{operand 'weights' is f4E2M1FN and needs 'weight_scales' of f8E8M0FNU, one per 32 along K}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x32x2xf32>)
+      : tensor<?x64xf32>, tensor<8x32x64xf4E2M1FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_e8m0_scales_fp8_weights(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf8E4M3FN>,
+    %ws: tensor<8x32x2xf8E8M0FNU>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'weight_scales' of 'f8E8M0FNU' are MXFP4 scales, but operand 'weights' is not f4E2M1FN}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x32x2xf8E8M0FNU>)
+      : tensor<?x64xf32>, tensor<8x32x64xf8E4M3FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_e8m0_scales_f32_weights(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
+    %ws: tensor<8x32x2xf8E8M0FNU>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'weight_scales' of 'f8E8M0FNU' are MXFP4 scales, but operand 'weights' is not f4E2M1FN}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x32x2xf8E8M0FNU>)
+      : tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_mxfp4_fp8_rows(%x: tensor<?x64xf8E4M3FN>, %xs: tensor<?x1xf32>,
+    %w: tensor<8x32x64xf4E2M1FN>, %ws: tensor<8x32x2xf8E8M0FNU>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{MXFP4 'weights' take unquantised rows (f32, bf16, f16 or f64), not FP8 ones}}
+  %y = moe.grouped_matmul %x, %w, %o lhs_scales(%xs : tensor<?x1xf32>) weight_scales(%ws : tensor<8x32x2xf8E8M0FNU>)
+      : tensor<?x64xf8E4M3FN>, tensor<8x32x64xf4E2M1FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+// K = 70: three blocks of 32 (the last one partial).
+func.func @gmm_mxfp4_scale_blocks(%x: tensor<?x70xf32>, %w: tensor<4x16x70xf4E2M1FN>,
+    %ws: tensor<4x16x2xf8E8M0FNU>, %o: tensor<4xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{weight_scales dimension 2 (ceil(K/32)) is 2, but weights dimension 2 / 32 makes ceil(K/32) = 3}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<4x16x2xf8E8M0FNU>)
+      : tensor<?x70xf32>, tensor<4x16x70xf4E2M1FN>, tensor<4xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// One scale per row, not per 128 rows as for FP8.
+func.func @gmm_mxfp4_scale_rows(%x: tensor<?x64xf32>, %w: tensor<4x16x64xf4E2M1FN>,
+    %ws: tensor<4x1x2xf8E8M0FNU>, %o: tensor<4xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{weight_scales dimension 1 (N) is 1, but weights dimension 1 makes N = 16}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<4x1x2xf8E8M0FNU>)
+      : tensor<?x64xf32>, tensor<4x16x64xf4E2M1FN>, tensor<4xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @gmm_mxfp4_result(%x: tensor<?x64xf32>, %w: tensor<4x16x64xf4E2M1FN>,
+    %ws: tensor<4x16x2xf8E8M0FNU>, %o: tensor<4xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{result dimension 1 (N/2) is 16, but weights dimension 1 / 2 makes N/2 = 8}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<4x16x2xf8E8M0FNU>)
+      {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>}
+      : tensor<?x64xf32>, tensor<4x16x64xf4E2M1FN>, tensor<4xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
 func.func @gmm_epilogue_without_layout(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x16xbf16> {
   // expected-error @+1 {{'epilogue' and 'epilogue_layout' go together}}
   %y = moe.grouped_matmul %x, %w, %o {epilogue = #moe.activation<silu>}
