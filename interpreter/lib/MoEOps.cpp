@@ -521,16 +521,42 @@ const Tensor &rowsForWeights(const Tensor &rows, const Tensor &weights, Tensor &
   return storage;
 }
 
+/// MXFP4 weights [E, N, K] (their e2m1 values) times their e8m0 scales
+/// [E, N, ceil(K/32)]: the values they stand for, exactly (docs/dialect.md,
+/// "MXFP4 layout").
+FailureOr<Tensor> dequantizedMXFP4(Operation *op, const Tensor &weights, const Tensor &scales) {
+  int64_t e = weights.dim(0), n = weights.dim(1), k = weights.dim(2);
+  int64_t kBlocks = (k + moe::kMXBlock - 1) / moe::kMXBlock;
+  if (failed(expectShape(op, &scales, "weight_scales", {e, n, kBlocks})))
+    return failure();
+  Tensor values(ElementType::F64, weights.shape);
+  for (int64_t row = 0; row < e * n; ++row)
+    for (int64_t i = 0; i < k; ++i)
+      values.values[row * k + i] =
+          weights.values[row * k + i] * scales.values[row * kBlocks + i / moe::kMXBlock];
+  return values;
+}
+
 /// Rows of lhs times their expert's weights, per the offsets; FP8 operands are
-/// their decoded e4m3 values times the block scales of each 128-wide K block.
+/// their decoded e4m3 values times the block scales of each 128-wide K block,
+/// MXFP4 weights their e2m1 values times their e8m0 scales.
 LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
   auto get = [&](Value value) { return operandTensor(op, in, value); };
-  const Tensor &weights = *get(op.getWeights());
+  const Tensor *weightScales = get(op.getWeightScales());
+  FailureOr<Tensor> mxfp4Values = Tensor();
+  if (get(op.getWeights())->elementType == ElementType::F4E2M1FN) {
+    if (get(op.getWeights())->rank() != 3 || !weightScales)
+      return op.emitOpError("MXFP4 weights must be [E, N, K] with their scales");
+    mxfp4Values = dequantizedMXFP4(op, *get(op.getWeights()), *weightScales);
+    if (failed(mxfp4Values))
+      return failure();
+    weightScales = nullptr; // applied
+  }
+  const Tensor &weights = mxfp4Values->rank() ? *mxfp4Values : *get(op.getWeights());
   Tensor roundedLhs;
   const Tensor &lhs = rowsForWeights(*get(op.getLhs()), weights, roundedLhs);
   const Tensor &offsets = *get(op.getOffsets());
   const Tensor *bias = get(op.getBias()), *lhsScales = get(op.getLhsScales());
-  const Tensor *weightScales = get(op.getWeightScales());
   int64_t rows = lhs.dim(0), k = lhs.dim(1), e = weights.dim(0), n = weights.dim(1);
   int64_t kBlocks = (k + moe::kScaleBlock - 1) / moe::kScaleBlock;
   int64_t nBlocks = (n + moe::kScaleBlock - 1) / moe::kScaleBlock;
