@@ -6,6 +6,9 @@
 // RUN: moec-interp %s --function codes_from_blob --print | FileCheck %s --check-prefix=BLOB
 // RUN: moec-interp %s --function scale_range --print | FileCheck %s --check-prefix=RANGE
 // RUN: moec-interp %s --function experts --print | FileCheck %s --check-prefix=EXPERTS
+// RUN: moec-interp %s --function layer --print | FileCheck %s --check-prefix=LAYER
+// RUN: moec-opt %s -moe-lower-layer -o %t.lowered.mlir
+// RUN: moec-interp %t.lowered.mlir --function layer --print | FileCheck %s --check-prefix=LAYER
 
 // K = 34: two blocks per row, of 32 and 2 columns. Every code is 1.
 // Row n = 0, scales 0.5 and 8: 32·0.5 + 2·8 = 32; row 1, scales 1 and 0.25:
@@ -71,6 +74,28 @@ func.func @experts() -> tensor<3x1xf32> {
       {epilogue = #moe.activation<identity>, epilogue_layout = #moe.gate_up_layout<concatenated>}
       : tensor<3x3xf32>, tensor<2x2x3xf4E2M1FN>, tensor<2xi32> -> tensor<3x1xf32>
   return %y : tensor<3x1xf32>
+}
+
+// moe.layer with MXFP4 experts (gpt-oss's checkpoints), directly and lowered
+// (moe-lower-layer passes the scales on as weight_scales). Interleaved gate/up:
+// gate row [1, 1] with scale 2, up row [2, 1] with scale 0.5; hidden [1, 2]:
+// gate 6, up 2, identity: 12. Down [[3], [-4]] with scales 0.5 and 1: [18, -48],
+// times the routing weight 0.5: [9, -24].
+// LAYER: result0 = tensor<1x2xf32> {{\[}}[9, -24]]
+func.func @layer() -> tensor<1x2xf32> {
+  %x = arith.constant dense<[[1.0, 2.0]]> : tensor<1x2xf32>
+  %ids = arith.constant dense<0> : tensor<1x1xi64>
+  %w = arith.constant dense<0.5> : tensor<1x1xf32>
+  %gu = arith.constant dense<[[[1.0, 1.0], [2.0, 1.0]]]> : tensor<1x2x2xf4E2M1FN>
+  %gus = arith.constant dense<[[[2.0], [0.5]]]> : tensor<1x2x1xf8E8M0FNU>
+  %dn = arith.constant dense<[[[3.0], [-4.0]]]> : tensor<1x2x1xf4E2M1FN>
+  %dns = arith.constant dense<[[[0.5], [1.0]]]> : tensor<1x2x1xf8E8M0FNU>
+  %y = moe.layer %x : tensor<1x2xf32> expert_ids(%ids : tensor<1x1xi64>) expert_weights(%w : tensor<1x1xf32>)
+         gate_up(%gu : tensor<1x2x2xf4E2M1FN>) down(%dn : tensor<1x2x1xf4E2M1FN>)
+         gate_up_scales(%gus : tensor<1x2x1xf8E8M0FNU>) down_scales(%dns : tensor<1x2x1xf8E8M0FNU>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<identity>,
+          gate_up_layout = #moe.gate_up_layout<interleaved>} -> tensor<1x2xf32>
+  return %y : tensor<1x2xf32>
 }
 
 {-#

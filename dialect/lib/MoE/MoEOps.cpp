@@ -109,6 +109,29 @@ Type elementType(Value value) { return cast<ShapedType>(value.getType()).getElem
 // LayerOp
 //===----------------------------------------------------------------------===//
 
+/// A moe.layer weight that is MXFP4, or has e8m0 scales: both, and the scales
+/// [E, N, ceil(K/32)] of the weight's [E, N, K].
+static LogicalResult verifyMXFP4Scales(Operation *op, Value weight, Value scales,
+                                       StringRef weightName, StringRef scalesName) {
+  if (!isMXFP4(weight))
+    return op->emitOpError() << "'" << scalesName << "' of " << elementType(scales)
+                             << " are MXFP4 scales, but '" << weightName
+                             << "' is not f4E2M1FN";
+  if (!scales || !isa<Float8E8M0FNUType>(elementType(scales)))
+    return op->emitOpError() << "'" << weightName << "' is MXFP4 and needs '" << scalesName
+                             << "' of f8E8M0FNU, one per row per 32 along K";
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(weight.getType()).getShape();
+  SmallVector<int64_t> want = {shape[0], shape[1],
+                               ShapedType::isDynamic(shape[2]) ? shape[2]
+                                                               : ceilDiv(shape[2], kMXBlock)};
+  auto scalesType = cast<RankedTensorType>(scales.getType());
+  if (scalesType.getShape() != ArrayRef<int64_t>(want))
+    return op->emitOpError() << "'" << scalesName << "' is " << scalesType << "; '"
+                             << weightName << "' makes [" << want[0] << ", " << want[1] << ", "
+                             << want[2] << "] (one per row per 32 along K)";
+  return success();
+}
+
 int64_t LayerOp::getNumExperts() {
   return cast<RankedTensorType>(getGateUpWeight().getType()).getDimSize(0);
 }
@@ -196,16 +219,20 @@ LogicalResult LayerOp::verify() {
   }
   if (getDownBias() && failed(shapes.expect(getDownBias(), "down_bias", {"E", "H"})))
     return failure();
-  // FP8 weights (an e4m3 checkpoint) come with their block scales, and only then.
-  auto isFP8 = [](Value v) {
-    return isa<Float8E4M3FNType>(cast<RankedTensorType>(v.getType()).getElementType());
-  };
+  // FP8 weights (an e4m3 checkpoint) come with their block scales, and only
+  // then; MXFP4 weights (gpt-oss's) with their e8m0 scales, one per row per 32.
   struct Scaled {
     Value weight, scales;
     StringRef weightName, scalesName;
   } scaled[] = {{getGateUpWeight(), getGateUpScales(), "gate_up_weight", "gate_up_scales"},
                 {getDownWeight(), getDownScales(), "down_weight", "down_scales"}};
   for (const Scaled &pair : scaled) {
+    if (isMXFP4(pair.weight) || (pair.scales && !elementType(pair.scales).isF32())) {
+      if (failed(verifyMXFP4Scales(*this, pair.weight, pair.scales, pair.weightName,
+                                   pair.scalesName)))
+        return failure();
+      continue;
+    }
     if (isFP8(pair.weight) != static_cast<bool>(pair.scales))
       return emitOpError() << "'" << pair.weightName << "' is "
                            << (pair.scales ? "not FP8 but has '" : "FP8 and needs '")
@@ -222,7 +249,7 @@ LogicalResult LayerOp::verify() {
                            << want[0] << ", " << want[1] << ", " << want[2] << "]";
   }
   if (getGateUpScales() && layout == GateUpLayout::Separate)
-    return emitOpError("FP8 'gate_up_weight' needs gate and up fused (concatenated or "
+    return emitOpError("FP8 or MXFP4 'gate_up_weight' needs gate and up fused (concatenated or "
                        "interleaved), not 'separate'");
   if (failed(verifyActivationLayout(*this, getActivation(), layout, /*fusedOnly=*/false)))
     return failure();
