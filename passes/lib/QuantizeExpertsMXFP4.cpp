@@ -51,7 +51,8 @@ void castBlocks(int64_t rows, int64_t k, ValueAt value, std::vector<char> &codes
   scales.assign(static_cast<size_t>(rows * kBlocks), 0);
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t kb = 0; kb < kBlocks; ++kb) {
-      int64_t first = row * k + kb * mx::kBlock, last = row * k + std::min(k, (kb + 1) * mx::kBlock);
+      int64_t first = row * k + kb * mx::kBlock;
+      int64_t last = row * k + std::min(k, (kb + 1) * mx::kBlock);
       float amax = 0.0f;
       for (int64_t i = first; i < last; ++i) {
         float x = value(i);
@@ -150,8 +151,9 @@ struct MoEQuantizeExpertsMXFP4
       uint8_t scale = mx::scaleFor(std::fabs(value));
       llvm::APFloat code(llvm::APFloat::Float4E2M1FN(), llvm::APInt(4, mx::quantize(value, scale)));
       llvm::APFloat exponent(llvm::APFloat::Float8E8M0FNU(), llvm::APInt(8, scale));
-      weights = name(arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(codesType, code)),
-                     ".e2m1");
+      weights = name(
+          arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(codesType, code)),
+          ".e2m1");
       scales = name(
           arith::ConstantOp::create(builder, loc, DenseElementsAttr::get(scalesType, exponent)),
           ".e8m0_scales");

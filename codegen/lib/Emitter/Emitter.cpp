@@ -296,8 +296,9 @@ void Emitter::packMXFP4(RankedTensorType type, WeightEntry &entry) {
     return;
   auto packed = std::make_shared<std::vector<char>>(entry.size);
   auto *codes = reinterpret_cast<const uint8_t *>(entry.bytes.data());
+  auto *out = reinterpret_cast<uint8_t *>(packed->data());
   for (int64_t row = 0; row < rows; ++row)
-    rt::mxfp4::packRow(codes + row * k, k, reinterpret_cast<uint8_t *>(packed->data()) + row * rowBytes);
+    rt::mxfp4::packRow(codes + row * k, k, out + row * rowBytes);
   entry.bytes = *packed;
   entry.expanded = std::move(packed);
 }
