@@ -72,6 +72,10 @@ double decodeElement(ElementType type, const char *data) {
         llvm::APFloat(llvm::APFloat::BFloat(), llvm::APInt(16, load(uint16_t{}))));
   case ElementType::F8E4M3FN:
     return decodeE4M3FN(load(uint8_t{}));
+  case ElementType::F4E2M1FN: // one code per byte, in the low nibble (docs/dialect.md)
+    return decodeE2M1FN(load(uint8_t{}));
+  case ElementType::F8E8M0FNU:
+    return decodeE8M0FNU(load(uint8_t{}));
   case ElementType::I1:
     return load(uint8_t{}) != 0 ? 1.0 : 0.0;
   case ElementType::I8:

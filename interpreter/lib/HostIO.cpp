@@ -150,6 +150,8 @@ rt::HostTensor toHostTensor(const Tensor &tensor) {
   case ElementType::F32:
   case ElementType::BF16:
   case ElementType::F8E4M3FN:
+  case ElementType::F4E2M1FN:
+  case ElementType::F8E8M0FNU:
     return fill(rt::DType::F32, float{});
   case ElementType::I1:
     return fill(rt::DType::Bool, uint8_t{});

@@ -280,15 +280,45 @@ Tensor dequantizedBlocks(const Tensor &weights, const Tensor &scales) {
   return result;
 }
 
+/// MXFP4 weights [E, N, K] (their e2m1 values) times their e8m0 scales
+/// [E, N, ceil(K/32)]: the values they stand for, exactly (docs/dialect.md,
+/// "MXFP4 layout").
+FailureOr<Tensor> dequantizedMXFP4(Operation *op, const Tensor &weights, const Tensor &scales) {
+  int64_t e = weights.dim(0), n = weights.dim(1), k = weights.dim(2);
+  int64_t kBlocks = (k + moe::kMXBlock - 1) / moe::kMXBlock;
+  if (failed(expectShape(op, &scales, "weight_scales", {e, n, kBlocks})))
+    return failure();
+  Tensor values(ElementType::F64, weights.shape);
+  for (int64_t row = 0; row < e * n; ++row)
+    for (int64_t i = 0; i < k; ++i)
+      values.values[row * k + i] =
+          weights.values[row * k + i] * scales.values[row * kBlocks + i / moe::kMXBlock];
+  return values;
+}
+
 LogicalResult evalLayer(LayerOp op, Operands in, Results &out) {
   auto get = [&](Value value) { return operandTensor(op, in, value); };
   const Tensor &hidden = *get(op.getHidden());
-  // Weights that are already FP8 stand for their values times their block scales.
+  // Weights that are already FP8 or MXFP4 stand for their values times their scales.
   std::optional<Tensor> gateUpValues, downValues;
-  if (const Tensor *scales = get(op.getGateUpScales()))
-    gateUpValues = dequantizedBlocks(*get(op.getGateUpWeight()), *scales);
-  if (const Tensor *scales = get(op.getDownScales()))
-    downValues = dequantizedBlocks(*get(op.getDownWeight()), *scales);
+  auto dequantize = [&](Value weight, Value scalesValue, std::optional<Tensor> &values) {
+    const Tensor *scales = get(scalesValue);
+    if (!scales)
+      return success();
+    const Tensor &codes = *get(weight);
+    if (codes.elementType != ElementType::F4E2M1FN) {
+      values = dequantizedBlocks(codes, *scales);
+      return success();
+    }
+    FailureOr<Tensor> mxfp4 = dequantizedMXFP4(op, codes, *scales);
+    if (failed(mxfp4))
+      return failure();
+    values = std::move(*mxfp4);
+    return success();
+  };
+  if (failed(dequantize(op.getGateUpWeight(), op.getGateUpScales(), gateUpValues)) ||
+      failed(dequantize(op.getDownWeight(), op.getDownScales(), downValues)))
+    return failure();
   const Tensor &gateUp = gateUpValues ? *gateUpValues : *get(op.getGateUpWeight());
   const Tensor &down = downValues ? *downValues : *get(op.getDownWeight());
   const Tensor *routerWeight = get(op.getRouterWeight()), *routerLogits = get(op.getRouterLogits());
@@ -522,15 +552,25 @@ const Tensor &rowsForWeights(const Tensor &rows, const Tensor &weights, Tensor &
 }
 
 /// Rows of lhs times their expert's weights, per the offsets; FP8 operands are
-/// their decoded e4m3 values times the block scales of each 128-wide K block.
+/// their decoded e4m3 values times the block scales of each 128-wide K block,
+/// MXFP4 weights their e2m1 values times their e8m0 scales.
 LogicalResult evalGroupedMatmul(GroupedMatmulOp op, Operands in, Results &out) {
   auto get = [&](Value value) { return operandTensor(op, in, value); };
-  const Tensor &weights = *get(op.getWeights());
+  const Tensor *weightScales = get(op.getWeightScales());
+  FailureOr<Tensor> mxfp4Values = Tensor();
+  if (get(op.getWeights())->elementType == ElementType::F4E2M1FN) {
+    if (get(op.getWeights())->rank() != 3 || !weightScales)
+      return op.emitOpError("MXFP4 weights must be [E, N, K] with their scales");
+    mxfp4Values = dequantizedMXFP4(op, *get(op.getWeights()), *weightScales);
+    if (failed(mxfp4Values))
+      return failure();
+    weightScales = nullptr; // applied
+  }
+  const Tensor &weights = mxfp4Values->rank() ? *mxfp4Values : *get(op.getWeights());
   Tensor roundedLhs;
   const Tensor &lhs = rowsForWeights(*get(op.getLhs()), weights, roundedLhs);
   const Tensor &offsets = *get(op.getOffsets());
   const Tensor *bias = get(op.getBias()), *lhsScales = get(op.getLhsScales());
-  const Tensor *weightScales = get(op.getWeightScales());
   int64_t rows = lhs.dim(0), k = lhs.dim(1), e = weights.dim(0), n = weights.dim(1);
   int64_t kBlocks = (k + moe::kScaleBlock - 1) / moe::kScaleBlock;
   int64_t nBlocks = (n + moe::kScaleBlock - 1) / moe::kScaleBlock;

@@ -26,6 +26,10 @@ std::optional<ElementType> getElementType(Type type) {
     return ElementType::BF16;
   if (isa<Float8E4M3FNType>(type))
     return ElementType::F8E4M3FN;
+  if (isa<Float4E2M1FNType>(type))
+    return ElementType::F4E2M1FN;
+  if (isa<Float8E8M0FNUType>(type))
+    return ElementType::F8E8M0FNU;
   if (isa<IndexType>(type))
     return ElementType::I64;
   auto integer = dyn_cast<IntegerType>(type);
@@ -60,6 +64,10 @@ llvm::StringRef stringify(ElementType type) {
     return "bf16";
   case ElementType::F8E4M3FN:
     return "f8E4M3FN";
+  case ElementType::F4E2M1FN:
+    return "f4E2M1FN";
+  case ElementType::F8E8M0FNU:
+    return "f8E8M0FNU";
   case ElementType::I1:
     return "i1";
   case ElementType::I8:
@@ -89,6 +97,8 @@ bool isFloat(ElementType type) {
   case ElementType::F16:
   case ElementType::BF16:
   case ElementType::F8E4M3FN:
+  case ElementType::F4E2M1FN:
+  case ElementType::F8E8M0FNU:
     return true;
   default:
     return false;
@@ -135,6 +145,21 @@ double roundTo(ElementType type, double value) {
     if (std::isnan(value))
       return value;
     return roundThrough(llvm::APFloat::Float8E4M3FN(), std::clamp(value, -448.0, 448.0));
+  case ElementType::F4E2M1FN:
+    // No NaN either: NaN has no code (the MXFP4 cast rejects it).
+    if (std::isnan(value))
+      return value;
+    return roundThrough(llvm::APFloat::Float4E2M1FN(), std::clamp(value, -6.0, 6.0));
+  case ElementType::F8E8M0FNU: {
+    // Powers of two in [2^-127, 2^127] only: the nearest (ties up), NaN for
+    // what has none (zero, negatives, NaN, infinity).
+    if (!(value > 0.0) || std::isinf(value))
+      return std::numeric_limits<double>::quiet_NaN();
+    int exponent = std::ilogb(value);
+    if (std::ldexp(value, -exponent) >= 1.5)
+      ++exponent;
+    return std::ldexp(1.0, std::clamp(exponent, -127, 127));
+  }
   case ElementType::I1:
     return value != 0.0 ? 1.0 : 0.0; // NaN is true, as a C++ bool conversion makes it
   case ElementType::I8:
@@ -162,6 +187,17 @@ double decodeE4M3FN(uint8_t bits) {
   bool losesInfo = false;
   number.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
   return number.convertToDouble();
+}
+
+double decodeE2M1FN(uint8_t bits) {
+  llvm::APFloat number(llvm::APFloat::Float4E2M1FN(), llvm::APInt(4, bits & 0xF));
+  bool losesInfo = false;
+  number.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  return number.convertToDouble();
+}
+
+double decodeE8M0FNU(uint8_t bits) {
+  return bits == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, int(bits) - 127);
 }
 
 int64_t toInt64(double value) {

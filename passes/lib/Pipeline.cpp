@@ -50,6 +50,9 @@ void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createMoEQuantizeExpertsFP8());
     pm.addPass(createCanonicalizerPass());
   }
+  // MXFP4 experts (weight-only): e2m1 values, an e8m0 scale per 32 along K.
+  if (options.stopAfter == Phase::Grouped && options.mxfp4Experts)
+    pm.addPass(createMoEQuantizeExpertsMXFP4());
   addCodegenPolicy(pm, options);
 }
 
@@ -90,7 +93,8 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
                    llvm::cl::init(false)};
   Option<std::string> expertWeights{
       *this, "expert-weights",
-      llvm::cl::desc("f32 (default) or bf16: moe-cast-experts-bf16 after the last phase"),
+      llvm::cl::desc("f32 (default), bf16 (moe-cast-experts-bf16 after the last phase) or "
+                     "mxfp4 (moe-quantize-experts-mxfp4 at the end of the grouped phase)"),
       llvm::cl::init("f32")};
   Option<std::string> expertOutputs{
       *this, "expert-outputs",
@@ -133,6 +137,7 @@ void moec::registerPipeline() {
         bool grouped = stop == Phase::Grouped || stop == Phase::FP8;
         PipelineOptions options{stop, cl.epSize, cl.epRank, cl.fp8};
         options.bf16ExpertWeights = grouped && cl.expertWeights == "bf16";
+        options.mxfp4Experts = stop == Phase::Grouped && cl.expertWeights == "mxfp4";
         options.bf16ExpertOutputs = options.bf16ExpertWeights && cl.expertOutputs == "bf16";
         options.planStreams = grouped && cl.target == "cuda";
         options.bf16Models = grouped && cl.target == "cuda" && cl.precision == "bf16";

@@ -24,7 +24,8 @@ bool isTensorDType(std::string_view dtype) {
 }
 
 bool isWeightDType(std::string_view dtype) {
-  return isTensorDType(dtype) || dtype == "bf16" || dtype == "f8e4m3";
+  return isTensorDType(dtype) || dtype == "bf16" || dtype == "f8e4m3" || dtype == "f4e2m1" ||
+         dtype == "f8e8m0";
 }
 
 /// A decimal count in [0, 2^62]: large enough for any file, small enough
@@ -103,9 +104,10 @@ int weightDTypeBytes(std::string_view dtype) {
     return 8;
   if (dtype == "bf16")
     return 2;
-  if (dtype == "f8e4m3")
+  if (dtype == "f8e4m3" || dtype == "f8e8m0")
     return 1;
-  return 0;
+  return 0; // f4e2m1 is packed two a byte, per row (MXFP4.h), and unknown dtypes
+
 }
 
 std::string printShape(const std::vector<int64_t> &shape) {

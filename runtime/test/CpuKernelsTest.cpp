@@ -278,6 +278,64 @@ TEST_P(CpuKernels, GroupedPipelineMatchesDenseReferenceAndKeepsSentinelsOut) {
     }
 }
 
+/// The value of MXFP4 weight [row, i] as docs/dialect.md defines it, decoded
+/// here independently of the runtime's tables: the e2m1 code in byte i/2 of the
+/// row's packed blocks (low nibble for even i) times 2^(s - 127) of its block.
+double refMXFP4(const std::vector<uint8_t> &packed, const std::vector<uint8_t> &scales,
+                int64_t row, int64_t i, int64_t k) {
+  static const double magnitudes[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  int64_t blocks = (k + 31) / 32;
+  uint8_t byte = packed[row * blocks * 16 + i / 2];
+  uint8_t code = i % 2 ? byte >> 4 : byte & 0xF;
+  double value = (code & 8 ? -1.0 : 1.0) * magnitudes[code & 7];
+  return std::ldexp(value, int(scales[row * blocks + i / 32]) - 127);
+}
+
+// MXFP4 weights against float64 on random codes and scales: K with a partial
+// last block (and odd, so a row's last byte holds one code), an idle expert,
+// rows past offsets[E-1] never written, a gated epilogue and a plain one.
+TEST_P(CpuKernels, GroupedMatmulMXFP4MatchesFloat64Reference) {
+  for (int64_t k : {70, 33, 64}) {
+    const int64_t S = 29, E = 4, N = 18, blocks = (k + 31) / 32;
+    auto lhs = randomVector(S * k, rng);
+    auto bias = randomVector(E * N, rng);
+    std::uniform_int_distribution<int> code(0, 255), exponent(122, 128);
+    std::vector<uint8_t> packed(E * N * blocks * 16), scales(E * N * blocks);
+    for (int64_t row = 0; row < E * N; ++row)
+      for (int64_t b = 0; b < blocks * 16; ++b) {
+        // Zero past K, as the format stores it; random codes (both nibbles) before.
+        int64_t i = b * 2;
+        uint8_t byte = static_cast<uint8_t>(code(rng));
+        if (i + 1 >= k)
+          byte &= i < k ? 0x0F : 0x00;
+        packed[row * blocks * 16 + b] = byte;
+      }
+    for (uint8_t &s : scales)
+      s = static_cast<uint8_t>(exponent(rng));
+    std::vector<float> dequantized(E * N * k);
+    for (int64_t row = 0; row < E * N; ++row)
+      for (int64_t i = 0; i < k; ++i)
+        dequantized[row * k + i] = static_cast<float>(refMXFP4(packed, scales, row, i, k));
+    const int32_t offsets[4] = {9, 9, 20, 26}; // expert 1 idle; rows 26-28 past the end
+    Epilogue gated{true, ActivationKind::SiLU, GateUpLayout::Interleaved, 1.702f, 1.0f, 7.0f};
+    for (const Epilogue &act : {gated, Epilogue{}}) {
+      int64_t width = act.enabled ? N / 2 : N;
+      std::vector<float> out(S * width, kNaN);
+      groupedMatmulMXFP4(pool, lhs.data(), k, packed.data(), scales.data(), E, N, offsets,
+                         bias.data(), act, out.data());
+      int64_t row = 0;
+      for (int64_t e = 0; e < E; ++e)
+        for (; row < offsets[e]; ++row) {
+          // dequantized holds the f64 values exactly (they are f32 numbers).
+          auto want = refRow(&lhs[row * k], k, &dequantized[e * N * k], N, &bias[e * N], act);
+          expectClose(want, &out[row * width], 1e-5, 1e-5, "MXFP4 grouped matmul");
+        }
+      for (int64_t i = offsets[E - 1] * width; i < S * width; ++i)
+        ASSERT_TRUE(std::isnan(out[i])) << "row past offsets[E-1] written at " << i;
+    }
+  }
+}
+
 TEST(CpuKernelsThreads, ResultsDoNotDependOnTheThreadCount) {
   std::mt19937 rng(7);
   const int64_t S = 101, K = 33, E = 5, N = 18;

@@ -46,22 +46,15 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from moe_block import layer_mlir, random_experts, random_tokens, reference  # noqa: E402
+from moe_block import random_tokens, reference, write_block  # noqa: E402
 from moec_tools import NO_COMPILER, NO_DEVICE, run_tool  # noqa: E402
 
 
 
 def write_partial_blocks_case(work):
     """A block whose K and N are not multiples of 128 (and exceed it)."""
-    T, H, I, E, K = 9, 200, 136, 3, 2
-    rng = np.random.default_rng(11)
-    gate_up, down = random_experts(rng, E, H, I, 0.1)
-    x, ids, w = random_tokens(rng, T, H, E, K, 0.2)
-    os.makedirs(work, exist_ok=True)
-    with open(os.path.join(work, "model.mlir"), "w") as f:
-        f.write(layer_mlir(gate_up, down, K))
+    x, ids, w, gate_up, down = write_block(work, 11, t=9, h=200, i=136, e=3, k=2)
     out = reference(x, ids, w, gate_up, down)
-    np.savez(os.path.join(work, "inputs.npz"), x=x, ids=ids, w=w)
     np.savez(os.path.join(work, "expected.npz"), out=out.astype(np.float32))
 
 

@@ -42,7 +42,7 @@
 // RUN: not moec compile %fixtures/mixtral/model.onnx --expert-weights=bf16 2>&1 | FileCheck %s --check-prefix=BF16-NOTARGET
 // BF16-NOTARGET: moec: --expert-weights needs --target=cuda
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-UNKNOWN
-// BF16-UNKNOWN: moec: unknown --expert-weights='f16' (f32, bf16)
+// BF16-UNKNOWN: moec: unknown --expert-weights='f16' (f32, bf16, mxfp4)
 // RUN: not moec compile %t/bf16-k12.mlir --target=cuda --expert-weights=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-K
 // BF16-K: bf16-k12.mlir:3:8: error: cannot store the weights as bf16: K = 12 is not a multiple of 8, which bf16 expert weights need (moe-cast-experts-bf16)
 // RUN: not moec compile %t/bf16-argument.mlir --target=cuda --expert-weights=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16-ARG

@@ -1,6 +1,8 @@
 """A moe.layer with given expert weights and routing as inputs (ids, weights),
 as MLIR text, and its float64 reference: shared by the end-to-end scripts
 beside this file (check-sentinels.py, check-fp8-artifact.py)."""
+import os
+
 import numpy as np
 
 
@@ -44,6 +46,19 @@ def random_tokens(rng, t, h, e, k, min_weight):
     ids = np.stack([rng.permutation(e)[:k] for _ in range(t)]).astype(np.int64)
     w = rng.uniform(min_weight, 1.0, (t, k)).astype(np.float32)
     return x, ids, w
+
+
+def write_block(work, seed, t, h, i, e, k):
+    """A random block (experts N(0, 0.1), routing weights from 0.2) written into
+    `work` as model.mlir and inputs.npz; returns (x, ids, w, gate_up, down)."""
+    rng = np.random.default_rng(seed)
+    gate_up, down = random_experts(rng, e, h, i, 0.1)
+    x, ids, w = random_tokens(rng, t, h, e, k, 0.2)
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, "model.mlir"), "w") as f:
+        f.write(layer_mlir(gate_up, down, k))
+    np.savez(os.path.join(work, "inputs.npz"), x=x, ids=ids, w=w)
+    return x, ids, w, gate_up, down
 
 
 def reference(x, ids, w, gate_up, down):

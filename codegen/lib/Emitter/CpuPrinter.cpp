@@ -27,6 +27,7 @@ private:
 
   std::string targetPhrase() const override { return "the CPU target"; }
   bool hasBF16Kernels() const override { return false; }
+  bool hasMXFP4Kernels() const override { return true; }
   bool hasModelKernels() const override { return true; }
   bool hasGenericModelKernels() const override { return true; }
   bool reusesWorkspace() const override { return true; }

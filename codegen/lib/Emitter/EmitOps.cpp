@@ -274,6 +274,8 @@ LogicalResult Emitter::emitPermute(moe::PermuteOp op) {
 
 LogicalResult Emitter::emitGroupedMatmul(moe::GroupedMatmulOp op) {
   comment(op);
+  if (isa<Float4E2M1FNType>(cast<RankedTensorType>(op.getWeights().getType()).getElementType()))
+    return emitGroupedMatmulMXFP4(op);
   if (op.getLhsScales() || op.getWeightScales())
     return emitGroupedMatmulFP8(op);
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
@@ -330,6 +332,36 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
     kernel("groupedMatmulFP8Weights", *args);
   else
     kernel(offsetsSettled(op) ? "groupedMatmulFP8SettledOffsets" : "groupedMatmulFP8", *args);
+  return success();
+}
+
+/// The MXFP4 grouped matmul: f32 rows, packed e2m1 weights with one e8m0 scale
+/// per row per 32 along K (docs/dialect.md, "MXFP4 layout").
+LogicalResult Emitter::emitGroupedMatmulMXFP4(moe::GroupedMatmulOp op) {
+  if (!hasMXFP4Kernels())
+    return unsupported(op, "MXFP4 weights; " + targetPhrase() +
+                               " has no MXFP4 kernel yet (compile with --target=cpu)");
+  if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
+    return failure();
+  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs");
+  FailureOr<ValueInfo *> w =
+      operand(op, op.getWeights(), "the weights", true, false, false, /*mxfp4=*/true);
+  FailureOr<ValueInfo *> scales =
+      operand(op, op.getWeightScales(), "the weight scales", true, false, false, /*mxfp4=*/true);
+  FailureOr<ValueInfo *> offsets = operand(op, op.getOffsets(), "the offsets", false);
+  bool bad = false;
+  std::string bias = optionalOperand(op, op.getBias(), "the bias", bad);
+  if (failed(lhs) || failed(w) || failed(scales) || failed(offsets) || bad)
+    return failure();
+  if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
+    return unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]");
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), (*lhs)->dims[0]);
+  if (failed(out))
+    return failure();
+  kernel("groupedMatmulMXFP4",
+         {(*lhs)->var, dimExpr((*lhs)->dims[1]), (*w)->var, (*scales)->var,
+          dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]), (*offsets)->var, bias,
+          epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*out)->var});
   return success();
 }
 

@@ -21,6 +21,7 @@
 #include "moec/Dialect/ONNX/ONNXDialect.h"
 #include "moec/Dialect/Utils/ConstantData.h"
 #include "moec/runtime/ArtifactFormat.h"
+#include "moec/runtime/MXFP4.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -84,6 +85,9 @@ std::optional<std::string> cppElementType(Type type) {
     return std::string("float");
   if (isa<Float8E4M3FNType>(type)) // e4m3 bits (runtime/include/moec/runtime/Float8.h)
     return std::string("uint8_t");
+  // MXFP4 (moec/runtime/MXFP4.h): packed e2m1 codes, e8m0 scale bytes.
+  if (isa<Float4E2M1FNType, Float8E8M0FNUType>(type))
+    return std::string("uint8_t");
   if (type.isInteger(32))
     return std::string("int32_t");
   if (type.isInteger(64))
@@ -94,6 +98,10 @@ std::optional<std::string> cppElementType(Type type) {
 std::string manifestDType(Type type) {
   if (isa<Float8E4M3FNType>(type))
     return "f8e4m3";
+  if (isa<Float4E2M1FNType>(type))
+    return "f4e2m1";
+  if (isa<Float8E8M0FNUType>(type))
+    return "f8e8m0";
   if (type.isBF16())
     return "bf16";
   return type.isF32() ? "f32" : type.isInteger(32) ? "i32" : "i64";
@@ -156,11 +164,17 @@ Value Emitter::viewRoot(Value value) {
 }
 
 LogicalResult Emitter::checkTensor(Operation *op, Value value, StringRef role, bool floatOnly,
-                                   bool fp8, bool bf16) {
+                                   bool fp8, bool bf16, bool mxfp4) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type)
     return unsupported(op, role + " is not a ranked tensor");
   Type element = type.getElementType();
+  if (isa<Float4E2M1FNType, Float8E8M0FNUType>(element)) {
+    if (!mxfp4)
+      return unsupported(op, role + " is MXFP4 (" + llvm::formatv("{0}", element).str() +
+                                 "), which only moe.grouped_matmul's weights take");
+    return success();
+  }
   if (isa<Float8E4M3FNType>(element)) {
     if (!fp8)
       return unsupported(op, role + " is FP8, which only moe.quantize and moe.grouped_matmul "
@@ -230,8 +244,8 @@ FailureOr<ValueInfo *> Emitter::define(Operation *op, Value result, std::optiona
 }
 
 FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef role,
-                                        bool floatOnly, bool fp8, bool bf16) {
-  if (failed(checkTensor(op, value, role, floatOnly, fp8, bf16)))
+                                        bool floatOnly, bool fp8, bool bf16, bool mxfp4) {
+  if (failed(checkTensor(op, value, role, floatOnly, fp8, bf16, mxfp4)))
     return failure();
   if (auto it = values.find(value); it != values.end())
     return &it->second;
@@ -268,7 +282,25 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   entry.size = externalWeights ? static_cast<uint64_t>(type.getNumElements()) *
                                      (type.getElementTypeBitWidth() / 8)
                                : entry.bytes.size();
+  // MXFP4 codes, one a byte in the IR, are stored packed (docs/artifact.md).
+  if (isa<Float4E2M1FNType>(type.getElementType()))
+    packMXFP4(type, entry);
   return &placeWeight(value, std::move(entry), values[value]);
+}
+
+void Emitter::packMXFP4(RankedTensorType type, WeightEntry &entry) {
+  int64_t k = type.getShape().back(), rows = type.getNumElements() / std::max<int64_t>(k, 1);
+  int64_t rowBytes = rt::mxfp4::packedRowBytes(k);
+  entry.size = static_cast<uint64_t>(rows * rowBytes);
+  if (externalWeights)
+    return;
+  auto packed = std::make_shared<std::vector<char>>(entry.size);
+  auto *codes = reinterpret_cast<const uint8_t *>(entry.bytes.data());
+  auto *out = reinterpret_cast<uint8_t *>(packed->data());
+  for (int64_t row = 0; row < rows; ++row)
+    rt::mxfp4::packRow(codes + row * k, k, out + row * rowBytes);
+  entry.bytes = *packed;
+  entry.expanded = std::move(packed);
 }
 
 FailureOr<WeightEntry> Emitter::fillOf(Operation *op, Value value, StringRef role) {

@@ -95,6 +95,8 @@ protected:
   virtual std::string targetPhrase() const = 0;
   /// Whether the target has the bf16-weight kernels (and bf16 rows).
   virtual bool hasBF16Kernels() const = 0;
+  /// Whether the target multiplies MXFP4 weights (moe.grouped_matmul).
+  virtual bool hasMXFP4Kernels() const { return false; }
   /// One kernel call (`pool`: the CPU kernel takes the thread pool).
   virtual void printKernel(mlir::StringRef name, std::vector<std::string> args, bool pool) = 0;
   /// A pointer declaration (CUDA keeps them apart from the kernel calls).
@@ -223,13 +225,19 @@ protected:
   /// `fp8`: an f8E4M3FN tensor is acceptable here (moe.quantize's result,
   /// moe.grouped_matmul's FP8 operands); `bf16`: a bf16 one (the rows and
   /// weights of the bf16-weight kernels, on a target that has them).
+  /// `mxfp4`: an f4E2M1FN or f8E8M0FNU tensor is acceptable here (MXFP4
+  /// weights and their scales, on a target that multiplies them).
   mlir::LogicalResult checkTensor(mlir::Operation *op, mlir::Value value, mlir::StringRef role,
-                                  bool floatOnly, bool fp8 = false, bool bf16 = false);
+                                  bool floatOnly, bool fp8 = false, bool bf16 = false,
+                                  bool mxfp4 = false);
   mlir::FailureOr<mlir::SmallVector<Dim>> resultDims(mlir::Operation *op, mlir::Value result,
                                                      std::optional<Dim> rows);
   mlir::FailureOr<ValueInfo *> operand(mlir::Operation *op, mlir::Value value,
                                        mlir::StringRef role, bool floatOnly = true,
-                                       bool fp8 = false, bool bf16 = false);
+                                       bool fp8 = false, bool bf16 = false, bool mxfp4 = false);
+  /// An MXFP4 weight's codes (one a byte) packed into weights.bin's layout
+  /// (moec/runtime/MXFP4.h): `entry`'s bytes and size replaced.
+  void packMXFP4(mlir::RankedTensorType type, WeightEntry &entry);
   /// Places `entry` (its bytes and size filled in) at weights.bin's next
   /// aligned offset and declares the constant `value`'s pointer into `info`.
   ValueInfo &placeWeight(mlir::Value value, WeightEntry entry, ValueInfo &info);
@@ -254,6 +262,7 @@ protected:
   mlir::LogicalResult emitPermute(moe::PermuteOp op);
   mlir::LogicalResult emitGroupedMatmul(moe::GroupedMatmulOp op);
   mlir::LogicalResult emitGroupedMatmulFP8(moe::GroupedMatmulOp op);
+  mlir::LogicalResult emitGroupedMatmulMXFP4(moe::GroupedMatmulOp op);
   mlir::LogicalResult emitQuantize(moe::QuantizeOp op);
   /// moe.quantize's codes and scales, `rows` rows.
   mlir::FailureOr<std::pair<ValueInfo *, ValueInfo *>> defineCodes(moe::QuantizeOp op, Dim rows);

@@ -76,8 +76,11 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
     return fail("--max-batch and --max-seq must be at least 1");
   if (weights != "embedded" && weights != "external")
     return fail("unknown --weights='" + weights + "' (embedded, external)");
-  if (expertWeights != "f32" && expertWeights != "bf16")
-    return fail("unknown --expert-weights='" + expertWeights + "' (f32, bf16)");
+  if (expertWeights != "f32" && expertWeights != "bf16" && expertWeights != "mxfp4")
+    return fail("unknown --expert-weights='" + expertWeights + "' (f32, bf16, mxfp4)");
+  if (expertWeights == "mxfp4" && target != "cpu")
+    return fail("--expert-weights=mxfp4 needs --target=cpu (the CUDA target has no MXFP4 "
+                "kernel yet)");
   if (expertWeights == "bf16" && target != "cuda")
     return fail("--expert-weights=bf16 needs --target=cuda (the CPU target keeps f32)");
   if (expertOutputs != "f32" && expertOutputs != "bf16")
@@ -149,6 +152,13 @@ llvm::Error moec::validate(const CompileOptions &options) {
   }
   if (*phase == Phase::FP8 && !options.fp8)
     return fail("--compile-to=fp8 needs --fp8");
+  if (options.expertWeights == "mxfp4") {
+    if (options.fp8)
+      return fail("--expert-weights=mxfp4 and --fp8 are two casts of the experts; choose one");
+    if (*phase != Phase::Grouped)
+      return fail("--expert-weights=mxfp4 casts the experts at the end of the grouped phase; "
+                  "drop --compile-to=" + *options.compileTo);
+  }
   if (options.epSize < 1 || options.epRank < 0 || options.epRank >= options.epSize)
     return fail("--ep-rank must be in [0, --ep-size)");
   if (!options.target.empty())
@@ -161,8 +171,8 @@ llvm::Error moec::validate(const CompileOptions &options) {
     return fail("--max-batch and --max-seq need --target (they size a whole model's KV cache)");
   if (options.weights)
     return fail("--weights needs --target");
-  if (options.expertWeights)
-    return fail("--expert-weights needs --target=cuda");
+  if (options.expertWeights && *options.expertWeights != "mxfp4")
+    return fail("--expert-weights needs --target=cuda (only =mxfp4 works without a target)");
   if (options.expertOutputs)
     return fail("--expert-outputs needs --target=cuda");
   if (options.precision)
@@ -178,6 +188,7 @@ moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
   pipeline.epSize = options.epSize;
   pipeline.epRank = options.epRank;
   pipeline.fp8 = options.fp8;
+  pipeline.mxfp4Experts = options.expertWeights == "mxfp4";
   if (!options.target.empty()) {
     // The target's policy, as IR its printer reads (docs/pipeline.md, "Codegen
     // policy").

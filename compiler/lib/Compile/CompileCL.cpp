@@ -77,8 +77,10 @@ struct CompileCLOptions {
       cl::init("")};
   Flag<std::string> expertWeights{
       "expert-weights",
-      cl::desc("with --target=cuda: 'f32' (default) or 'bf16' (grouped matmul weights stored "
-               "as bf16, f32 accumulation: half the bytes to stream)"),
+      cl::desc("'f32' (default); with --target=cuda 'bf16' (grouped matmul weights stored "
+               "as bf16, f32 accumulation: half the bytes to stream); 'mxfp4' (the grouped "
+               "phase, with or without --target=cpu: the experts' constant weights cast to "
+               "MXFP4, e2m1 values with an e8m0 scale per 32 along K, rows unquantised)"),
       cl::init("f32")};
   Flag<std::string> expertOutputs{
       "expert-outputs",

@@ -97,6 +97,10 @@ bool isFP8(Value value) {
   return isa<Float8E4M3FNType>(cast<ShapedType>(value.getType()).getElementType());
 }
 
+bool isMXFP4(Value value) {
+  return isa<Float4E2M1FNType>(cast<ShapedType>(value.getType()).getElementType());
+}
+
 Type elementType(Value value) { return cast<ShapedType>(value.getType()).getElementType(); }
 
 } // namespace
@@ -104,6 +108,29 @@ Type elementType(Value value) { return cast<ShapedType>(value.getType()).getElem
 //===----------------------------------------------------------------------===//
 // LayerOp
 //===----------------------------------------------------------------------===//
+
+/// A moe.layer weight that is MXFP4, or has e8m0 scales: both, and the scales
+/// [E, N, ceil(K/32)] of the weight's [E, N, K].
+static LogicalResult verifyMXFP4Scales(Operation *op, Value weight, Value scales,
+                                       StringRef weightName, StringRef scalesName) {
+  if (!isMXFP4(weight))
+    return op->emitOpError() << "'" << scalesName << "' of " << elementType(scales)
+                             << " are MXFP4 scales, but '" << weightName
+                             << "' is not f4E2M1FN";
+  if (!scales || !isa<Float8E8M0FNUType>(elementType(scales)))
+    return op->emitOpError() << "'" << weightName << "' is MXFP4 and needs '" << scalesName
+                             << "' of f8E8M0FNU, one per row per 32 along K";
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(weight.getType()).getShape();
+  SmallVector<int64_t> want = {shape[0], shape[1],
+                               ShapedType::isDynamic(shape[2]) ? shape[2]
+                                                               : ceilDiv(shape[2], kMXBlock)};
+  auto scalesType = cast<RankedTensorType>(scales.getType());
+  if (scalesType.getShape() != ArrayRef<int64_t>(want))
+    return op->emitOpError() << "'" << scalesName << "' is " << scalesType << "; '"
+                             << weightName << "' makes [" << want[0] << ", " << want[1] << ", "
+                             << want[2] << "] (one per row per 32 along K)";
+  return success();
+}
 
 int64_t LayerOp::getNumExperts() {
   return cast<RankedTensorType>(getGateUpWeight().getType()).getDimSize(0);
@@ -192,16 +219,20 @@ LogicalResult LayerOp::verify() {
   }
   if (getDownBias() && failed(shapes.expect(getDownBias(), "down_bias", {"E", "H"})))
     return failure();
-  // FP8 weights (an e4m3 checkpoint) come with their block scales, and only then.
-  auto isFP8 = [](Value v) {
-    return isa<Float8E4M3FNType>(cast<RankedTensorType>(v.getType()).getElementType());
-  };
+  // FP8 weights (an e4m3 checkpoint) come with their block scales, and only
+  // then; MXFP4 weights (gpt-oss's) with their e8m0 scales, one per row per 32.
   struct Scaled {
     Value weight, scales;
     StringRef weightName, scalesName;
   } scaled[] = {{getGateUpWeight(), getGateUpScales(), "gate_up_weight", "gate_up_scales"},
                 {getDownWeight(), getDownScales(), "down_weight", "down_scales"}};
   for (const Scaled &pair : scaled) {
+    if (isMXFP4(pair.weight) || (pair.scales && !elementType(pair.scales).isF32())) {
+      if (failed(verifyMXFP4Scales(*this, pair.weight, pair.scales, pair.weightName,
+                                   pair.scalesName)))
+        return failure();
+      continue;
+    }
     if (isFP8(pair.weight) != static_cast<bool>(pair.scales))
       return emitOpError() << "'" << pair.weightName << "' is "
                            << (pair.scales ? "not FP8 but has '" : "FP8 and needs '")
@@ -218,7 +249,7 @@ LogicalResult LayerOp::verify() {
                            << want[0] << ", " << want[1] << ", " << want[2] << "]";
   }
   if (getGateUpScales() && layout == GateUpLayout::Separate)
-    return emitOpError("FP8 'gate_up_weight' needs gate and up fused (concatenated or "
+    return emitOpError("FP8 or MXFP4 'gate_up_weight' needs gate and up fused (concatenated or "
                        "interleaved), not 'separate'");
   if (failed(verifyActivationLayout(*this, getActivation(), layout, /*fusedOnly=*/false)))
     return failure();
@@ -313,6 +344,30 @@ LogicalResult PermuteOp::verify() {
   return success();
 }
 
+/// moe.grouped_matmul with MXFP4 weights (docs/dialect.md, "MXFP4 layout"),
+/// or with scales that only MXFP4 weights take.
+static LogicalResult verifyMXFP4Matmul(GroupedMatmulOp op, ShapeChecker &shapes) {
+  if (!isMXFP4(op.getWeights()))
+    return op.emitOpError() << "'weight_scales' of " << elementType(op.getWeightScales())
+                            << " are MXFP4 scales, but operand 'weights' is not f4E2M1FN";
+  if (!op.getWeightScales() || !isa<Float8E8M0FNUType>(elementType(op.getWeightScales())))
+    return op.emitOpError("operand 'weights' is f4E2M1FN and needs 'weight_scales' of "
+                          "f8E8M0FNU, one per 32 along K");
+  if (isFP8(op.getLhs()) || op.getLhsScales())
+    return op.emitOpError("MXFP4 'weights' take unquantised rows (f32, bf16, f16 or f64), "
+                          "not FP8 ones");
+  int64_t k = shapes.get("K");
+  if (failed(shapes.bind("ceil(K/32)", ShapedType::isDynamic(k) ? k : ceilDiv(k, kMXBlock),
+                         "weights dimension 2 / 32")) ||
+      failed(shapes.expect(op.getWeightScales(), "weight_scales", {"E", "N", "ceil(K/32)"})))
+    return failure();
+  bool gated = false;
+  if (failed(verifyEpilogue(op, shapes, op.getEpilogue(), op.getEpilogueLayout(), "weights", 1,
+                            gated)))
+    return failure();
+  return shapes.expect(op.getResult(), "result", {"S", gated ? "N/2" : "N"});
+}
+
 LogicalResult GroupedMatmulOp::verify() {
   ShapeChecker shapes(*this);
   if (failed(shapes.expect(getLhs(), "lhs", {"S", "K"})) ||
@@ -321,6 +376,9 @@ LogicalResult GroupedMatmulOp::verify() {
       (getBias() && failed(shapes.expect(getBias(), "bias", {"E", "N"}))))
     return failure();
 
+  // MXFP4 weights carry one e8m0 scale per 32 along K and meet unquantised rows.
+  if (isMXFP4(getWeights()) || (getWeightScales() && !elementType(getWeightScales()).isF32()))
+    return verifyMXFP4Matmul(*this, shapes);
   // FP8 operands carry their block scales; scales without FP8 mean nothing.
   if (isFP8(getLhs()) != static_cast<bool>(getLhsScales()))
     return isFP8(getLhs())

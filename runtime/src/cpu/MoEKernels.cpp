@@ -2,6 +2,7 @@
 
 #include "moec/runtime/cpu/MoEKernels.h"
 #include "moec/runtime/Float8.h"
+#include "moec/runtime/MXFP4.h"
 
 #include "../RoutingWeights.h"
 #include "Gemm.h"
@@ -318,18 +319,16 @@ const float *e4m3Values() {
   return table.data();
 }
 
-/// The FP8 grouped matmul on rows already in f32 (dequantised, or f32 to begin
-/// with): each task dequantises 64 rows of one expert's e4m3 weights once, for
-/// all of the expert's rows.
-void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
-                              const uint8_t *weights, const float *weightScales, int64_t experts,
-                              int64_t n, const int32_t *offsets, const float *bias,
-                              const Epilogue &epilogue, float *out) {
+/// A grouped matmul of f32 rows with quantised weights: each task dequantises
+/// 64 weight rows (columns of the product) of one expert once, with
+/// `decode(e, column, dst)` writing column `column` of expert `e` as k floats,
+/// for all of the expert's rows.
+template <typename Decode>
+void groupedMatmulDecodedWeights(ThreadPool &pool, const float *rows, int64_t k, int64_t experts,
+                                 int64_t n, const int32_t *offsets, const float *bias,
+                                 const Epilogue &epilogue, float *out, Decode decode) {
   int64_t validRows = offsets[experts - 1];
   int64_t width = outputWidth(epilogue, n);
-  int64_t kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
-  int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock;
-  const float *table = e4m3Values();
   constexpr int64_t kColumns = 64;
   int64_t chunks = (n + kColumns - 1) / kColumns;
   std::vector<float> sums(validRows * n); // before the epilogue, which needs whole rows
@@ -344,12 +343,8 @@ void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
       if (rowBegin == rowEnd)
         continue; // an idle expert: its weights are not even decoded
       int64_t columns = std::min(kColumns, n - first);
-      for (int64_t c = 0; c < columns; ++c) {
-        const uint8_t *source = weights + (e * n + first + c) * k;
-        const float *scale = weightScales + (e * nBlocks + (first + c) / kScaleBlock) * kBlocks;
-        for (int64_t i = 0; i < k; ++i)
-          w[c * k + i] = table[source[i]] * scale[i / kScaleBlock];
-      }
+      for (int64_t c = 0; c < columns; ++c)
+        decode(e, first + c, w + c * k);
       detail::gemmNT(rows + rowBegin * k, k, w, k, bias ? bias + e * n + first : nullptr,
                      sums.data() + rowBegin * n + first, n, rowEnd - rowBegin, columns, k);
     }
@@ -361,7 +356,52 @@ void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
   });
 }
 
+/// The FP8 grouped matmul on rows already in f32 (dequantised, or f32 to begin
+/// with): e4m3 weights times their 128x128 block scales.
+void groupedMatmulE4M3Weights(ThreadPool &pool, const float *rows, int64_t k,
+                              const uint8_t *weights, const float *weightScales, int64_t experts,
+                              int64_t n, const int32_t *offsets, const float *bias,
+                              const Epilogue &epilogue, float *out) {
+  int64_t kBlocks = (k + kScaleBlock - 1) / kScaleBlock;
+  int64_t nBlocks = (n + kScaleBlock - 1) / kScaleBlock;
+  const float *table = e4m3Values();
+  groupedMatmulDecodedWeights(
+      pool, rows, k, experts, n, offsets, bias, epilogue, out,
+      [&](int64_t e, int64_t column, float *w) {
+        const uint8_t *source = weights + (e * n + column) * k;
+        const float *scale = weightScales + (e * nBlocks + column / kScaleBlock) * kBlocks;
+        for (int64_t i = 0; i < k; ++i)
+          w[i] = table[source[i]] * scale[i / kScaleBlock];
+      });
+}
+
 } // namespace
+
+void groupedMatmulMXFP4(ThreadPool &pool, const float *lhs, int64_t k, const uint8_t *weights,
+                        const uint8_t *scales, int64_t experts, int64_t n, const int32_t *offsets,
+                        const float *bias, const Epilogue &epilogue, float *out) {
+  int64_t kBlocks = (k + mxfp4::kBlock - 1) / mxfp4::kBlock;
+  int64_t rowBytes = mxfp4::packedRowBytes(k);
+  groupedMatmulDecodedWeights(
+      pool, lhs, k, experts, n, offsets, bias, epilogue, out,
+      [&](int64_t e, int64_t column, float *w) {
+        // A block at a time: its scale, then its 16 bytes of two codes each
+        // (low nibble first), the values exact in f32.
+        const uint8_t *codes = weights + (e * n + column) * rowBytes;
+        const uint8_t *scale = scales + (e * n + column) * kBlocks;
+        for (int64_t b = 0; b < kBlocks; ++b) {
+          float s = mxfp4::decodeE8M0(scale[b]);
+          int64_t first = b * mxfp4::kBlock, last = std::min(k, first + mxfp4::kBlock);
+          for (int64_t i = first; i + 1 < last; i += 2) {
+            uint8_t byte = codes[i / 2];
+            w[i] = mxfp4::kE2M1Values[byte & 0xF] * s;
+            w[i + 1] = mxfp4::kE2M1Values[byte >> 4] * s;
+          }
+          if ((last - first) % 2)
+            w[last - 1] = mxfp4::kE2M1Values[codes[(last - 1) / 2] & 0xF] * s;
+        }
+      });
+}
 
 void groupedMatmulFP8(ThreadPool &pool, const uint8_t *lhs, const float *lhsScales, int64_t k,
                       const uint8_t *weights, const float *weightScales, int64_t experts,

@@ -464,7 +464,7 @@ func.func @layer_top_k_zero(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
 
 func.func @layer_int_weights(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
     %wgu: tensor<4x64x16xi8>, %wd: tensor<4x16x32xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{operand #2 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float or f8E4M3FN type values}}
+  // expected-error @+1 {{operand #2 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float or f8E4M3FN type or f4E2M1FN type values}}
   %y = moe.layer %x : tensor<?x16xf32> router_weight(%wr : tensor<4x16xf32>)
          gate_up(%wgu : tensor<4x64x16xi8>) down(%wd : tensor<4x16x32xf32>)
          {routing = #moe.routing<softmax_topk>, top_k = 2 : i64, activation = #moe.activation<silu>,
@@ -765,6 +765,90 @@ func.func @gmm_lhs_scale_groups(%x: tensor<?x200xf8E4M3FN>, %xs: tensor<?x1xf32>
 
 // -----
 
+// MXFP4 (docs/dialect.md, "MXFP4 layout"): f4E2M1FN weights [E, N, K] with
+// f8E8M0FNU scales [E, N, ceil(K/32)], unquantised rows.
+func.func @gmm_mxfp4_without_scales(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf4E2M1FN>,
+    %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{operand 'weights' is f4E2M1FN and needs 'weight_scales' of f8E8M0FNU, one per 32 along K}}
+  %y = moe.grouped_matmul %x, %w, %o : tensor<?x64xf32>, tensor<8x32x64xf4E2M1FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_mxfp4_f32_scales(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf4E2M1FN>,
+    %ws: tensor<8x32x2xf32>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{operand 'weights' is f4E2M1FN and needs 'weight_scales' of f8E8M0FNU, one per 32 along K}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x32x2xf32>)
+      : tensor<?x64xf32>, tensor<8x32x64xf4E2M1FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_e8m0_scales_fp8_weights(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf8E4M3FN>,
+    %ws: tensor<8x32x2xf8E8M0FNU>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'weight_scales' of 'f8E8M0FNU' are MXFP4 scales, but operand 'weights' is not f4E2M1FN}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x32x2xf8E8M0FNU>)
+      : tensor<?x64xf32>, tensor<8x32x64xf8E4M3FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_e8m0_scales_f32_weights(%x: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
+    %ws: tensor<8x32x2xf8E8M0FNU>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'weight_scales' of 'f8E8M0FNU' are MXFP4 scales, but operand 'weights' is not f4E2M1FN}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<8x32x2xf8E8M0FNU>)
+      : tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @gmm_mxfp4_fp8_rows(%x: tensor<?x64xf8E4M3FN>, %xs: tensor<?x1xf32>,
+    %w: tensor<8x32x64xf4E2M1FN>, %ws: tensor<8x32x2xf8E8M0FNU>, %o: tensor<8xi32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{MXFP4 'weights' take unquantised rows (f32, bf16, f16 or f64), not FP8 ones}}
+  %y = moe.grouped_matmul %x, %w, %o lhs_scales(%xs : tensor<?x1xf32>) weight_scales(%ws : tensor<8x32x2xf8E8M0FNU>)
+      : tensor<?x64xf8E4M3FN>, tensor<8x32x64xf4E2M1FN>, tensor<8xi32> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+// K = 70: three blocks of 32 (the last one partial).
+func.func @gmm_mxfp4_scale_blocks(%x: tensor<?x70xf32>, %w: tensor<4x16x70xf4E2M1FN>,
+    %ws: tensor<4x16x2xf8E8M0FNU>, %o: tensor<4xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{weight_scales dimension 2 (ceil(K/32)) is 2, but weights dimension 2 / 32 makes ceil(K/32) = 3}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<4x16x2xf8E8M0FNU>)
+      : tensor<?x70xf32>, tensor<4x16x70xf4E2M1FN>, tensor<4xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// One scale per row, not per 128 rows as for FP8.
+func.func @gmm_mxfp4_scale_rows(%x: tensor<?x64xf32>, %w: tensor<4x16x64xf4E2M1FN>,
+    %ws: tensor<4x1x2xf8E8M0FNU>, %o: tensor<4xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{weight_scales dimension 1 (N) is 1, but weights dimension 1 makes N = 16}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<4x1x2xf8E8M0FNU>)
+      : tensor<?x64xf32>, tensor<4x16x64xf4E2M1FN>, tensor<4xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @gmm_mxfp4_result(%x: tensor<?x64xf32>, %w: tensor<4x16x64xf4E2M1FN>,
+    %ws: tensor<4x16x2xf8E8M0FNU>, %o: tensor<4xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{result dimension 1 (N/2) is 16, but weights dimension 1 / 2 makes N/2 = 8}}
+  %y = moe.grouped_matmul %x, %w, %o weight_scales(%ws : tensor<4x16x2xf8E8M0FNU>)
+      {epilogue = #moe.activation<silu>, epilogue_layout = #moe.gate_up_layout<concatenated>}
+      : tensor<?x64xf32>, tensor<4x16x64xf4E2M1FN>, tensor<4xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
 func.func @gmm_epilogue_without_layout(%x: tensor<?x64xbf16>, %w: tensor<8x32x64xbf16>, %o: tensor<8xi32>) -> tensor<?x16xbf16> {
   // expected-error @+1 {{'epilogue' and 'epilogue_layout' go together}}
   %y = moe.grouped_matmul %x, %w, %o {epilogue = #moe.activation<silu>}
@@ -982,6 +1066,47 @@ func.func @layer_scales_without_fp8(%x: tensor<?x16xf32>, %ids: tensor<?x1xi32>,
 
 // -----
 
+// MXFP4 experts (gpt-oss's checkpoints): f4E2M1FN with f8E8M0FNU scales, one
+// per row per 32 along K.
+func.func @layer_mxfp4_without_scales(%x: tensor<?x64xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
+    %gu: tensor<2x8x64xf4E2M1FN>, %d: tensor<2x64x4xf32>) -> tensor<?x64xf32> {
+  // expected-error @+1 {{'gate_up_weight' is MXFP4 and needs 'gate_up_scales' of f8E8M0FNU, one per row per 32 along K}}
+  %y = moe.layer %x : tensor<?x64xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
+         gate_up(%gu : tensor<2x8x64xf4E2M1FN>) down(%d : tensor<2x64x4xf32>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<interleaved>} -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+func.func @layer_e8m0_scales_f32_weights(%x: tensor<?x64xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
+    %gu: tensor<2x8x64xf32>, %d: tensor<2x64x4xf4E2M1FN>, %ds: tensor<2x64x1xf8E8M0FNU>, %gus: tensor<2x8x2xf8E8M0FNU>) -> tensor<?x64xf32> {
+  // expected-error @+1 {{'gate_up_scales' of 'f8E8M0FNU' are MXFP4 scales, but 'gate_up_weight' is not f4E2M1FN}}
+  %y = moe.layer %x : tensor<?x64xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
+         gate_up(%gu : tensor<2x8x64xf32>) down(%d : tensor<2x64x4xf4E2M1FN>)
+         gate_up_scales(%gus : tensor<2x8x2xf8E8M0FNU>) down_scales(%ds : tensor<2x64x1xf8E8M0FNU>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<interleaved>} -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// K = 4 along down's rows still takes one (partial) block; 2 is wrong.
+func.func @layer_mxfp4_scale_shape(%x: tensor<?x64xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
+    %gu: tensor<2x8x64xf4E2M1FN>, %gus: tensor<2x8x2xf8E8M0FNU>, %d: tensor<2x64x4xf4E2M1FN>, %ds: tensor<2x64x2xf8E8M0FNU>) -> tensor<?x64xf32> {
+  // expected-error @+1 {{'down_scales' is 'tensor<2x64x2xf8E8M0FNU>'; 'down_weight' makes [2, 64, 1] (one per row per 32 along K)}}
+  %y = moe.layer %x : tensor<?x64xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
+         gate_up(%gu : tensor<2x8x64xf4E2M1FN>) down(%d : tensor<2x64x4xf4E2M1FN>)
+         gate_up_scales(%gus : tensor<2x8x2xf8E8M0FNU>) down_scales(%ds : tensor<2x64x2xf8E8M0FNU>)
+         {routing = #moe.routing<softmax_topk>, top_k = 1 : i64, activation = #moe.activation<silu>,
+          gate_up_layout = #moe.gate_up_layout<interleaved>} -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 func.func @layer_fp8_scale_blocks(%x: tensor<?x200xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
     %gu: tensor<2x272x200xf8E4M3FN>, %s: tensor<2x2x2xf32>, %d: tensor<2x200x136xf32>) -> tensor<?x200xf32> {
   // expected-error @+1 {{'gate_up_scales' is 'tensor<2x2x2xf32>'; the blocks of 'gate_up_weight' make [2, 3, 2]}}
@@ -996,7 +1121,7 @@ func.func @layer_fp8_scale_blocks(%x: tensor<?x200xf32>, %ids: tensor<?x1xi32>, 
 
 func.func @layer_fp8_separate(%x: tensor<?x16xf32>, %ids: tensor<?x1xi32>, %w: tensor<?x1xf32>,
     %g: tensor<2x4x16xf8E4M3FN>, %u: tensor<2x4x16xf32>, %s: tensor<2x1x1xf32>, %d: tensor<2x16x4xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{FP8 'gate_up_weight' needs gate and up fused (concatenated or interleaved), not 'separate'}}
+  // expected-error @+1 {{FP8 or MXFP4 'gate_up_weight' needs gate and up fused (concatenated or interleaved), not 'separate'}}
   %y = moe.layer %x : tensor<?x16xf32> expert_ids(%ids : tensor<?x1xi32>) expert_weights(%w : tensor<?x1xf32>)
          gate_up(%g : tensor<2x4x16xf8E4M3FN>) up(%u : tensor<2x4x16xf32>) down(%d : tensor<2x16x4xf32>)
          gate_up_scales(%s : tensor<2x1x1xf32>)

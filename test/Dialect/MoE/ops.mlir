@@ -202,6 +202,19 @@ func.func @weight_only_fp8(%x: tensor<?x64xbf16>, %w: tensor<2x32x64xf8E4M3FN>,
   return %y : tensor<?x16xbf16>
 }
 
+// MXFP4 weights with one e8m0 scale per row per 32 along K (K = 70: three
+// blocks, the last partial), f32 rows.
+// CHECK-LABEL: func.func @mxfp4_grouped_matmul
+// CHECK: moe.grouped_matmul %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}} weight_scales(%{{[a-z0-9_]+}} : tensor<2x32x3xf8E8M0FNU>) {epilogue = #moe.activation<silu, alpha = 1.702000e+00, beta = 1.000000e+00, limit = 7.000000e+00>, epilogue_layout = #moe.gate_up_layout<interleaved>} : tensor<?x70xf32>, tensor<2x32x70xf4E2M1FN>, tensor<2xi32> -> tensor<?x16xf32>
+func.func @mxfp4_grouped_matmul(%x: tensor<?x70xf32>, %w: tensor<2x32x70xf4E2M1FN>,
+    %ws: tensor<2x32x3xf8E8M0FNU>, %offsets: tensor<2xi32>) -> tensor<?x16xf32> {
+  %y = moe.grouped_matmul %x, %w, %offsets weight_scales(%ws : tensor<2x32x3xf8E8M0FNU>)
+      {epilogue = #moe.activation<silu, alpha = 1.702, beta = 1.0, limit = 7.0>,
+       epilogue_layout = #moe.gate_up_layout<interleaved>}
+      : tensor<?x70xf32>, tensor<2x32x70xf4E2M1FN>, tensor<2xi32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
 // CHECK-LABEL: func.func @activations
 func.func @activations(%gu: tensor<?x64xf32>) -> (tensor<?x32xf32>, tensor<?x64xf32>) {
   // CHECK: moe.activation %{{[a-z0-9_]+}} {activation = #moe.activation<silu, alpha = 1.702000e+00, beta = 1.000000e+00, limit = 7.000000e+00>, layout = #moe.gate_up_layout<interleaved>} : tensor<?x64xf32> -> tensor<?x32xf32>

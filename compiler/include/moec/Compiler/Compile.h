@@ -65,7 +65,8 @@ struct CompileOptions {
   std::optional<std::string> weights;
   /// --emit: artifact (default), exe or mlir.
   std::optional<std::string> emit;
-  /// --expert-weights: f32 (default) or bf16 (cuda only).
+  /// --expert-weights: f32 (default), bf16 (cuda only) or mxfp4 (the
+  /// grouped phase; no target or cpu).
   std::optional<std::string> expertWeights;
   /// --random-weights[=SEED]: the flag's text ("" without a value: seed 0);
   /// a checkpoint directory's config.json alone, its weights filled at load.

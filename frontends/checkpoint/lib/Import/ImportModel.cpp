@@ -17,6 +17,10 @@
 // MLP) is dequantised here, once, to f32, which the CPU target computes in.
 // A weight's dtype decides, so modules_to_not_convert needs no list here.
 //
+// MXFP4 checkpoints (quantization_config mxfp4, gpt-oss's): the experts'
+// gate_up_proj and down_proj come as `_blocks` and `_scales` (MXFP4Experts.h),
+// taken as they are: moe.layer's f4E2M1FN weights with f8E8M0FNU scales.
+//
 //===----------------------------------------------------------------------===//
 
 #include "moec/Frontends/Checkpoint/Import.h"
@@ -25,6 +29,8 @@
 #include "moec/Dialect/Utils/ConstantData.h"
 #include "moec/Frontends/Checkpoint/Config.h"
 #include "moec/Frontends/Checkpoint/SafeTensors.h"
+
+#include "MXFP4Experts.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -538,7 +544,13 @@ private:
   struct ExpertWeight {
     Tensor values;
     std::optional<FP8Weight> fp8;
+    std::optional<MXFP4Experts> mxfp4;
+    SmallVector<int64_t> mxfp4Shape; // [E, N, K]
   };
+
+  /// gpt-oss's MXFP4 expert projection `name` [E, rows, columns] from its
+  /// `_blocks` and `_scales`, kept as it is.
+  std::optional<ExpertWeight> mxfp4Experts(StringRef name, int64_t rows, int64_t columns);
 
   /// The stacked expert weights [E, rows, columns] from v5's fused tensor or
   /// v4's per-expert ones (`parts` per expert, stacked by rows), FP8 ones
@@ -769,7 +781,47 @@ std::optional<Builder::ExpertWeight> Builder::experts(StringRef prefix, StringRe
   return out;
 }
 
+std::optional<Builder::ExpertWeight> Builder::mxfp4Experts(StringRef name, int64_t rows,
+                                                           int64_t columns) {
+  int64_t count = config.numExperts, kBlocks = ceilDiv(columns, moe::kMXBlock);
+  std::string blocksName = (name + "_blocks").str(), scalesName = (name + "_scales").str();
+  if (config.quantization != "mxfp4") {
+    error(blocksName, "is MXFP4, but config.json has no mxfp4 quantization_config");
+    return std::nullopt;
+  }
+  std::optional<TensorView> blocks = view(blocksName, {count, rows, kBlocks, 16});
+  std::optional<TensorView> scales = view(scalesName, {count, rows, kBlocks});
+  if (!blocks || !scales)
+    return std::nullopt;
+  for (const TensorView *tensor : {&*blocks, &*scales})
+    if (tensor->dtype != DType::U8) {
+      error(tensor->name, "has dtype " + dtypeName(tensor->dtype) +
+                              "; MXFP4 blocks and scales are U8");
+      return std::nullopt;
+    }
+  std::string why;
+  std::optional<MXFP4Experts> unpacked =
+      unpackMXFP4(blocks->bytes, scales->bytes, count * rows, columns, why);
+  if (!unpacked) {
+    error(why.find("scale") != std::string::npos ? scalesName : blocksName, why);
+    return std::nullopt;
+  }
+  ExpertWeight out;
+  out.mxfp4 = std::move(*unpacked);
+  out.mxfp4Shape = {count, rows, columns};
+  return out;
+}
+
 std::pair<Value, Value> Builder::expertConstants(const ExpertWeight &weight, StringRef name) {
+  if (weight.mxfp4) {
+    ArrayRef<int64_t> shape = weight.mxfp4Shape;
+    auto codesType = RankedTensorType::get(shape, Float4E2M1FNType::get(&context));
+    auto scalesType = RankedTensorType::get({shape[0], shape[1], ceilDiv(shape[2], moe::kMXBlock)},
+                                            Float8E8M0FNUType::get(&context));
+    return {makeConstant(builder, locFor(name), codesType, weight.mxfp4->codes, name),
+            makeConstant(builder, locFor(name), scalesType, weight.mxfp4->scales,
+                         (name + "_scales").str())};
+  }
   if (!weight.fp8)
     return {constant(weight.values, name), Value()};
   auto type = RankedTensorType::get(weight.fp8->shape, Float8E4M3FNType::get(&context));
@@ -802,11 +854,17 @@ Value Builder::moeBlock(Value x, int64_t layer) {
       else if (tensor->dtype == DType::F8E4M3)
         error(name, "is F8_E4M3: gpt-oss's [E, in, out] FP8 experts are not imported");
     }
-    std::optional<Tensor> fused = read(fusedName, {count, h, 2 * inter});
-    std::optional<Tensor> fusedDown = read(fusedDownName, {count, inter, h});
-    if (fused && fusedDown) {
-      gateUp = ExpertWeight{transposeLastTwo(*fused), std::nullopt};
-      down = ExpertWeight{transposeLastTwo(*fusedDown), std::nullopt};
+    if (has(fusedName + "_blocks") || has(fusedDownName + "_blocks")) {
+      // MXFP4 (gpt-oss's published checkpoints): [E, out, in] already.
+      gateUp = mxfp4Experts(fusedName, 2 * inter, h);
+      down = gateUp ? mxfp4Experts(fusedDownName, h, inter) : std::nullopt;
+    } else {
+      std::optional<Tensor> fused = read(fusedName, {count, h, 2 * inter});
+      std::optional<Tensor> fusedDown = read(fusedDownName, {count, inter, h});
+      if (fused && fusedDown) {
+        gateUp = ExpertWeight{transposeLastTwo(*fused), std::nullopt};
+        down = ExpertWeight{transposeLastTwo(*fusedDown), std::nullopt};
+      }
     }
     gateUpBias = weight(p + "experts.gate_up_proj_bias", {count, 2 * inter});
     downBias = weight(p + "experts.down_proj_bias", {count, h});
@@ -945,13 +1003,6 @@ OwningOpRef<ModuleOp> importCheckpoint(StringRef dir, MLIRContext &context,
   if (!config) {
     // The reader's messages start with "config.json: ".
     emitError(loc) << llvm::toString(config.takeError());
-    return nullptr;
-  }
-  // The checkpoint's storage format does not matter to a random model.
-  if (checkpoint && config->quantization && *config->quantization != "fp8") {
-    emitError(loc) << "config.json: quantization_config '" << *config->quantization
-                   << "' checkpoints are not imported yet (MXFP4 experts come with their "
-                      "own issue; fp8 ones are)";
     return nullptr;
   }
   // transformers' _init_weights: normal(0, initializer_range), 0.02 by default.

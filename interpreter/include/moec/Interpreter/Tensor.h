@@ -5,8 +5,10 @@
 // f64 keeps one code path per op, and f64 arithmetic makes the interpreter a
 // reference that real backends (f32 accumulation, other summation orders) are
 // compared against. The element type says how a result is rounded once an op
-// has computed it: f32, f16, bf16 and f8E4M3FN round to nearest even (f8
-// saturates at ±448), integers truncate toward zero and saturate, i1 is 0 or 1.
+// has computed it: f32, f16, bf16, f8E4M3FN and f4E2M1FN round to nearest even
+// (f8 saturates at ±448, f4 at ±6), f8E8M0FNU (MXFP4's scales: powers of two
+// from 2^-127 to 2^127) to the nearest power of two, integers truncate toward
+// zero and saturate, i1 is 0 or 1.
 // So the values that flow between ops are exactly those of the declared types.
 //
 // Integers are exact in a double up to 2^53. ONNX writes INT64_MAX for "to the
@@ -37,6 +39,8 @@ enum class ElementType : uint8_t {
   F16,
   BF16,
   F8E4M3FN,
+  F4E2M1FN,
+  F8E8M0FNU,
   I1,
   I8,
   I16,
@@ -58,6 +62,10 @@ bool isFloat(ElementType type);
 double roundTo(ElementType type, double value);
 /// The value of an f8E4M3FN byte.
 double decodeE4M3FN(uint8_t bits);
+/// The value of an f4E2M1FN code (the low nibble of `bits`).
+double decodeE2M1FN(uint8_t bits);
+/// The value of an f8E8M0FNU byte: 2^(bits - 127), NaN for 0xFF.
+double decodeE8M0FNU(uint8_t bits);
 
 /// A double as an index or count: truncated toward zero, saturated to the
 /// int64 range, NaN as 0. Kernels check the result against the dimension.

@@ -110,6 +110,21 @@ def MoEQuantizeExpertsFP8 : Pass<"moe-quantize-experts-fp8", "::mlir::ModuleOp">
   let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
 }
 
+def MoEQuantizeExpertsMXFP4 : Pass<"moe-quantize-experts-mxfp4", "::mlir::ModuleOp"> {
+  let summary = "Cast the experts' grouped matmuls to MXFP4: e2m1 weights, an e8m0 scale per 32";
+  let description = [{
+    On the grouped form: each `moe.grouped_matmul` without scales whose weights
+    are a constant of f32, bf16 or f16 gets f4E2M1FN weights with f8E8M0FNU
+    scales [E, N, ceil(K/32)], computed at compile time as triton_kernels'
+    `downcast_to_mxfp` does by default (per 32 along K: f32(amax / 6) rounded up
+    to a power of two; each code to nearest even). The rows stay unquantised.
+    FP8 or MXFP4 weights, weights that are not constants and every `moe.linear`
+    are left alone. A NaN or infinite weight, or weights filled at load
+    (`moec.random_normal`), are errors. docs/dialect.md, "MXFP4 layout".
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect"];
+}
+
 def MoECastExpertsBF16 : Pass<"moe-cast-experts-bf16", "::mlir::ModuleOp"> {
   let summary = "State in types what the CUDA target stores as bf16 (expert weights, rows)";
   let description = [{

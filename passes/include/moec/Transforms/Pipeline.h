@@ -4,7 +4,8 @@
 //   input    the model as imported (onnx dialect) or parsed
 //   moe      every MoE block raised to one moe.layer
 //   grouped  moe.layer lowered to route → sort → permute → grouped matmuls →
-//            combine (and partitioned across expert-parallel ranks)
+//            combine (and partitioned across expert-parallel ranks; with
+//            --expert-weights=mxfp4 the experts then cast to MXFP4)
 //   fp8      the experts' grouped matmuls cast to e4m3 with block scales
 //            (only with --fp8)
 // After the last phase, for a target (`moec compile --target`), the policy its
@@ -37,6 +38,9 @@ struct PipelineOptions {
   int64_t epRank = 0;
   /// Cast the experts to FP8 (the fp8 phase); stopAfter must then be FP8.
   bool fp8 = false;
+  /// Cast the experts to MXFP4 at the end of the grouped phase
+  /// (moe-quantize-experts-mxfp4); stopAfter must then be Grouped.
+  bool mxfp4Experts = false;
   /// The codegen policy steps below run after the grouped (or fp8) phase
   /// only, and only when asked for; none of them is on by default.
   /// moe-cast-experts-bf16: the CUDA target's --expert-weights=bf16 ...
@@ -67,7 +71,7 @@ void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 void addCodegenPolicy(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B
-/// expert-weights=f32|bf16 expert-outputs=f32|bf16 target=none|cpu|cuda
+/// expert-weights=f32|bf16|mxfp4 expert-outputs=f32|bf16 target=none|cpu|cuda
 /// precision=bf16|f32 kv-cache=bf16|f32 legalize=B"` for moec-opt
 /// (target=cpu|cuda legalizes for the printer; cuda plans the streams too,
 /// and stores a whole model as bf16 unless precision=f32).

@@ -58,7 +58,9 @@ struct TensorEntry {
 /// loader builds from the weights' fills. The offsets are informational for
 /// the loader of a plain artifact (the generated code holds them) and read by
 /// tools that fill weights.bin (bench/write_weights.py). dtype adds "bf16",
-/// "f8e4m3" to TensorEntry's.
+/// "f8e4m3", and MXFP4's "f4e2m1" (packed codes, MXFP4.h: a [.., K] shape
+/// takes ceil(K/32)·16 bytes a row) and "f8e8m0" (scale bytes) to
+/// TensorEntry's.
 struct WeightEntry {
   std::string name, dtype;
   std::vector<int64_t> shape;
@@ -137,8 +139,8 @@ void writeWeightsHeader(uint64_t tensorCount, uint64_t fileBytes,
 Status checkWeightsHeader(const unsigned char *header, uint64_t fileBytes,
                           const std::string &path);
 
-/// Bytes per element of a weight dtype (f32 4, bf16 2, f8e4m3 1, i32 4, i64
-/// 8), 0 for an unknown one.
+/// Bytes per element of a weight dtype (f32 4, bf16 2, f8e4m3 1, f8e8m0 1,
+/// i32 4, i64 8), 0 for f4e2m1 (not a whole byte) and an unknown one.
 int weightDTypeBytes(std::string_view dtype);
 
 /// "[1,-1,64]" (the manifest's shape spelling) and its inverse.

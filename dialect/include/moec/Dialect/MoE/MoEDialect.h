@@ -22,6 +22,12 @@ namespace moec::moe {
 inline constexpr int64_t kScaleBlock = 128;
 /// Largest finite f8E4M3FN value.
 inline constexpr double kE4M3Max = 448.0;
+/// MXFP4 (docs/dialect.md, "MXFP4 layout"): one f8E8M0FNU scale per 32
+/// consecutive f4E2M1FN weights along K; the largest e2m1 value; the e8m0
+/// exponent bias (a scale byte s means 2^(s - 127)).
+inline constexpr int64_t kMXBlock = 32;
+inline constexpr double kE2M1Max = 6.0;
+inline constexpr int kE8M0Bias = 127;
 /// The stream plan (docs/dialect.md, "Stream plan"): `moe.stream = 1 : i64`
 /// puts an op on the side stream; `moe.stream_input_view` marks a view of an
 /// input that the side branch reads, defined before either stream runs.

@@ -23,6 +23,10 @@ def MoE_MatmulOperand : RankedTensorOf<[F16, BF16, F32, F64, F8E4M3FN]>;
 def MoE_IndexTensor : RankedTensorOf<[I32, I64]>;
 def MoE_I32Tensor : RankedTensorOf<[I32]>;
 def MoE_ScaleTensor : RankedTensorOf<[F32]>;
+// moe.grouped_matmul's weights may also be MXFP4 (e2m1 codes with one e8m0
+// scale per 32 along K: docs/dialect.md, "MXFP4 layout").
+def MoE_GroupedWeights : RankedTensorOf<[F16, BF16, F32, F64, F8E4M3FN, F4E2M1FN]>;
+def MoE_WeightScaleTensor : RankedTensorOf<[F32, F8E8M0FNU]>;
 
 // Routing attributes shared by moe.layer and moe.route.
 defvar MoE_RoutingArguments = (ins
@@ -86,14 +90,14 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     Optional<MoE_FloatTensor>:$expert_weights,
     Optional<MoE_FloatTensor>:$router_bias,
     Optional<MoE_FloatTensor>:$correction_bias,
-    MoE_MatmulOperand:$gate_up_weight,
+    MoE_GroupedWeights:$gate_up_weight,
     Optional<MoE_FloatTensor>:$up_weight,
-    MoE_MatmulOperand:$down_weight,
+    MoE_GroupedWeights:$down_weight,
     Optional<MoE_FloatTensor>:$gate_up_bias,
     Optional<MoE_FloatTensor>:$up_bias,
     Optional<MoE_FloatTensor>:$down_bias,
-    Optional<MoE_ScaleTensor>:$gate_up_scales,
-    Optional<MoE_ScaleTensor>:$down_scales,
+    Optional<MoE_WeightScaleTensor>:$gate_up_scales,
+    Optional<MoE_WeightScaleTensor>:$down_scales,
     Optional<MoE_FloatTensor>:$shared_gate_up_weight,
     Optional<MoE_FloatTensor>:$shared_down_weight,
     Optional<MoE_FloatTensor>:$shared_gate_weight),
@@ -225,14 +229,19 @@ def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure, AttrSizedOperandSegmen
     multipliers. `lhs_scales` is [S, ceil(K/128)]: one per row per 128 columns.
     `weight_scales` is [E, ceil(N/128), ceil(K/128)]: one per 128×128 block. Each
     128-wide K block's partial sum is multiplied by both scales as it is added.
+
+    MXFP4: `f4E2M1FN` weights [E, N, K] come with `weight_scales` of
+    `f8E8M0FNU` [E, N, ceil(K/32)]: weight `[e, n, k]` stands for its e2m1
+    value times `2^(s - 127)` of scale `[e, n, k/32]`. The rows are f32, bf16 or
+    f16 (weight-only quantisation).
   }];
   let arguments = (ins
     MoE_MatmulOperand:$lhs,
-    MoE_MatmulOperand:$weights,
+    MoE_GroupedWeights:$weights,
     MoE_I32Tensor:$offsets,
     Optional<MoE_FloatTensor>:$bias,
     Optional<MoE_ScaleTensor>:$lhs_scales,
-    Optional<MoE_ScaleTensor>:$weight_scales,
+    Optional<MoE_WeightScaleTensor>:$weight_scales,
     OptionalAttr<MoE_ActivationAttr>:$epilogue,
     OptionalAttr<MoE_GateUpLayoutAttr>:$epilogue_layout);
   let results = (outs MoE_FloatTensor:$result);

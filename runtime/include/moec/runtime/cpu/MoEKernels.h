@@ -66,6 +66,15 @@ void groupedMatmulFP8Weights(ThreadPool &pool, const float *lhs, int64_t k,
                              int64_t n, const int32_t *offsets, const float *bias,
                              const Epilogue &epilogue, float *out);
 
+/// moe.grouped_matmul with MXFP4 weights (moec/runtime/MXFP4.h) and f32
+/// rows [S, K]: weights packed, [E, N] rows of ceil(K/32) blocks of 16 bytes
+/// (two e2m1 codes a byte, low nibble first), scales [E, N, ceil(K/32)] e8m0
+/// bytes. Computes with the dequantised values in f32; rows at or past
+/// offsets[E-1] are neither read nor written.
+void groupedMatmulMXFP4(ThreadPool &pool, const float *lhs, int64_t k, const uint8_t *weights,
+                        const uint8_t *scales, int64_t experts, int64_t n, const int32_t *offsets,
+                        const float *bias, const Epilogue &epilogue, float *out);
+
 /// moe.combine: out[t] = Σ_k weights[t, k] · rows[r(t, k)] over valid slots,
 /// plus addend[t] (scaled by sigmoid(addendGate[t]) when given).
 void combine(ThreadPool &pool, const float *rows, const int32_t *permutation, int64_t slots,
