@@ -20,14 +20,8 @@ import sys
 import numpy as np
 
 
-class Sampling(ctypes.Structure):
-    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int32),
-                ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
-
-
-class Stats(ctypes.Structure):
-    _fields_ = [("prefill_tokens", ctypes.c_int64), ("decode_tokens", ctypes.c_int64),
-                ("prefill_seconds", ctypes.c_double), ("decode_seconds", ctypes.c_double)]
+# The C API through ctypes (its structs and signatures), beside this file.
+from model_generate import I64P as i64p, Sampling, Stats, load_library  # noqa: E402
 
 
 def main():
@@ -39,17 +33,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=6)
     args = parser.parse_args()
 
-    lib = ctypes.CDLL(args.library)
-    lib.moec_load.restype = ctypes.c_void_p
-    lib.moec_load.argtypes = [ctypes.c_char_p]
-    lib.moec_last_error.restype = ctypes.c_char_p
-    lib.moec_max_seq.restype = ctypes.c_int64
-    lib.moec_max_seq.argtypes = [ctypes.c_void_p]
-    lib.moec_free.argtypes = [ctypes.c_void_p]
-    i64p = ctypes.POINTER(ctypes.c_int64)
-    lib.moec_generate.argtypes = [ctypes.c_void_p, i64p, i64p, ctypes.c_int64, ctypes.c_int64,
-                                  ctypes.c_int64, ctypes.POINTER(Sampling), i64p,
-                                  ctypes.POINTER(Stats)]
+    lib = load_library(args.library)
     model = lib.moec_load(args.artifact.encode())
     if not model:
         sys.exit("model_decode.py: " + lib.moec_last_error().decode())

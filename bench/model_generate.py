@@ -196,10 +196,13 @@ class Stats(ctypes.Structure):
                 ("prefill_seconds", ctypes.c_double), ("decode_seconds", ctypes.c_double)]
 
 
-def run_moec(args):
-    import numpy as np
+I64P = ctypes.POINTER(ctypes.c_int64)
 
-    lib = ctypes.CDLL(args.library)
+
+def load_library(path):
+    """libmoec.so through ctypes, the C API's signatures declared (moec.h): what this
+    script, model_decode.py and model_profile.py call."""
+    lib = ctypes.CDLL(path)
     lib.moec_load.restype = ctypes.c_void_p
     lib.moec_load.argtypes = [ctypes.c_char_p]
     lib.moec_last_error.restype = ctypes.c_char_p
@@ -207,10 +210,17 @@ def run_moec(args):
         getattr(lib, f).restype = ctypes.c_int64
         getattr(lib, f).argtypes = [ctypes.c_void_p]
     lib.moec_free.argtypes = [ctypes.c_void_p]
-    i64p = ctypes.POINTER(ctypes.c_int64)
-    lib.moec_generate.argtypes = [ctypes.c_void_p, i64p, i64p, ctypes.c_int64, ctypes.c_int64,
-                                  ctypes.c_int64, ctypes.POINTER(Sampling), i64p,
+    lib.moec_generate.argtypes = [ctypes.c_void_p, I64P, I64P, ctypes.c_int64, ctypes.c_int64,
+                                  ctypes.c_int64, ctypes.POINTER(Sampling), I64P,
                                   ctypes.POINTER(Stats)]
+    return lib
+
+
+def run_moec(args):
+    import numpy as np
+
+    lib = load_library(args.library)
+    i64p = I64P
     t0 = time.perf_counter()
     model = lib.moec_load(args.artifact.encode())
     load_s = time.perf_counter() - t0

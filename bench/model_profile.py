@@ -26,18 +26,10 @@ import sys
 
 def run(args):
     import numpy as np
-    from model_generate import Sampling, Stats  # the C API's structs, beside this file
+    # The C API through ctypes, beside this file.
+    from model_generate import I64P as i64p, Sampling, Stats, load_library
 
-    lib = ctypes.CDLL(args.library)
-    lib.moec_load.restype = ctypes.c_void_p
-    lib.moec_load.argtypes = [ctypes.c_char_p]
-    lib.moec_last_error.restype = ctypes.c_char_p
-    lib.moec_vocab_size.restype = ctypes.c_int64
-    lib.moec_vocab_size.argtypes = [ctypes.c_void_p]
-    i64p = ctypes.POINTER(ctypes.c_int64)
-    lib.moec_generate.argtypes = [ctypes.c_void_p, i64p, i64p, ctypes.c_int64, ctypes.c_int64,
-                                  ctypes.c_int64, ctypes.POINTER(Sampling), i64p,
-                                  ctypes.POINTER(Stats)]
+    lib = load_library(args.library)
     model = lib.moec_load(args.artifact.encode())
     if not model:
         sys.exit("model_profile.py: " + lib.moec_last_error().decode())
