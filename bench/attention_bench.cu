@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
+#include "GraphReplay.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/ModelKernels.h"
 
@@ -127,35 +128,19 @@ double timeCase(const Shape &s, KVCacheType type, int64_t batch, int64_t tokens,
                       s.window, out, stream),
             "attention");
   };
-  call(0); // outside a capture first: the launches' attributes, the stream's flags
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  for (int64_t l = 0; l < layers; ++l)
-    call(l);
-  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i)
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
   const int repeats = tokens > 1 ? 5 : 20;
-  CHECK_CUDA(cudaEventRecord(start, stream));
-  for (int i = 0; i < repeats; ++i)
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-  CHECK_CUDA(cudaEventRecord(stop, stream));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-  CHECK_CUDA(cudaGraphExecDestroy(exec));
-  CHECK_CUDA(cudaGraphDestroy(graph));
+  double ms = msPerGraphReplay(
+      stream,
+      [&](cudaStream_t) {
+        for (int64_t l = 0; l < layers; ++l)
+          call(l);
+      },
+      repeats);
   CHECK_CUDA(cudaStreamDestroy(stream));
   for (void *p : std::initializer_list<void *>{query, key, keyShared, value, sinks, positions,
                                                sequences, out})
     CHECK_CUDA(cudaFree(p));
-  return 1e3 * ms / (repeats * layers);
+  return 1e3 * ms / layers;
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaCheck.h"
+#include "GraphReplay.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/cuda/ModelKernels.h"
 
@@ -47,32 +48,14 @@ float *deviceRandom(size_t count, uint32_t seed) {
 /// Microseconds per launch of `launch` (100 in a graph, the graph replayed).
 double timeLaunches(cudaStream_t stream, const std::function<void(cudaStream_t)> &launch) {
   constexpr int kLaunches = 100, kRepeats = 20;
-  launch(stream); // outside a capture first: the launches' attributes, the stream's flags
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  for (int i = 0; i < kLaunches; ++i)
-    launch(stream);
-  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i)
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  CHECK_CUDA(cudaEventRecord(start, stream));
-  for (int i = 0; i < kRepeats; ++i)
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-  CHECK_CUDA(cudaEventRecord(stop, stream));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  CHECK_CUDA(cudaGraphExecDestroy(exec));
-  CHECK_CUDA(cudaGraphDestroy(graph));
-  return 1e3 * ms / (kLaunches * kRepeats);
+  double ms = msPerGraphReplay(
+      stream,
+      [&](cudaStream_t s) {
+        for (int i = 0; i < kLaunches; ++i)
+          launch(s);
+      },
+      kRepeats);
+  return 1e3 * ms / kLaunches;
 }
 
 } // namespace
