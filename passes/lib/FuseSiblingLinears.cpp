@@ -61,10 +61,11 @@ struct MoEFuseSiblingLinears
                   op.getBias() ? 1u : 0u}]
               .push_back(op);
       });
-      for (auto &[key, ops] : groups)
-        for (size_t first = 0; first + 1 < ops.size(); first += kMaxSiblings)
-          fuse(MutableArrayRef<LinearOp>(ops).slice(first, std::min(kMaxSiblings, ops.size() - first)),
-               dominance);
+      for (auto &[key, ops] : groups) {
+        MutableArrayRef<LinearOp> all(ops);
+        for (size_t first = 0; first + 1 < all.size(); first += kMaxSiblings)
+          fuse(all.slice(first, std::min(kMaxSiblings, all.size() - first)), dominance);
+      }
     }
   }
 

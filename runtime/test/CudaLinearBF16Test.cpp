@@ -329,7 +329,8 @@ TEST(CudaLinearBF16, SiblingsMatchFloat64AndDoNotDependOnTheRowCount) {
   const uint16_t *w[] = {q.dW.dataAs<uint16_t>(), k.dW.dataAs<uint16_t>()};
   const int64_t n[] = {512, 64};
   float *y[] = {dQ.dataAs<float>(), dK.dataAs<float>()};
-  ASSERT_OK(cuda::linearBF16Siblings(q.dX.dataAs<float>(), 100, 2048, 2, w, n, nullptr, y, nullptr));
+  ASSERT_OK(
+      cuda::linearBF16Siblings(q.dX.dataAs<float>(), 100, 2048, 2, w, n, nullptr, y, nullptr));
   ASSERT_OK(sync());
   std::fill(q.bias.begin(), q.bias.end(), 0.0f);
   ASSERT_NO_FATAL_FAILURE(expectMatchesFloat64(q, 100, download<float>(dQ, 100 * 512)));

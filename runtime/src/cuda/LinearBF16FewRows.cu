@@ -296,10 +296,14 @@ template <typename Lhs, typename Out, Finish FINISH>
 Status launchFewRowsTiles(const FewRowsPlan &plan, const Lhs *x, int64_t m, int64_t k,
                           const Segments<Out> &segments, float *partial,
                           const Epilogue &epilogue, cudaStream_t stream) {
-  return m <= 8    ? launchFewRows<1, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream)
-         : m <= 16 ? launchFewRows<2, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream)
-         : m <= 32 ? launchFewRows<4, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream)
-                   : launchFewRows<8, Lhs, Out, FINISH>(plan, x, m, k, segments, partial, epilogue, stream);
+  auto launch = [&](auto tiles) { // tiles: the 8-row tiles of the rows
+    return launchFewRows<decltype(tiles)::value, Lhs, Out, FINISH>(plan, x, m, k, segments, partial,
+                                                                   epilogue, stream);
+  };
+  return m <= 8    ? launch(std::integral_constant<int, 1>{})
+         : m <= 16 ? launch(std::integral_constant<int, 2>{})
+         : m <= 32 ? launch(std::integral_constant<int, 4>{})
+                   : launch(std::integral_constant<int, 8>{});
 }
 
 Status checkFewRows(int64_t m, int64_t k, const void *x) {
