@@ -28,6 +28,7 @@
 
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace moec::rt::cuda {
 #ifdef __CUDACC__
@@ -81,24 +82,45 @@ inline bool programmaticLaunchAllowed(cudaStream_t stream) {
 /// Remembers `stream`'s flags before it is captured (DeviceModel::create).
 inline void noteStream(cudaStream_t stream) { programmaticLaunchAllowed(stream); }
 
+/// `kernel<<<grid, block, shared, stream>>>(args...)` in clusters of `cluster`
+/// blocks (none: `cluster` null) with programmatic stream serialisation where
+/// allowed: the one launch behind the two below.
+template <typename... Params, typename... Args>
+Status launchProgrammatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
+                          cudaStream_t stream, const dim3 *cluster, Args &&...args) {
+  cudaLaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (cluster) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster->x;
+    attributes[count].val.clusterDim.y = cluster->y;
+    attributes[count].val.clusterDim.z = cluster->z;
+    ++count;
+  }
+  if (programmaticLaunchAllowed(stream)) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = count;
+  MOEC_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+  return Status::ok();
+}
+
 /// `kernel<<<grid, block, shared, stream>>>(args...)` with programmatic
 /// stream serialisation where allowed; `kernel` must start with
 /// awaitPrerequisites().
 template <typename... Params, typename... Args>
 Status launchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
                        cudaStream_t stream, Args &&...args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = programmaticLaunchAllowed(stream) ? 1 : 0;
-  MOEC_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-  return Status::ok();
+  return launchProgrammatic(kernel, grid, block, shared, stream, nullptr,
+                            std::forward<Args>(args)...);
 }
 
 /// launchDependent in thread-block clusters of `cluster` blocks (the grid a
@@ -108,22 +130,8 @@ template <typename... Params, typename... Args>
 Status launchDependentClusters(void (*kernel)(Params...), dim3 grid, dim3 block,
                                size_t shared, cudaStream_t stream, dim3 cluster,
                                Args &&...args) {
-  cudaLaunchAttribute attributes[2] = {};
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = cluster.x;
-  attributes[0].val.clusterDim.y = cluster.y;
-  attributes[0].val.clusterDim.z = cluster.z;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = programmaticLaunchAllowed(stream) ? 2 : 1;
-  MOEC_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-  return Status::ok();
+  return launchProgrammatic(kernel, grid, block, shared, stream, &cluster,
+                            std::forward<Args>(args)...);
 }
 
 } // namespace detail
