@@ -28,12 +28,11 @@ using moec::rt::test::download;
 using moec::rt::test::poisoned;
 using moec::rt::test::randomVector;
 using moec::rt::test::roundToBF16;
+using moec::rt::test::synchronize;
 using moec::rt::test::toBF16;
 using moec::rt::test::upload;
 
 namespace {
-
-Status sync() { return cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__); }
 
 /// A random problem: rows x [M, K] and weight w [N, K] already rounded to bf16
 /// (the kernel multiplies bf16 values; the reference gets exactly those), bias [N].
@@ -77,7 +76,7 @@ struct Problem {
                                      dW.dataAs<uint16_t>(), n, dBias.dataAs<float>(), epilogue,
                                      dY.dataAs<float>(), nullptr);
     EXPECT_TRUE(status.isOk()) << status.message();
-    status = sync();
+    status = synchronize();
     EXPECT_TRUE(status.isOk()) << status.message();
     return download<float>(dY, rows * width);
   }
@@ -219,7 +218,7 @@ TEST(CudaLinearBF16, FewRowsBF16RowsAndResults) {
   ASSERT_OK(cuda::linearBF16(p.dX.dataAs<float>(), m, k, p.dW.dataAs<uint16_t>(), n,
                              p.dBias.dataAs<float>(), cpu::Epilogue{},
                              dToBF16.dataAs<cuda::BF16>(), nullptr));
-  ASSERT_OK(sync());
+  ASSERT_OK(synchronize());
   std::vector<float> fromBF16 = download<float>(dFromBF16, m * n);
   std::vector<uint16_t> toBF16Bits = download<uint16_t>(dToBF16, m * n);
   for (int64_t i = 0; i < m * n; ++i) {
@@ -300,7 +299,7 @@ TEST(CudaLinearBF16, SiblingsMatchFloat64AndDoNotDependOnTheRowCount) {
           problems[0].dX.dataAs<float>() + first * c.k, m, c.k, static_cast<int>(problems.size()),
           w.data(), c.n.data(), c.bias ? bias.data() : nullptr, y.data(), nullptr);
       EXPECT_TRUE(status.isOk()) << status.message();
-      EXPECT_TRUE(sync().isOk());
+      EXPECT_TRUE(synchronize().isOk());
       std::vector<std::vector<float>> got;
       for (size_t s = 0; s < problems.size(); ++s)
         got.push_back(download<float>(outs[s], m * problems[s].n));
@@ -331,7 +330,7 @@ TEST(CudaLinearBF16, SiblingsMatchFloat64AndDoNotDependOnTheRowCount) {
   float *y[] = {dQ.dataAs<float>(), dK.dataAs<float>()};
   ASSERT_OK(
       cuda::linearBF16Siblings(q.dX.dataAs<float>(), 100, 2048, 2, w, n, nullptr, y, nullptr));
-  ASSERT_OK(sync());
+  ASSERT_OK(synchronize());
   std::fill(q.bias.begin(), q.bias.end(), 0.0f);
   ASSERT_NO_FATAL_FAILURE(expectMatchesFloat64(q, 100, download<float>(dQ, 100 * 512)));
 }

@@ -36,8 +36,6 @@ using cuda::DeviceKVCache;
 
 namespace {
 
-Status synchronize() { return cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__); }
-
 Status queueAttention(DeviceKVCache &cache, int64_t slot, const AttentionShape &s,
                       const DeviceCall &call, const DeviceBuffer &sinks, cudaStream_t stream) {
   return cuda::attention(

@@ -26,6 +26,11 @@ template <typename T> DeviceBuffer upload(const std::vector<T> &host) {
   return buffer;
 }
 
+/// Waits for the device; a failed kernel's error comes back as the status.
+inline Status synchronize() {
+  return cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__);
+}
+
 /// A device buffer of `bytes` bytes filled with 0xFF bytes (NaN, or -1).
 inline DeviceBuffer poisoned(size_t bytes) {
   DeviceBuffer buffer;
