@@ -43,17 +43,16 @@ LogicalResult evalEmbedding(EmbeddingOp op, Operands in, Results &out) {
   return success();
 }
 
-/// Each group of G contiguous columns of a row: x / sqrt(mean(x²) + epsilon) ·
-/// (weight_offset + weight).
-LogicalResult evalRMSNorm(RMSNormOp op, Operands in, Results &out) {
-  const Tensor &input = *in[0], &weight = *in[1];
+/// Each group of G contiguous columns of a row of `input` into `result`: x /
+/// sqrt(mean(x²) + epsilon) · (weight_offset + weight).
+template <typename NormOp>
+LogicalResult normalise(NormOp op, const Tensor &input, const Tensor &weight, Tensor &result) {
   int64_t m = input.dim(0), k = input.dim(1), g = weight.dim(0);
   if (g == 0 || k % g != 0)
     return op.emitOpError() << "weight length " << g << " does not divide the " << k
                             << " input columns into groups at run time";
   double epsilon = op.getEpsilon().convertToDouble();
   double offset = op.getWeightOffset().convertToDouble();
-  Tensor &result = out.emplace_back(resultElementType(op), ArrayRef<int64_t>{m, k});
   for (int64_t begin = 0; begin < m * k; begin += g) {
     const double *x = input.values.data() + begin;
     double sum = 0.0;
@@ -64,6 +63,25 @@ LogicalResult evalRMSNorm(RMSNormOp op, Operands in, Results &out) {
       result.values[begin + i] = x[i] * inverse * (offset + weight.values[i]);
   }
   return success();
+}
+
+LogicalResult evalRMSNorm(RMSNormOp op, Operands in, Results &out) {
+  const Tensor &input = *in[0];
+  Tensor &result =
+      out.emplace_back(resultElementType(op), ArrayRef<int64_t>{input.dim(0), input.dim(1)});
+  return normalise(op, input, *in[1], result);
+}
+
+/// The residual sum rounded to f32 as arith.addf's result, then its norm.
+LogicalResult evalAddRMSNorm(AddRMSNormOp op, Operands in, Results &out) {
+  const Tensor &input = *in[0], &addend = *in[1];
+  if (failed(expectShape(op, &addend, "addend", {input.dim(0), input.dim(1)})))
+    return failure();
+  Tensor &sum = out.emplace_back(resultElementType(op, 0), input.shape);
+  for (size_t i = 0; i < sum.values.size(); ++i)
+    sum.values[i] = roundTo(sum.elementType, input.values[i] + addend.values[i]);
+  Tensor &result = out.emplace_back(resultElementType(op, 1), input.shape);
+  return normalise(op, out[out.size() - 2], *in[2], result);
 }
 
 /// In every head, the pairs of the R columns from `offset` rotate by
@@ -261,7 +279,8 @@ LogicalResult evalAttention(AttentionOp op, Operands in, Results &out, KVCache &
 } // namespace
 
 bool isModelOp(Operation *op) {
-  return isa<EmbeddingOp, RMSNormOp, RotaryOp, AttentionOp, ElementwiseOp, ReduceRowsOp>(op);
+  return isa<EmbeddingOp, RMSNormOp, AddRMSNormOp, RotaryOp, AttentionOp, ElementwiseOp,
+             ReduceRowsOp>(op);
 }
 
 LogicalResult evalModelOp(Operation *op, Operands in, Results &out, KVCache &cache,
@@ -273,6 +292,7 @@ LogicalResult evalModelOp(Operation *op, Operands in, Results &out, KVCache &cac
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<EmbeddingOp>([&](EmbeddingOp o) { return evalEmbedding(o, in, out); })
       .Case<RMSNormOp>([&](RMSNormOp o) { return evalRMSNorm(o, in, out); })
+      .Case<AddRMSNormOp>([&](AddRMSNormOp o) { return evalAddRMSNorm(o, in, out); })
       .Case<RotaryOp>([&](RotaryOp o) { return evalRotary(o, in, out); })
       .Case<AttentionOp>([&](AttentionOp o) { return evalAttention(o, in, out, cache); })
       .Default([](Operation *other) {

@@ -75,6 +75,7 @@ void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
       cast.cache = options.f32KVCache ? "f32" : "bf16";
       pm.addPass(createMoECastModelBF16(cast));
       pm.addPass(createMoEFuseSiblingLinears());
+      pm.addPass(createMoEFuseResidualNorm());
     }
   }
   if (options.planStreams)

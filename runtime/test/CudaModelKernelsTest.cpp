@@ -252,6 +252,53 @@ TEST_F(CudaModelKernels, RmsNormAtModelShapesMatchesTheCpuKernel) {
     }
 }
 
+/// moe.add_rms_norm in one launch: the sum and the norm have the bits of the
+/// CPU kernel (add, then rmsNorm), on the warp path (groups of 128), the block
+/// path (2048, 2880), unaligned rows, and with the sum written over the first
+/// input (the residual stream updated in place). Outputs poisoned first.
+TEST_F(CudaModelKernels, AddRmsNormIsAddThenRmsNormBitForBit) {
+  struct Case {
+    int64_t k, group;
+    int skew;
+    bool inPlace;
+  };
+  cpu::ThreadPool pool(4);
+  for (int64_t m : {1, 3, 64, 4096})
+    for (Case c : {Case{4096, 128, 0, false}, Case{2048, 2048, 0, false},
+                   Case{2880, 2880, 0, true}, Case{2048, 2048, 1, false},
+                   Case{512, 128, 1, true}}) {
+      std::string what = "add_rms_norm m " + std::to_string(m) + ", k " + std::to_string(c.k) +
+                         " / group " + std::to_string(c.group) + (c.skew ? ", unaligned" : "") +
+                         (c.inPlace ? ", sum in place" : "");
+      std::vector<float> a = randomVector(m * c.k, rng, 3.0f), b = randomVector(m * c.k, rng),
+                         w = randomVector(c.group, rng);
+      auto padded = [&](const std::vector<float> &v) {
+        std::vector<float> p(c.skew, 0.0f);
+        p.insert(p.end(), v.begin(), v.end());
+        return p;
+      };
+      DeviceBuffer dA = upload(padded(a)), dB = upload(padded(b)), dW = upload(padded(w)),
+                   sum = poisoned(4 * (m * c.k + c.skew)), y = poisoned(4 * (m * c.k + c.skew));
+      float *sumOut = c.inPlace ? dA.dataAs<float>() + c.skew : sum.dataAs<float>() + c.skew;
+      ASSERT_OK(cuda::addRmsNorm(dA.dataAs<float>() + c.skew, dB.dataAs<float>() + c.skew, m, c.k,
+                                 dW.dataAs<float>() + c.skew, c.group, 1e-6f, 1.0f, sumOut,
+                                 y.dataAs<float>() + c.skew, nullptr));
+      ASSERT_OK(synchronize());
+      std::vector<float> gotSum = download<float>(c.inPlace ? dA : sum, m * c.k + c.skew),
+                         got = download<float>(y, m * c.k + c.skew);
+      gotSum.erase(gotSum.begin(), gotSum.begin() + c.skew);
+      got.erase(got.begin(), got.begin() + c.skew);
+      std::vector<float> cpuSum(m * c.k), cpu(m * c.k);
+      cpu::addRmsNorm(pool, a.data(), b.data(), m, c.k, w.data(), c.group, 1e-6f, 1.0f,
+                      cpuSum.data(), cpu.data());
+      ASSERT_NO_FATAL_FAILURE(expectBitwiseEqual(gotSum, cpuSum, what + ": the sum"));
+      ASSERT_NO_FATAL_FAILURE(expectBitwiseEqual(got, cpu, what + ": the norm"));
+      ASSERT_NO_FATAL_FAILURE(
+          expectClose(refRmsNorm(cpuSum, m, c.k, w, c.group, 1e-6, 1.0), got.data(), 1e-5, 1e-6,
+                      what + ": float64"));
+    }
+}
+
 /// The float64 reference's tolerance (the CPU kernel's sine and cosine are
 /// the C library's, not CUDA's: the last bits may differ).
 TEST_F(CudaModelKernels, RotaryAtModelShapesAndTokenCounts) {

@@ -319,3 +319,19 @@ func.func @cache_exact() -> tensor<1x2xf32> attributes {moe.kv_cache = {max_batc
          : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1xi64>, tensor<1xi64> -> tensor<1x2xf32>
   return %a : tensor<1x2xf32>
 }
+
+// moe.add_rms_norm: the sum (rounded to f32, as arith.addf's) and its norm.
+// Row 0: [1, 1] + [1, 3] = [2, 4], mean square 10; row 1: [0.5, -2] + [1.5, 2]
+// = [2, 0], mean square 2. Normed with epsilon 0 and weight_offset + weight =
+// [1, 2]: row 0 [2/sqrt(10), 8/sqrt(10)], row 1 [2/sqrt(2), 0].
+// RUN: moec-interp %s --function add_rms_norm --print | FileCheck %s --check-prefix=ADDNORM
+// ADDNORM: result0 = tensor<2x2xf32> {{\[}}[2, 4], [2, 0]]
+// ADDNORM: result1 = tensor<2x2xf32> {{\[}}[0.632455528, 2.52982211], [1.41421354, 0]]
+func.func @add_rms_norm() -> (tensor<2x2xf32>, tensor<2x2xf32>) {
+  %h = arith.constant dense<[[1.0, 1.0], [0.5, -2.0]]> : tensor<2x2xf32>
+  %a = arith.constant dense<[[1.0, 3.0], [1.5, 2.0]]> : tensor<2x2xf32>
+  %w = arith.constant dense<[0.0, 1.0]> : tensor<2xf32>
+  %s, %n = moe.add_rms_norm %h, %a, %w {epsilon = 0.0 : f64, weight_offset = 1.0 : f64}
+      : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2xf32> -> tensor<2x2xf32>, tensor<2x2xf32>
+  return %s, %n : tensor<2x2xf32>, tensor<2x2xf32>
+}

@@ -71,6 +71,29 @@ LogicalResult Emitter::emitRMSNorm(moe::RMSNormOp op) {
   return success();
 }
 
+LogicalResult Emitter::emitAddRMSNorm(moe::AddRMSNormOp op) {
+  if (failed(checkModelTarget(op)))
+    return failure();
+  FailureOr<ValueInfo *> in = operand(op, op.getInput(), "input");
+  FailureOr<ValueInfo *> addend = failed(in) ? in : operand(op, op.getAddend(), "addend");
+  FailureOr<ValueInfo *> weight = failed(addend) ? addend : operand(op, op.getWeight(), "weight");
+  if (failed(weight))
+    return failure();
+  Dim rows = (*in)->dims[0];
+  if ((*in)->dims[1].perToken)
+    return unsupported(op, "the normalised dimension scales with the token count");
+  FailureOr<ValueInfo *> sum = define(op, op.getSum(), rows);
+  FailureOr<ValueInfo *> out = failed(sum) ? sum : define(op, op.getResult(), rows);
+  if (failed(out))
+    return failure();
+  comment(op);
+  kernel("addRmsNorm",
+         {(*in)->var, (*addend)->var, dimExpr(rows), dimExpr((*in)->dims[1]), (*weight)->var,
+          dimExpr((*weight)->dims[0]), floatLiteral(op.getEpsilon().convertToDouble()),
+          floatLiteral(op.getWeightOffset().convertToDouble()), (*sum)->var, (*out)->var});
+  return success();
+}
+
 LogicalResult Emitter::emitRotary(moe::RotaryOp op) {
   if (failed(checkModelTarget(op)))
     return failure();

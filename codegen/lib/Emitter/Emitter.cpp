@@ -494,6 +494,7 @@ LogicalResult Emitter::run() {
         .Case<moe::QuantizeOp>([&](auto op) { return emitQuantize(op); })
         .Case<moe::EmbeddingOp>([&](auto op) { return emitEmbedding(op); })
         .Case<moe::RMSNormOp>([&](auto op) { return emitRMSNorm(op); })
+        .Case<moe::AddRMSNormOp>([&](auto op) { return emitAddRMSNorm(op); })
         .Case<moe::RotaryOp>([&](auto op) { return emitRotary(op); })
         .Case<moe::AttentionOp>([&](auto op) { return emitAttention(op); })
         .Case<arith::AddFOp>([&](auto op) { return emitAdd(op); })

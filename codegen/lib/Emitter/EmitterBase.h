@@ -257,6 +257,7 @@ protected:
   mlir::LogicalResult emitView(mlir::Operation *op);
   mlir::LogicalResult emitLinear(moe::LinearOp op);
   mlir::LogicalResult emitMultiLinear(moe::MultiLinearOp op);
+  mlir::LogicalResult emitAddRMSNorm(moe::AddRMSNormOp op);
   mlir::LogicalResult emitRoute(moe::RouteOp op);
   mlir::LogicalResult emitSort(moe::SortOp op);
   mlir::LogicalResult emitPermute(moe::PermuteOp op);

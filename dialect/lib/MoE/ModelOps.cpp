@@ -70,6 +70,33 @@ LogicalResult RMSNormOp::verify() {
   return success();
 }
 
+LogicalResult AddRMSNormOp::verify() {
+  ShapeChecker shapes(*this);
+  if (failed(shapes.expect(getInput(), "input", {"M", "K"})) ||
+      failed(shapes.expect(getAddend(), "addend", {"M", "K"})) ||
+      failed(shapes.expect(getWeight(), "weight", {"G"})) ||
+      failed(shapes.expect(getSum(), "sum", {"M", "K"})) ||
+      failed(shapes.expect(getResult(), "result", {"M", "K"})))
+    return failure();
+  for (auto [value, name] : {std::pair<Value, const char *>{getInput(), "input"},
+                             {getAddend(), "addend"},
+                             {getSum(), "sum"}})
+    if (!cast<RankedTensorType>(value.getType()).getElementType().isF32())
+      return emitOpError() << name << " must be f32: the residual stream is summed in f32";
+  int64_t columns = shapes.get("K"), group = shapes.get("G");
+  if (group == 0)
+    return emitOpError("weight must not be empty: it is one group's scale");
+  if (!ShapedType::isDynamic(columns) && !ShapedType::isDynamic(group) && columns % group != 0)
+    return emitOpError() << "weight length " << group << " does not divide the " << columns
+                         << " input columns into groups";
+  double epsilon = getEpsilon().convertToDouble();
+  if (!(epsilon >= 0.0) || !std::isfinite(epsilon))
+    return emitOpError() << "epsilon must be non-negative and finite, got " << epsilon;
+  if (!std::isfinite(getWeightOffset().convertToDouble()))
+    return emitOpError("weight_offset must be finite");
+  return success();
+}
+
 LogicalResult RotaryOp::verify() {
   ShapeChecker shapes(*this);
   if (failed(shapes.expect(getInput(), "input", {"N", "C"})) ||

@@ -348,4 +348,11 @@ void add(ThreadPool &pool, const float *a, const float *b, int64_t count, float 
   });
 }
 
+void addRmsNorm(ThreadPool &pool, const float *a, const float *b, int64_t m, int64_t k,
+                const float *weight, int64_t group, float epsilon, float weightOffset, float *sum,
+                float *y) {
+  add(pool, a, b, m * k, sum);
+  rmsNorm(pool, sum, m, k, weight, group, epsilon, weightOffset, y);
+}
+
 } // namespace moec::rt::cpu

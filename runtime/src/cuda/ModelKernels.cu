@@ -113,13 +113,25 @@ __device__ __forceinline__ void scaleGroup(const float *in, float *o, const floa
   }
 }
 
+/// The sum of squares of a group's chunks [from, chunks) stepping by `step`.
+/// With an addend (moe.add_rms_norm) each chunk is first in + addend, rounded
+/// once as the add kernel does, and written to `sum`, which scaleGroup then
+/// reads back: the same thread's chunks, so its own writes.
 template <int Vec>
-__device__ __forceinline__ double sumSquares(const float *in, int64_t from, int64_t chunks,
-                                             int64_t step) {
+__device__ __forceinline__ double sumSquares(const float *in, const float *addend, float *sum,
+                                             int64_t from, int64_t chunks, int64_t step) {
   double squares = 0;
   for (int64_t c = from; c < chunks; c += step) {
     Floats<Vec> x;
     x.load(in + c * Vec);
+    if (addend) {
+      Floats<Vec> b;
+      b.load(addend + c * Vec);
+#pragma unroll
+      for (int e = 0; e < Vec; ++e)
+        x.v[e] = __fadd_rn(x.v[e], b.v[e]);
+      x.store(sum + c * Vec);
+    }
 #pragma unroll
     for (int e = 0; e < Vec; ++e)
       squares += static_cast<double>(x.v[e]) * x.v[e];
@@ -131,18 +143,19 @@ __device__ __forceinline__ double sumSquares(const float *in, int64_t from, int6
 /// one warp per group, no barrier. Group g starts at g·group (row r's groups
 /// are r·k/group onwards).
 template <int Vec>
-__global__ void rmsNormWarpKernel(const float *x, int64_t groups, int64_t group,
-                                  const float *weight, float epsilon, float weightOffset,
-                                  float *y) {
+__global__ void rmsNormWarpKernel(const float *x, const float *addend, int64_t groups,
+                                  int64_t group, const float *weight, float epsilon,
+                                  float weightOffset, float *sum, float *y) {
   device::awaitPrerequisites();
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int64_t chunks = group / Vec;
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
        g < groups; g += warps) {
-    const float *in = x + g * group;
-    double squares = warpSum(sumSquares<Vec>(in, lane, chunks, 32));
-    scaleGroup<Vec>(in, y + g * group, weight, lane, chunks, 32,
+    const int64_t at = g * group;
+    double squares = warpSum(sumSquares<Vec>(x + at, addend ? addend + at : nullptr,
+                                             addend ? sum + at : nullptr, lane, chunks, 32));
+    scaleGroup<Vec>(addend ? sum + at : x + at, y + at, weight, lane, chunks, 32,
                     inverseRms(squares, group, epsilon), weightOffset);
   }
 }
@@ -152,17 +165,19 @@ __global__ void rmsNormWarpKernel(const float *x, int64_t groups, int64_t group,
 /// barrier: the warps' sums in shared memory, each thread adding them in
 /// the same order.
 template <int Vec>
-__global__ void rmsNormBlockKernel(const float *x, int64_t groups, int64_t group,
-                                   const float *weight, float epsilon, float weightOffset,
-                                   float *y) {
+__global__ void rmsNormBlockKernel(const float *x, const float *addend, int64_t groups,
+                                   int64_t group, const float *weight, float epsilon,
+                                   float weightOffset, float *sum, float *y) {
   device::awaitPrerequisites();
   __shared__ double partial[2][kMaxNormThreads / 32];
   const int warps = blockDim.x / 32;
   const int64_t chunks = group / Vec;
   int parity = 0;
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x, parity ^= 1) {
-    const float *in = x + g * group;
-    double squares = warpSum(sumSquares<Vec>(in, threadIdx.x, chunks, blockDim.x));
+    const int64_t at = g * group;
+    double squares =
+        warpSum(sumSquares<Vec>(x + at, addend ? addend + at : nullptr,
+                                addend ? sum + at : nullptr, threadIdx.x, chunks, blockDim.x));
     // Alternating buffers: the next group's writes cannot reach the ones
     // a slower warp is still adding.
     if (threadIdx.x % 32 == 0)
@@ -171,7 +186,7 @@ __global__ void rmsNormBlockKernel(const float *x, int64_t groups, int64_t group
     double total = 0;
     for (int w = 0; w < warps; ++w)
       total += partial[parity][w];
-    scaleGroup<Vec>(in, y + g * group, weight, threadIdx.x, chunks, blockDim.x,
+    scaleGroup<Vec>(addend ? sum + at : x + at, y + at, weight, threadIdx.x, chunks, blockDim.x,
                     inverseRms(total, group, epsilon), weightOffset);
   }
 }
@@ -254,34 +269,56 @@ Status embeddingBF16(const int64_t *ids, int64_t n, const uint16_t *table, int64
                                  dim3(kThreads), 0, stream, ids, n, table, vocab, hidden, out);
 }
 
-Status rmsNorm(const float *x, int64_t m, int64_t k, const float *weight, int64_t group,
-               float epsilon, float weightOffset, float *y, cudaStream_t stream) {
+namespace {
+
+/// rmsNorm, and with an addend moe.add_rms_norm (the sum written to `sum`).
+Status launchNorm(const float *x, const float *addend, int64_t m, int64_t k, const float *weight,
+                  int64_t group, float epsilon, float weightOffset, float *sum, float *y,
+                  cudaStream_t stream) {
   if (group <= 0 || k % group != 0)
     return Status::error("rmsNorm: groups of " + std::to_string(group) + " columns in rows of " +
                          std::to_string(k));
   int64_t groups = m * (k / group);
   if (groups <= 0)
     return Status::ok();
-  // float4 chunks where every group, the weight and the output start 16-byte
+  // float4 chunks where every group, the weight and the outputs start 16-byte
   // aligned.
   auto aligned16 = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  bool vector = group % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(y);
+  bool vector = group % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(y) &&
+                (!addend || (aligned16(addend) && aligned16(sum)));
   int64_t chunks = vector ? group / 4 : group;
   if (group <= kWarpGroup) {
     constexpr int kGroupsPerBlock = kThreads / 32;
     dim3 grid(blocksFor(groups, kGroupsPerBlock, kMaxRowBlocks));
     return vector ? detail::launchDependent(rmsNormWarpKernel<4>, grid, dim3(kThreads), 0, stream,
-                                            x, groups, group, weight, epsilon, weightOffset, y)
+                                            x, addend, groups, group, weight, epsilon,
+                                            weightOffset, sum, y)
                   : detail::launchDependent(rmsNormWarpKernel<1>, grid, dim3(kThreads), 0, stream,
-                                            x, groups, group, weight, epsilon, weightOffset, y);
+                                            x, addend, groups, group, weight, epsilon,
+                                            weightOffset, sum, y);
   }
   // A thread per chunk up to kMaxNormThreads (a row of 2048 in one load each).
   int threads = static_cast<int>(std::min<int64_t>(kMaxNormThreads, (chunks + 31) / 32 * 32));
   dim3 grid(blocksFor(groups, 1, kMaxRowBlocks));
   return vector ? detail::launchDependent(rmsNormBlockKernel<4>, grid, dim3(threads), 0, stream, x,
-                                          groups, group, weight, epsilon, weightOffset, y)
+                                          addend, groups, group, weight, epsilon, weightOffset,
+                                          sum, y)
                 : detail::launchDependent(rmsNormBlockKernel<1>, grid, dim3(threads), 0, stream, x,
-                                          groups, group, weight, epsilon, weightOffset, y);
+                                          addend, groups, group, weight, epsilon, weightOffset,
+                                          sum, y);
+}
+
+} // namespace
+
+Status rmsNorm(const float *x, int64_t m, int64_t k, const float *weight, int64_t group,
+               float epsilon, float weightOffset, float *y, cudaStream_t stream) {
+  return launchNorm(x, nullptr, m, k, weight, group, epsilon, weightOffset, nullptr, y, stream);
+}
+
+Status addRmsNorm(const float *a, const float *b, int64_t m, int64_t k, const float *weight,
+                  int64_t group, float epsilon, float weightOffset, float *sum, float *y,
+                  cudaStream_t stream) {
+  return launchNorm(a, b, m, k, weight, group, epsilon, weightOffset, sum, y, stream);
 }
 
 Status rotary(const float *x, int64_t n, int64_t columns, const int64_t *positions,

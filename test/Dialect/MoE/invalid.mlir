@@ -1196,3 +1196,37 @@ func.func @multi_linear_result_types(%x: tensor<?x64xf32>, %w: tensor<8x64xbf16>
   %y:2 = moe.multi_linear %x, %w, %w : tensor<?x64xf32>, tensor<8x64xbf16>, tensor<8x64xbf16> -> tensor<?x8xf32>, tensor<?x8xbf16>
   return %y#0, %y#1 : tensor<?x8xf32>, tensor<?x8xbf16>
 }
+
+// -----
+
+// moe.add_rms_norm
+
+func.func @add_rms_norm_shapes(%x: tensor<?x16xf32>, %y: tensor<?x8xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{addend dimension 1 (K) is 8, but input dimension 1 makes K = 16}}
+  %s, %n = moe.add_rms_norm %x, %y, %w {epsilon = 1.0e-6 : f64} : tensor<?x16xf32>, tensor<?x8xf32>, tensor<16xf32> -> tensor<?x16xf32>, tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_groups(%x: tensor<?x16xf32>, %w: tensor<5xf32>) {
+  // expected-error @+1 {{weight length 5 does not divide the 16 input columns into groups}}
+  %s, %n = moe.add_rms_norm %x, %x, %w {epsilon = 1.0e-6 : f64} : tensor<?x16xf32>, tensor<?x16xf32>, tensor<5xf32> -> tensor<?x16xf32>, tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_bf16(%x: tensor<?x16xbf16>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{input must be f32: the residual stream is summed in f32}}
+  %s, %n = moe.add_rms_norm %x, %x, %w {epsilon = 1.0e-6 : f64} : tensor<?x16xbf16>, tensor<?x16xbf16>, tensor<16xf32> -> tensor<?x16xbf16>, tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_epsilon(%x: tensor<?x16xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{epsilon must be non-negative and finite, got -1}}
+  %s, %n = moe.add_rms_norm %x, %x, %w {epsilon = -1.0 : f64} : tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32> -> tensor<?x16xf32>, tensor<?x16xf32>
+  return
+}

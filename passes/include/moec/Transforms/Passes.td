@@ -191,6 +191,19 @@ def MoEFuseSiblingLinears : Pass<"moe-fuse-sibling-linears", "::mlir::ModuleOp">
   let dependentDialects = ["::moec::moe::MoEDialect"];
 }
 
+def MoEFuseResidualNorm : Pass<"moe-fuse-residual-norm", "::mlir::ModuleOp"> {
+  let summary = "Fold a residual sum and the RMSNorm it feeds into moe.add_rms_norm";
+  let description = [{
+    In whole models (functions with `moe.kv_cache`): an `arith.addf` of two
+    f32 [M, K] tensors read by a `moe.rms_norm` of the same block becomes a
+    `moe.add_rms_norm` (the sum and its norm) at the sum, with the first such
+    norm in program order, when the norm's weight is defined before the sum;
+    the sum's other readers read the new op's `sum`. Run by `moec compile
+    --target=cuda` for whole models; anything else is left alone.
+  }];
+  let dependentDialects = ["::moec::moe::MoEDialect"];
+}
+
 def MoEPlanStreams : Pass<"moe-plan-streams", "::mlir::ModuleOp"> {
   let summary = "Mark the shared expert's side branch for the CUDA side stream (moe.stream)";
   let description = [{

@@ -46,6 +46,26 @@ def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MoE_AddRMSNormOp : MoE_Op<"add_rms_norm", [Pure]> {
+  let summary = "a residual sum and its RMS normalisation";
+  let description = [{
+    `input` and `addend` [M, K] f32: `sum = input + addend` (one f32 rounding
+    an element, as arith.addf), then `result = moe.rms_norm(sum, weight)` with
+    the same `epsilon`, `weight_offset` and groups. Both results are the
+    values the two ops would give; moe-fuse-residual-norm forms it where a
+    residual sum feeds a norm, so that a target computes both in one pass.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$addend,
+                       MoE_FloatTensor:$weight, F64Attr:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_offset);
+  let results = (outs MoE_FloatTensor:$sum, MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $addend `,` $weight attr-dict `:` type($input) `,` type($addend) `,`
+    type($weight) `->` type($sum) `,` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_RotaryOp : MoE_Op<"rotary", [Pure]> {
   let summary = "rotary position embedding of a slice of every head";
   let description = [{

@@ -109,6 +109,13 @@ bool embedding(ThreadPool &pool, const int64_t *ids, int64_t n, const float *tab
 void rmsNorm(ThreadPool &pool, const float *x, int64_t m, int64_t k, const float *weight,
              int64_t group, float epsilon, float weightOffset, float *y);
 
+/// moe.add_rms_norm: sum = a + b (f32, an element at a time), then y =
+/// rmsNorm(sum); the bits of add and rmsNorm one after the other. sum may be a
+/// or b; y must be none of them.
+void addRmsNorm(ThreadPool &pool, const float *a, const float *b, int64_t m, int64_t k,
+                const float *weight, int64_t group, float epsilon, float weightOffset, float *sum,
+                float *y);
+
 /// moe.rotary: x [n, columns], columns a multiple of headDim; in each head the
 /// 2·halfRotary columns from `offset` rotate by positions[t] · invFreq[i]
 /// (the angle in double), pairs (i, i + halfRotary) or (2i, 2i + 1) when

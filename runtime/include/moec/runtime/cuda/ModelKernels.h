@@ -137,6 +137,13 @@ Status embeddingBF16(const int64_t *ids, int64_t n, const uint16_t *table, int64
 Status rmsNorm(const float *x, int64_t m, int64_t k, const float *weight, int64_t group,
                float epsilon, float weightOffset, float *y, cudaStream_t stream);
 
+/// moe.add_rms_norm in one launch: sum = a + b (f32, an element at a time),
+/// y = rmsNorm(sum), the bits of add and rmsNorm one after the other. sum may
+/// be a or b; y must be none of them.
+Status addRmsNorm(const float *a, const float *b, int64_t m, int64_t k, const float *weight,
+                  int64_t group, float epsilon, float weightOffset, float *sum, float *y,
+                  cudaStream_t stream);
+
 /// moe.rotary: x [n, columns], columns a multiple of headDim; in each head the
 /// 2·halfRotary columns from `offset` rotate by positions[t] · invFreq[i], the
 /// angle, its cosine and sine in double (exact to a few ulps of double for any
