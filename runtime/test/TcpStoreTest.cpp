@@ -1,6 +1,7 @@
 //===- TcpStoreTest.cpp - the store: frames, server and clients ------------===//
 
 #include "DistTestUtil.h"
+#include "Socket.h"
 #include "StoreFrame.h"
 
 #include <atomic>
@@ -361,6 +362,74 @@ TEST(TcpStore, AServerThatGoesAwayIsAnError) {
   Status again = store->set("x", "y");
   ASSERT_FALSE(again.isOk());
   EXPECT_NE(again.message().find("earlier error"), std::string::npos) << again.message();
+}
+
+/// A fake server on a free port: accepts one connection, reads the request
+/// and answers `reply` (nothing if empty), then holds the connection open.
+struct FakeServer {
+  dist::Socket listener;
+  uint16_t port = 0;
+  std::thread thread;
+  explicit FakeServer(std::string reply) {
+    EXPECT_TRUE(dist::listenTcp(kLoopback, 0, listener, port).isOk());
+    thread = std::thread([this, reply] {
+      dist::Socket peer;
+      bool timedOut = false;
+      if (!dist::acceptTcp(listener, dist::Deadline(milliseconds(3000)), peer, timedOut).isOk() ||
+          timedOut)
+        return;
+      uint8_t request[256];
+      dist::Deadline deadline(milliseconds(3000));
+      if (!dist::receiveAll(peer, request, dist::kStoreHeaderBytes, deadline, "client").isOk() ||
+          request[8] > 200)
+        return;
+      (void)dist::receiveAll(peer, request, request[8], deadline, "client");
+      if (!reply.empty())
+        (void)dist::sendAll(peer, reply.data(), reply.size(), dist::Deadline(milliseconds(3000)),
+                            "client");
+      // Held open until the client, having failed, closes it.
+      char byte;
+      (void)dist::receiveAll(peer, &byte, 1, dist::Deadline(milliseconds(3000)), "client");
+    });
+  }
+  ~FakeServer() { thread.join(); }
+};
+
+TEST(TcpStore, AMalformedOrMissingReplyIsAnError) {
+  {
+    FakeServer fake("HTTP/1.1 400 Bad Request\r\n\r\n");
+    std::unique_ptr<TcpStore> store;
+    ASSERT_OK(TcpStore::connect(kLoopback, fake.port, 0, 1, milliseconds(1000), store));
+    Status status = store->set("k", "v");
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("malformed reply from the store at 127.0.0.1:" +
+                                    std::to_string(fake.port) + ": not a store frame"),
+              std::string::npos)
+        << status.message();
+  }
+  {
+    // A reply that claims more than a frame may hold.
+    std::string huge = dist::encodeStoreFrame({StoreOp::Ok, 0, 0, {}});
+    huge.replace(8, 4, std::string("\xff\xff\xff\x7f", 4));
+    FakeServer fake(huge);
+    std::unique_ptr<TcpStore> store;
+    ASSERT_OK(TcpStore::connect(kLoopback, fake.port, 0, 1, milliseconds(1000), store));
+    std::string value;
+    Status status = store->get("k", value, milliseconds(100));
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("at most"), std::string::npos) << status.message();
+  }
+  {
+    // A server that takes the request and never answers.
+    FakeServer fake("");
+    std::unique_ptr<TcpStore> store;
+    ASSERT_OK(TcpStore::connect(kLoopback, fake.port, 0, 1, milliseconds(500), store));
+    auto start = Clock::now();
+    Status status = store->set("k", "v");
+    ASSERT_FALSE(status.isOk());
+    EXPECT_NE(status.message().find("timed out"), std::string::npos) << status.message();
+    EXPECT_LT(elapsedMs(start), 1500);
+  }
 }
 
 } // namespace
