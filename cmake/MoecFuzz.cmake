@@ -16,7 +16,7 @@ function(moec_add_fuzz_test name executable corpus)
     TIMEOUT 600)
 endfunction()
 
-# The five targets and their corpora, relative to the source tree.
+# The six targets and their corpora, relative to the source tree.
 macro(moec_add_fuzz_tests bindir)
   moec_add_fuzz_test(onnx-import ${bindir}/moec-fuzz-onnx-import
     ${PROJECT_SOURCE_DIR}/test/fuzz/onnx-corpus -max_len=16384)
@@ -28,6 +28,8 @@ macro(moec_add_fuzz_tests bindir)
     ${PROJECT_SOURCE_DIR}/runtime/test/fuzz/bundle-corpus -max_len=16384)
   moec_add_fuzz_test(safetensors ${bindir}/moec-fuzz-safetensors
     ${PROJECT_SOURCE_DIR}/test/fuzz/safetensors-corpus -max_len=16384)
+  moec_add_fuzz_test(store-frame ${bindir}/moec-fuzz-store-frame
+    ${PROJECT_SOURCE_DIR}/runtime/test/fuzz/store-frame-corpus -max_len=4096)
 endmacro()
 
 # In an ordinary build (any compiler): with MOEC_FUZZ_TESTS (AUTO: where
