@@ -63,7 +63,7 @@ def short(name):
         depth -= ch == ">"
         out.append(ch)
     name = "".join(out)
-    return re.sub(r"^moec::rt::cuda::(device::)?", "", name)[:90]
+    return re.sub(r"^moec::(rt::cuda::)?(device::)?", "", name)[:90]
 
 
 def kernels(path):
@@ -94,7 +94,7 @@ def summary(args):
     ks = kernels(args.csv)
     steps, current = [], None
     for name, us, moved in ks:
-        if name.startswith("embeddingKernel"):
+        if re.match(r"(detail::)?embedding\w*Kernel", name):
             current = []
             steps.append(current)
         if current is not None:
