@@ -440,6 +440,10 @@ int main(int argc, char **argv) {
   if (group.active()) {
     if (Status status = group.join(options.artifact); !status)
       return fail(status.message());
+    // Every rank computes the same outputs; rank 0 reports them (errors and
+    // notes still reach stderr from every rank).
+    if (group.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+      return failRank("cannot silence rank " + std::to_string(group.rank()) + "'s output");
     run.model = run.handle.model = group.load(options.artifact);
   } else {
     run.model = run.handle.model = moec_load(options.artifact.c_str());
