@@ -39,10 +39,8 @@ void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
   if (options.stopAfter == Phase::MoE)
     return;
-  // grouped: the sorted grouped-GEMM pipeline, then this rank's experts.
+  // grouped: the sorted grouped-GEMM pipeline.
   pm.addPass(createMoELowerLayer());
-  if (options.epSize > 1)
-    pm.addPass(createMoEPartitionExperts({options.epSize, options.epRank}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.stopAfter == Phase::FP8 && options.fp8) {
@@ -53,6 +51,13 @@ void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // MXFP4 experts (weight-only): e2m1 values, an e8m0 scale per 32 along K.
   if (options.stopAfter == Phase::Grouped && options.mxfp4Experts)
     pm.addPass(createMoEQuantizeExpertsMXFP4());
+  // Then the ranks' experts, of the weights as they are cast: the casts see
+  // constants, and a rank's share of codes and scales is a slice along the
+  // experts.
+  if (options.epSize > 1) {
+    pm.addPass(createMoEPartitionExperts({options.epSize, options.epRank}));
+    pm.addPass(createCanonicalizerPass());
+  }
   addCodegenPolicy(pm, options);
 }
 

@@ -15,13 +15,29 @@
 // RUN: moec-run %t/gpt_oss --ep=2 --inputs %fixtures/gpt_oss/inputs.npz --expected-outputs %fixtures/gpt_oss/expected.npz --scale-atol | FileCheck %s --check-prefix=GPTOSS
 // GPTOSS: output [1, 7, 64]: {{.*}}: ok
 
+// Cast experts are shared out as cast: FP8 (e4m3 codes and block scales) and
+// MXFP4 (e2m1 codes and e8m0 scales) shards on N ranks give the one-device
+// artifact's outputs, up to the order of the ranks' sum.
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --fp8 --target=cpu -o %t/ds-fp8
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --fp8 --ep-size=2 --target=cpu -o %t/ds-fp8-ep
+// RUN: grep -c "f8e4m3 .* shard" %t/ds-fp8-ep/manifest.txt | FileCheck %s --check-prefix=FP8SHARDS
+// FP8SHARDS: 2
+// RUN: moec-run %t/ds-fp8 --inputs %fixtures/deepseek_v3/inputs.npz --outputs %t/ds-fp8.npz
+// RUN: moec-run %t/ds-fp8-ep --ep 2 --inputs %fixtures/deepseek_v3/inputs.npz --expected-outputs %t/ds-fp8.npz --rtol 1e-5 --atol 1e-6 --scale-atol | FileCheck %s --check-prefix=DS
+// RUN: moec compile %fixtures/gpt_oss/model.onnx --expert-weights=mxfp4 --target=cpu -o %t/oss-mxfp4
+// RUN: moec compile %fixtures/gpt_oss/model.onnx --expert-weights=mxfp4 --ep-size=2 --target=cpu -o %t/oss-mxfp4-ep
+// RUN: grep -c "f4e2m1 .* shard" %t/oss-mxfp4-ep/manifest.txt | FileCheck %s --check-prefix=FP8SHARDS
+// RUN: moec-run %t/oss-mxfp4 --inputs %fixtures/gpt_oss/inputs.npz --outputs %t/oss-mxfp4.npz
+// RUN: moec-run %t/oss-mxfp4-ep --ep 2 --inputs %fixtures/gpt_oss/inputs.npz --expected-outputs %t/oss-mxfp4.npz --rtol 1e-5 --atol 1e-6 --scale-atol | FileCheck %s --check-prefix=GPTOSS
+
 // Every rank refuses a group of another size, and the status says so.
 // RUN: not moec-run %t/deepseek --ep 3 --inputs %fixtures/deepseek_v3/inputs.npz 2>&1 | FileCheck %s --check-prefix=SIZE
 // SIZE: error: {{.*}}deepseek: is compiled for 4 expert-parallel ranks, but the group has 3
 
 // A launcher's rank whose peers never start ends within MOEC_DIST_TIMEOUT (rank 0
-// serves the store on the port given: one no other test uses).
-// RUN: env MOEC_DIST_TIMEOUT=1 WORLD_SIZE=4 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 not moec-run %t/deepseek --inputs %fixtures/deepseek_v3/inputs.npz 2>&1 | FileCheck %s --check-prefix=MISSING
+// serves the store on the port given: one of the shell's pid, so that two runs
+// of this test at once do not meet).
+// RUN: env MOEC_DIST_TIMEOUT=1 WORLD_SIZE=4 RANK=0 MASTER_ADDR=127.0.0.1 not bash -c 'MASTER_PORT=$((20000 + $$ %% 40000)) exec "$0" "$@"' moec-run %t/deepseek --inputs %fixtures/deepseek_v3/inputs.npz 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: error: rank 0 of 4: handshake of rank 0 of 4: 1 of 4 processes joined within 1 s; rank(s) 1, 2, 3 missing
 
 // A rank that fails (here every rank: inputs it cannot read) ends the group
