@@ -10,7 +10,8 @@ on numpy arrays and torch tensors (docs/python.md).
     moec.transformers.compile_experts(model, target="cuda")   # a loaded HF model
 """
 from ._compiler import CompileError, compile, find_compiler
-from ._model import Model, RunError, TensorSpec, load
+from ._model import ExpertParallelGroup, Model, RunError, TensorSpec, load
 
-__all__ = ["CompileError", "Model", "RunError", "TensorSpec", "compile", "find_compiler", "load"]
+__all__ = ["CompileError", "ExpertParallelGroup", "Model", "RunError", "TensorSpec", "compile",
+           "find_compiler", "load"]
 __version__ = "0.1.0"

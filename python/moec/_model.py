@@ -52,9 +52,10 @@ class Model:
     (moec_run_async): nothing waits for the GPU, as with a torch module.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, group=None):
         self.path = os.fspath(path)
-        self._m = _moec.Model(self.path)
+        self.group = group
+        self._m = _moec.Model(self.path, group._g if group is not None else None)
         self.inputs = [TensorSpec(*s) for s in self._m.inputs]
         self.outputs = [TensorSpec(*s) for s in self._m.outputs]
         self.last_stats = None
@@ -236,8 +237,33 @@ class Model:
         self._m.reset(int(sequence))
 
 
-def load(path):
+def load(path, group=None):
     """Loads a compiled artifact (a directory `moec compile --target=... -o DIR`
     wrote, or an `--emit=exe` file). Raises moec.RunError when the runtime
-    refuses it."""
-    return Model(path)
+    refuses it. An artifact of `moec.compile(..., ep_size=N)` is loaded by every
+    process of an N-rank job with its ExpertParallelGroup (`group`)."""
+    return Model(path, group)
+
+
+class ExpertParallelGroup:
+    """This process as one rank of an expert-parallel job, from the launcher's
+    environment (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or
+    mpirun's): rank 0 serves a TCP store, every rank connects to it and to the
+    others. Pass it to moec.load; every rank loads the same artifact and calls
+    the model on the same inputs, and each gets the whole result. A rank that
+    dies or never comes ends the others with moec.RunError within
+    MOEC_DIST_TIMEOUT seconds (300 by default). CPU artifacts for now.
+
+        group = moec.ExpertParallelGroup()     # under torchrun --nproc-per-node N
+        m = moec.load(path, group=group)       # path: moec.compile(..., ep_size=N)
+    """
+
+    def __init__(self):
+        self._g = _moec.Group()
+
+    rank = property(lambda self: self._g.rank)
+    size = property(lambda self: self._g.size)
+
+    def abort(self, why):
+        """Ends the other ranks' waits with `why` (this rank failed)."""
+        self._g.abort(str(why))

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/moec.h"
+#include "moec/runtime/dist/RankGroup.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -126,10 +127,36 @@ const int64_t *hostIds(const Array &a, const char *what, int64_t &batch, int64_t
 
 using Spec = std::tuple<std::string, std::string, std::vector<int64_t>>;
 
+/// This process as one rank of an expert-parallel job (moec/runtime/dist/RankGroup.h),
+/// from the launcher's environment (torchrun's or mpirun's variables).
+class Group {
+public:
+  Group() {
+    moec::rt::dist::DistEnvironment environment;
+    moec::rt::Status status = moec::rt::dist::readDistEnvironment(environment);
+    if (status) {
+      nb::gil_scoped_release release;
+      status = moec::rt::dist::RankGroup::join(environment, group_);
+    }
+    if (!status)
+      throw RunError(status.message());
+  }
+  int rank() const { return group_->rank(); }
+  int size() const { return group_->size(); }
+  void abort(const std::string &why) { group_->abort(why); }
+  std::unique_ptr<moec::rt::dist::RankGroup> group_;
+};
+
 class Model {
 public:
-  explicit Model(const std::string &path) : path_(path) {
+  explicit Model(const std::string &path, Group *group) : path_(path) {
     nb::gil_scoped_release release;
+    if (group) {
+      moec::rt::Status status = group->group_->load(path, model_);
+      if (!status)
+        throw RunError(status.message());
+      return;
+    }
     model_ = moec_load(path.c_str());
     if (!model_) {
       const char *message = moec_last_error();
@@ -306,8 +333,15 @@ NB_MODULE(_moec, m) {
   m.doc() = "moec's runtime C API (moec.h); use the moec package, not this module";
   nb::exception<RunError>(m, "RunError", PyExc_RuntimeError);
 
+  nb::class_<Group>(m, "Group")
+      .def(nb::init<>())
+      .def_prop_ro("rank", &Group::rank)
+      .def_prop_ro("size", &Group::size)
+      .def("abort", &Group::abort, nb::arg("why"));
+
   nb::class_<Model>(m, "Model")
-      .def(nb::init<const std::string &>(), nb::arg("path"))
+      .def(nb::init<const std::string &, Group *>(), nb::arg("path"),
+           nb::arg("group").none() = nb::none(), nb::keep_alive<1, 3>())
       .def("close", &Model::close)
       .def_prop_ro("closed", &Model::closed)
       .def_prop_ro("path", &Model::path)

@@ -238,3 +238,64 @@ def test_whole_model_generate_on_torch(whole):
     got = m.generate(torch.from_numpy(prompt), max_new_tokens=16)
     assert isinstance(got, torch.Tensor)
     np.testing.assert_array_equal(got.numpy(), np.load(os.path.join(d, "generate.npz"))["sequences"])
+
+
+_EP_RANK = r"""
+import sys
+import numpy as np
+import moec
+path, inputs, out = sys.argv[1:4]
+group = moec.ExpertParallelGroup()
+m = moec.load(path, group=group)
+assert m.group is group and group.size == 2
+y = m(np.load(inputs)["hidden_states"])
+np.save(out + f".{group.rank}.npy", y)
+"""
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_ranks(script, args, ranks, extra_env=None):
+    import subprocess
+    import sys
+    env = dict(os.environ, WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_port()), MOEC_DIST_TIMEOUT="20", **(extra_env or {}))
+    procs = [subprocess.Popen([sys.executable, "-c", script, *args], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(ranks)]
+    return [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+
+
+def test_expert_parallel_group(tmp_path):
+    """Two processes, as torchrun starts them, load one artifact of ep_size=2
+    with an ExpertParallelGroup: both get onnxruntime's output, the same bits."""
+    art = moec.compile(fixture("deepseek_v3", "model.onnx"), target="cpu", ep_size=2,
+                       output=str(tmp_path / "ds.moec"))
+    with pytest.raises(moec.RunError, match="load it as one of them"):
+        moec.load(art)
+    out = str(tmp_path / "y")
+    results = _run_ranks(_EP_RANK, [art, fixture("deepseek_v3", "inputs.npz"), out], 2)
+    assert all(code == 0 for code, _ in results), results
+    y0, y1 = np.load(out + ".0.npy"), np.load(out + ".1.npy")
+    assert np.array_equal(y0, y1)
+    expected = np.load(fixture("deepseek_v3", "expected.npz"))["output"]
+    np.testing.assert_allclose(y0, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_expert_parallel_group_missing_rank():
+    """A rank whose peer never starts gets moec.RunError within the timeout."""
+    script = "import moec\ntry:\n    moec.ExpertParallelGroup()\nexcept moec.RunError as e:\n" \
+             "    print(e)\n    raise SystemExit(3)\n"
+    import subprocess
+    import sys
+    env = dict(os.environ, WORLD_SIZE="2", RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_port()), MOEC_DIST_TIMEOUT="1")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert "rank(s) 1 did not connect within 1 s" in done.stdout

@@ -38,7 +38,13 @@
 // serves the store on the port given: one of the shell's pid, so that two runs
 // of this test at once do not meet).
 // RUN: env MOEC_DIST_TIMEOUT=1 WORLD_SIZE=4 RANK=0 MASTER_ADDR=127.0.0.1 not bash -c 'MASTER_PORT=$((20000 + $$ %% 40000)) exec "$0" "$@"' moec-run %t/deepseek --inputs %fixtures/deepseek_v3/inputs.npz 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: error: rank 0 of 4: handshake of rank 0 of 4: 1 of 4 processes joined within 1 s; rank(s) 1, 2, 3 missing
+// MISSING: error: rank 0 of 4: {{.*}}rank(s) 1, 2, 3 did not connect within 1 s
+
+// Ranks that load different artifacts are refused at start, each naming both.
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --ep-size=2 --target=cpu -o %t/deepseek2
+// RUN: not bash -c 'export MOEC_DIST_TIMEOUT=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ %% 40000)); RANK=1 "$0" "$1" --inputs "$3" & RANK=0 "$0" "$2" --inputs "$3"; s=$?; wait; exit $s' moec-run %t/gpt_oss %t/deepseek2 %fixtures/deepseek_v3/inputs.npz 2>&1 | FileCheck %s --check-prefix=MISMATCH
+// MISMATCH-DAG: error: rank 0 of 2: handshake of rank 0 of 2: rank 1 ({{.*}}) runs artifact 'manifest {{[0-9a-f]+}}', rank 0 ({{.*}}) runs 'manifest {{[0-9a-f]+}}'
+// MISMATCH-DAG: error: rank 1 of 2: handshake
 
 // A rank that fails (here every rank: inputs it cannot read) ends the group
 // with its error, and no output is written.

@@ -15,43 +15,23 @@
 //   group (moec_load_expert_parallel). Rank 0 writes and compares the
 //   outputs; every rank computes them.
 //
-// A CPU artifact all-reduces host memory (HostCommunicator); CUDA artifacts do
-// not print expert-parallel programs yet. MOEC_DIST_TIMEOUT (seconds) bounds
-// every wait: a rank that dies or never joins ends the others with an error.
+// A rank's side is the runtime's dist::RankGroup. A CPU artifact all-reduces
+// host memory (HostCommunicator); CUDA artifacts do not print expert-parallel
+// programs yet. MOEC_DIST_TIMEOUT (seconds) bounds every wait: a rank that
+// dies or never joins ends the others with an error.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MOEC_TOOLS_MOEC_RUN_EXPERTPARALLEL_H
 #define MOEC_TOOLS_MOEC_RUN_EXPERTPARALLEL_H
 
-#include "moec/moec.h"
-#include "moec/runtime/Status.h"
-
-#include <memory>
 #include <string>
 
 namespace moec::tools {
 
-/// This process's place in an expert-parallel group, held while the model runs.
-class RankGroup {
-public:
-  RankGroup();
-  ~RankGroup();
-  /// Whether the environment makes this process a rank (WORLD_SIZE > 1).
-  bool active() const;
-  int rank() const;
-  /// Joins the group of the environment for `artifact` (a directory): the
-  /// store, the handshake, the communicator.
-  rt::Status join(const std::string &artifact);
-  /// Loads `artifact` as this rank; null with moec_last_error() on failure.
-  moec_model *load(const std::string &artifact);
-  /// Tells the other ranks that this one failed (they stop waiting for it).
-  void abort(const std::string &why);
-
-private:
-  struct State;
-  std::unique_ptr<State> state;
-};
+/// Whether the environment makes this process one rank of a job (WORLD_SIZE
+/// or OMPI_COMM_WORLD_SIZE above 1).
+bool launchedAsRank();
 
 /// `moec-run --ep N`: starts N ranks of this program with `argv` (the --ep
 /// flag removed) and returns the exit status to end with.

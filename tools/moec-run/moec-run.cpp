@@ -36,6 +36,9 @@
 #include "moec/runtime/Compare.h"
 #include "moec/runtime/Npz.h"
 
+#include "moec/runtime/dist/Environment.h"
+#include "moec/runtime/dist/RankGroup.h"
+
 #include "ExpertParallel.h"
 #include "ModelRun.h"
 #include "StreamRun.h"
@@ -409,8 +412,8 @@ int main(int argc, char **argv) {
   if (int rc = parseArgs(argc, argv, options); rc >= 0)
     return rc;
 
-  moec::tools::RankGroup group;
-  if (options.ep > 1 && !group.active()) {
+  bool asRank = moec::tools::launchedAsRank();
+  if (options.ep > 1 && !asRank) {
     // The supervisor: N copies of this command line, without --ep, as ranks.
     std::vector<char *> rankArgs;
     for (int i = 0; i < argc; ++i) {
@@ -427,24 +430,32 @@ int main(int argc, char **argv) {
                                        static_cast<int>(rankArgs.size()) - 1, rankArgs.data(),
                                        programName);
   }
-  if (group.active() && carriesModel)
+  if (asRank && carriesModel)
     return fail("expert-parallel ranks load an artifact directory, not a bundled executable");
+  std::unique_ptr<moec::rt::dist::RankGroup> group;
   // A rank's failure reaches the other ranks at once, not after their timeout.
   auto failRank = [&](const std::string &message) {
-    group.abort(message);
+    if (group)
+      group->abort(message);
     return fail(message);
   };
 
   Run run;
   auto loadStart = std::chrono::steady_clock::now();
-  if (group.active()) {
-    if (Status status = group.join(options.artifact); !status)
+  if (asRank) {
+    moec::rt::dist::DistEnvironment environment;
+    Status status = moec::rt::dist::readDistEnvironment(environment);
+    if (status)
+      status = moec::rt::dist::RankGroup::join(environment, group);
+    if (status)
+      status = group->load(options.artifact, run.model);
+    if (!status)
       return fail(status.message());
+    run.handle.model = run.model;
     // Every rank computes the same outputs; rank 0 reports them (errors and
     // notes still reach stderr from every rank).
-    if (group.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
-      return failRank("cannot silence rank " + std::to_string(group.rank()) + "'s output");
-    run.model = run.handle.model = group.load(options.artifact);
+    if (group->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+      return failRank("cannot silence rank " + std::to_string(group->rank()) + "'s output");
   } else {
     run.model = run.handle.model = moec_load(options.artifact.c_str());
   }
@@ -480,7 +491,7 @@ int main(int argc, char **argv) {
       return failRank(options.inputs + ": " + status.message());
   }
   // Every rank computed the outputs; rank 0 writes and compares them.
-  if (group.active() && group.rank() != 0)
+  if (group && group->rank() != 0)
     return 0;
   // The outputs of this first run are the ones written and compared.
   if (options.onStream)
