@@ -97,6 +97,8 @@ protected:
   virtual bool hasBF16Kernels() const = 0;
   /// Whether the target multiplies MXFP4 weights (moe.grouped_matmul).
   virtual bool hasMXFP4Kernels() const { return false; }
+  /// The multiple of K that the target's MXFP4 kernel needs.
+  virtual int64_t mxfp4KMultiple() const { return 1; }
   /// One kernel call (`pool`: the CPU kernel takes the thread pool).
   virtual void printKernel(mlir::StringRef name, std::vector<std::string> args, bool pool) = 0;
   /// A pointer declaration (CUDA keeps them apart from the kernel calls).
