@@ -149,8 +149,9 @@ void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched,
   cuda::MXFP4Tile chosen =
       cuda::chooseMXFP4Tile(slots, shape.experts, shape.k, shape.n, shape.gated);
   for (cuda::MXFP4Tile tile :
-       {cuda::MXFP4Tile::Tok8, cuda::MXFP4Tile::Tok8Warps2, cuda::MXFP4Tile::Tok8Warps1,
-        cuda::MXFP4Tile::Tok16, cuda::MXFP4Tile::Tok32, cuda::MXFP4Tile::Tok64}) {
+       {cuda::MXFP4Tile::Tok8, cuda::MXFP4Tile::Tok8Twice, cuda::MXFP4Tile::Tok8Warps2,
+        cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16, cuda::MXFP4Tile::Tok32,
+        cuda::MXFP4Tile::Tok64}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
     bool small = tile != cuda::MXFP4Tile::Tok32 && tile != cuda::MXFP4Tile::Tok64;
     if ((tokens >= 512 && small) || (tokens <= 8 && !small && tile != chosen))

@@ -193,10 +193,10 @@ std::vector<cpu::Epilogue> allEpilogues() {
   };
 }
 
-const cuda::MXFP4Tile kTiles[] = {cuda::MXFP4Tile::Auto,       cuda::MXFP4Tile::Tok8,
-                                  cuda::MXFP4Tile::Tok8Warps2, cuda::MXFP4Tile::Tok8Warps1,
-                                  cuda::MXFP4Tile::Tok16,      cuda::MXFP4Tile::Tok32,
-                                  cuda::MXFP4Tile::Tok64};
+const cuda::MXFP4Tile kTiles[] = {
+    cuda::MXFP4Tile::Auto,       cuda::MXFP4Tile::Tok8,       cuda::MXFP4Tile::Tok8Twice,
+    cuda::MXFP4Tile::Tok8Warps2, cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16,
+    cuda::MXFP4Tile::Tok32,      cuda::MXFP4Tile::Tok64};
 
 /// Scale bytes of weights of magnitude about 2^-7 to 6 (the cast's range for
 /// N(0, 0.02) to O(1) weights).

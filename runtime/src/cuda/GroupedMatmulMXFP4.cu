@@ -339,14 +339,16 @@ Status groupedMatmulMXFP4Impl(const Lhs *lhs, int64_t slots, int64_t k, const ui
   if (tile == MXFP4Tile::Auto)
     tile = chooseMXFP4Tile(slots, experts, k, n, gated);
   switch (tile) {
+  // The decode tiles: 4-warp blocks deep (one an SM) or two an SM, 2-warp
+  // blocks three an SM, 1-warp blocks six an SM.
   case MXFP4Tile::Tok8:
     return launch<8, stagesWithin<Lhs, 8, 4>(kSharedBudget)>(p, slots, stream);
+  case MXFP4Tile::Tok8Twice:
+    return launch<8, stagesWithin<Lhs, 8, 4>(kSharedBudget / 2)>(p, slots, stream);
   case MXFP4Tile::Tok8Warps2:
-    // Two blocks an SM.
-    return launch<8, stagesWithin<Lhs, 8, 2>(kSharedBudget / 2), Lhs, 2>(p, slots, stream);
+    return launch<8, stagesWithin<Lhs, 8, 2>(kSharedBudget / 3), Lhs, 2>(p, slots, stream);
   case MXFP4Tile::Tok8Warps1:
-    // Three blocks an SM.
-    return launch<8, stagesWithin<Lhs, 8, 1>(kSharedBudget / 3), Lhs, 1>(p, slots, stream);
+    return launch<8, stagesWithin<Lhs, 8, 1>(kSharedBudget / 6), Lhs, 1>(p, slots, stream);
   case MXFP4Tile::Tok16:
     return launch<16, stagesWithin<Lhs, 16, 4>(kSharedBudget / 2)>(p, slots, stream);
   case MXFP4Tile::Tok32:
@@ -364,6 +366,7 @@ const char *mxfp4TileName(MXFP4Tile tile) {
   switch (tile) {
   case MXFP4Tile::Auto: return "auto";
   case MXFP4Tile::Tok8: return "mx-tok8";
+  case MXFP4Tile::Tok8Twice: return "mx-tok8x2";
   case MXFP4Tile::Tok8Warps2: return "mx-tok8w2";
   case MXFP4Tile::Tok8Warps1: return "mx-tok8w1";
   case MXFP4Tile::Tok16: return "mx-tok16";
@@ -387,8 +390,8 @@ MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, 
     int64_t columnsPerTile = gated ? kWeightRows / 2 : kWeightRows;
     int64_t blocks = touched * ((width + columnsPerTile - 1) / columnsPerTile);
     if (blocks >= 2 * detail::kSMs)
-      return MXFP4Tile::Tok8;
-    if (blocks >= detail::kSMs)
+      return MXFP4Tile::Tok8Twice;
+    if (2 * blocks >= detail::kSMs)
       return MXFP4Tile::Tok8Warps2;
     return MXFP4Tile::Tok8Warps1;
   }

@@ -79,9 +79,10 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
 /// Tiles of groupedMatmulMXFP4: TOK rows of one expert per block against 32·W
 /// weight rows (W warps: 4, or 2 and 1 for decode grids too thin to fill the
 /// SMs with 4-warp blocks), each with as many 256-deep stages as its share of
-/// shared memory holds. Auto picks by shape (chooseMXFP4Tile); the others exist
+/// shared memory holds (Tok8 one block an SM, Tok8Twice two, Tok8Warps2 three,
+/// Tok8Warps1 six). Auto picks by shape (chooseMXFP4Tile); the others exist
 /// for benchmarks and tests.
-enum class MXFP4Tile { Auto, Tok8, Tok8Warps2, Tok8Warps1, Tok16, Tok32, Tok64 };
+enum class MXFP4Tile { Auto, Tok8, Tok8Twice, Tok8Warps2, Tok8Warps1, Tok16, Tok32, Tok64 };
 const char *mxfp4TileName(MXFP4Tile tile);
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide.
 MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool gated);
