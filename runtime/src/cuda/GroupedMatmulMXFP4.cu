@@ -312,8 +312,13 @@ Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
                      STAGES * stageBytes<Lhs, WARPS>(TOK), "groupedMatmulMXFP4", stream, WARPS);
 }
 
-/// The whole shared memory of an SM (227 KB) for one block, or a share of it.
-constexpr int kSharedBudget = 227 * 1024;
+/// Dynamic shared memory for `blocks` blocks an SM: the SM's 228 KB less 1 KB
+/// the runtime reserves per block, at most a block's 227 KB.
+constexpr int sharedShare(int blocks) {
+  int share = 228 * 1024 / blocks - 1024;
+  return share > 227 * 1024 ? 227 * 1024 : share;
+}
+constexpr int kSharedBudget = sharedShare(1);
 
 template <typename Lhs, typename Out>
 Status groupedMatmulMXFP4Impl(const Lhs *lhs, int64_t slots, int64_t k, const uint8_t *weights,
@@ -340,17 +345,17 @@ Status groupedMatmulMXFP4Impl(const Lhs *lhs, int64_t slots, int64_t k, const ui
     tile = chooseMXFP4Tile(slots, experts, k, n, gated);
   switch (tile) {
   // The decode tiles: 4-warp blocks deep (one an SM) or two an SM, 2-warp
-  // blocks three an SM, 1-warp blocks six an SM.
+  // blocks three an SM, 1-warp blocks five an SM.
   case MXFP4Tile::Tok8:
     return launch<8, stagesWithin<Lhs, 8, 4>(kSharedBudget)>(p, slots, stream);
   case MXFP4Tile::Tok8Twice:
-    return launch<8, stagesWithin<Lhs, 8, 4>(kSharedBudget / 2)>(p, slots, stream);
+    return launch<8, stagesWithin<Lhs, 8, 4>(sharedShare(2))>(p, slots, stream);
   case MXFP4Tile::Tok8Warps2:
-    return launch<8, stagesWithin<Lhs, 8, 2>(kSharedBudget / 3), Lhs, 2>(p, slots, stream);
+    return launch<8, stagesWithin<Lhs, 8, 2>(sharedShare(3)), Lhs, 2>(p, slots, stream);
   case MXFP4Tile::Tok8Warps1:
-    return launch<8, stagesWithin<Lhs, 8, 1>(kSharedBudget / 6), Lhs, 1>(p, slots, stream);
+    return launch<8, stagesWithin<Lhs, 8, 1>(sharedShare(5)), Lhs, 1>(p, slots, stream);
   case MXFP4Tile::Tok16:
-    return launch<16, stagesWithin<Lhs, 16, 4>(kSharedBudget / 2)>(p, slots, stream);
+    return launch<16, stagesWithin<Lhs, 16, 4>(sharedShare(2))>(p, slots, stream);
   case MXFP4Tile::Tok32:
     return launch<32, stagesWithin<Lhs, 32, 4>(kSharedBudget)>(p, slots, stream);
   case MXFP4Tile::Tok64:

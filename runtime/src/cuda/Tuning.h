@@ -80,7 +80,7 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
 /// weight rows (W warps: 4, or 2 and 1 for decode grids too thin to fill the
 /// SMs with 4-warp blocks), each with as many 256-deep stages as its share of
 /// shared memory holds (Tok8 one block an SM, Tok8Twice two, Tok8Warps2 three,
-/// Tok8Warps1 six). Auto picks by shape (chooseMXFP4Tile); the others exist
+/// Tok8Warps1 five). Auto picks by shape (chooseMXFP4Tile); the others exist
 /// for benchmarks and tests.
 enum class MXFP4Tile { Auto, Tok8, Tok8Twice, Tok8Warps2, Tok8Warps1, Tok16, Tok32, Tok64 };
 const char *mxfp4TileName(MXFP4Tile tile);
