@@ -203,10 +203,12 @@ const cuda::MXFP4Tile kTiles[] = {
 const std::vector<int> kUsualScales = {118, 120, 122, 124, 125, 126, 127};
 
 /// Every tile, epilogue and row/result type on one shape: rows f32 as given
-/// (bf16 rounding of the rows: ~1e-3) within 1e-2, and rows already bf16 (the
-/// reference sees the same values) within 1e-4.
+/// within `exactBound` (1e-2: the kernel rounds the rows to bf16, ~1e-3) of the
+/// reference of those rows (0: not compared), and within 1e-4 of the reference
+/// of the rows rounded to bf16 (the kernel's own arithmetic), as bf16 rows are.
 void checkShape(int64_t E, int64_t N, int64_t K, const std::vector<int32_t> &offsets,
-                int64_t tail, const std::vector<int> &scaleBytes, unsigned seed) {
+                int64_t tail, const std::vector<int> &scaleBytes, unsigned seed,
+                double exactBound = 1e-2) {
   std::mt19937 rng(seed);
   const int64_t valid = offsets.back(), S = valid + tail;
   Weights w = randomWeights(E, N, K, scaleBytes, rng);
@@ -225,7 +227,10 @@ void checkShape(int64_t E, int64_t N, int64_t K, const std::vector<int32_t> &off
       std::vector<float> got;
       ASSERT_NO_FATAL_FAILURE((runKernel<float, float>(tile, false, lhs, S, w, offsets, bias,
                                                        epilogue, got)));
-      ASSERT_NO_FATAL_FAILURE(expectClose(want, got, 1e-2, what + ", f32 rows"));
+      if (exactBound > 0) {
+        ASSERT_NO_FATAL_FAILURE(expectClose(want, got, exactBound, what + ", f32 rows"));
+      }
+      ASSERT_NO_FATAL_FAILURE(expectClose(wantRounded, got, 1e-4, what + ", f32 rows rounded"));
       ASSERT_NO_FATAL_FAILURE((runKernel<cuda::BF16, float>(tile, true, lhsRounded, S, w, offsets,
                                                             bias, epilogue, got)));
       ASSERT_NO_FATAL_FAILURE(expectClose(wantRounded, got, 1e-4, what + ", bf16 rows"));
@@ -235,7 +240,9 @@ void checkShape(int64_t E, int64_t N, int64_t K, const std::vector<int32_t> &off
       ASSERT_NO_FATAL_FAILURE(expectClose(wantRounded, got, 4e-3, what + ", bf16 results"));
       ASSERT_NO_FATAL_FAILURE((runKernel<float, cuda::BF16>(tile, true, lhs, S, w, offsets, bias,
                                                             epilogue, got)));
-      ASSERT_NO_FATAL_FAILURE(expectClose(want, got, 1e-2, what + ", f32 rows, bf16 results"));
+      ASSERT_NO_FATAL_FAILURE(expectClose(exactBound > 0 ? want : wantRounded, got,
+                                          exactBound > 0 ? exactBound : 4e-3,
+                                          what + ", f32 rows, bf16 results"));
     }
   }
 }
@@ -259,9 +266,13 @@ TEST(CudaMXFP4, GroupedMatmulDeepAndShallowK) {
 /// Scale bytes at the ends of the range: 0 and 1 (codes times 2^-127 and
 /// 2^-126: bf16 subnormals, whose contributions vanish beside the rest), and
 /// large ones, 129 to 140, whose multiplier 2^(s - 1) no bf16 holds (the
-/// kernel's second multiply).
+/// kernel's second multiply). Against the reference of the rows rounded to
+/// bf16 only: sums of terms up to 2^15 that cancel to the clamped gpt-oss
+/// gate's range make the rows' rounding a 1e-1 error there (as in any W4A16
+/// or bf16 kernel), which says nothing of the kernel.
 TEST(CudaMXFP4, GroupedMatmulExtremeScales) {
-  checkShape(3, 136, 520, {4, 4, 21}, 2, {0, 1, 2, 126, 127, 128, 129, 133, 140}, 4);
+  checkShape(3, 136, 520, {4, 4, 21}, 2, {0, 1, 2, 126, 127, 128, 129, 133, 140}, 4,
+             /*exactBound=*/0);
 }
 
 /// Every code at scale bytes 2 to 252 (every value that f32 holds as a normal

@@ -28,7 +28,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExpertTiles.cuh"
-#include "GridSize.h"
 #include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/MXFP4.h"
@@ -382,27 +381,25 @@ const char *mxfp4TileName(MXFP4Tile tile) {
 }
 
 MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool gated) {
-  // By the mean rows per touched expert, as for bf16 (chooseBF16Tile). At
-  // decode the 8-row tiles, on blocks small enough that the touched experts'
-  // column tiles fill every SM at least once: an MXFP4 block streams a
-  // quarter of a bf16 block's bytes, so a thin grid leaves SMs idle for
-  // most of the call.
-  (void)k;
+  // By the mean rows per touched expert, as measured on the H200
+  // (bench/grouped_matmul.cpp, MOEC_BENCH_MXFP4; docs/performance.md): up to
+  // 8 rows the 8-row tiles two 4-warp blocks an SM, ahead of every other
+  // decode tile at every benchmark shape, thin grids included (Mixtral's down
+  // at T = 1, 64 blocks: 73.6 us against 82.5 on 2-warp and 107.6 on 1-warp
+  // blocks); 16-row tiles to 24 rows (Mixtral at T = 64, 16 rows: 491 against
+  // 635 us on the 8-row tiles and 789 on the 32-row ones), 32-row tiles to 192
+  // (Mixtral at T = 512, 146 rows: 3.40 against 3.65 ms), 64-row tiles beyond
+  // (1-10 % ahead of 32 at T = 8192). The larger tiles
+  // reuse each dequantised weight over more rows but stay issue-bound on the
+  // B fragments and the MMAs (docs/performance.md, "MXFP4 experts").
+  (void)k, (void)n, (void)gated;
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
-  if (rows <= 4) {
-    int64_t width = gated ? n / 2 : n;
-    int64_t columnsPerTile = gated ? kWeightRows / 2 : kWeightRows;
-    int64_t blocks = touched * ((width + columnsPerTile - 1) / columnsPerTile);
-    if (blocks >= 2 * detail::kSMs)
-      return MXFP4Tile::Tok8Twice;
-    if (2 * blocks >= detail::kSMs)
-      return MXFP4Tile::Tok8Warps2;
-    return MXFP4Tile::Tok8Warps1;
-  }
-  if (rows <= 12)
+  if (rows <= 8)
+    return MXFP4Tile::Tok8Twice;
+  if (rows <= 24)
     return MXFP4Tile::Tok16;
-  if (rows <= 32)
+  if (rows <= 192)
     return MXFP4Tile::Tok32;
   return MXFP4Tile::Tok64;
 }

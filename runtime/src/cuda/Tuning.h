@@ -77,14 +77,15 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
                                        BF16Tile tile);
 
 /// Tiles of groupedMatmulMXFP4: TOK rows of one expert per block against 32·W
-/// weight rows (W warps: 4, or 2 and 1 for decode grids too thin to fill the
-/// SMs with 4-warp blocks), each with as many 256-deep stages as its share of
-/// shared memory holds (Tok8 one block an SM, Tok8Twice two, Tok8Warps2 three,
-/// Tok8Warps1 five). Auto picks by shape (chooseMXFP4Tile); the others exist
-/// for benchmarks and tests.
+/// weight rows (W warps), each with as many 256-deep stages as its share of
+/// shared memory holds: Tok8 on 4-warp blocks one an SM, Tok8Twice two an SM
+/// (what Auto takes at decode), Tok8Warps2 on 2-warp blocks three an SM,
+/// Tok8Warps1 on 1-warp blocks five an SM. Auto picks by shape
+/// (chooseMXFP4Tile); the others exist for benchmarks and tests.
 enum class MXFP4Tile { Auto, Tok8, Tok8Twice, Tok8Warps2, Tok8Warps1, Tok16, Tok32, Tok64 };
 const char *mxfp4TileName(MXFP4Tile tile);
-/// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide.
+/// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide
+/// (by rows per touched expert: measurements, docs/performance.md).
 MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool gated);
 /// groupedMatmulMXFP4 (or its SettledOffsets variant) on a tile of one's choosing.
 template <typename Lhs, typename Out>
