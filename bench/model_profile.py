@@ -3,7 +3,8 @@
 
 Usage:
   ncu --clock-control none --csv --page raw --print-units base \\
-      --metrics gpu__time_duration.sum --log-file ncu.csv \\
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \\
+      --log-file ncu.csv \\
       python3 bench/model_profile.py run LIBMOEC.so ARTIFACT [--batch B] [--prompt P] [--new N]
   python3 bench/model_profile.py summary ncu.csv [--step K]
 
@@ -11,7 +12,9 @@ Usage:
 tokens, then N - 1 decode steps, each a CUDA graph replay (ncu profiles every node of a
 graph as a kernel of its own). `summary` cuts the kernels into steps at each step's
 embedding kernel and prints, for step K (default: the last, a decode step), every kernel
-by name: launches, total and mean µs, and the share of the step. ncu runs kernels one at a
+by name: launches, total and mean µs, the share of the step and, where the log has
+dram__bytes_read/write, the DRAM bytes each moved and their rate as a share of the 4.25
+TB/s copy ceiling (what a memory-bound kernel is judged by). ncu runs kernels one at a
 time, so the sum is the step's time with no gaps and no overlap between kernels; the
 step's measured time (bench/model_generate.py) minus this sum is what launches and
 dependencies cost.
@@ -60,7 +63,7 @@ def short(name):
         depth -= ch == ">"
         out.append(ch)
     name = "".join(out)
-    return re.sub(r"^moec::rt::cuda::(device::)?", "", name)[:90]
+    return re.sub(r"^moec::(rt::cuda::)?(device::)?", "", name)[:90]
 
 
 def kernels(path):
@@ -74,38 +77,53 @@ def kernels(path):
             ns = float(value.replace(",", ""))
         except ValueError:
             continue  # the units row
-        out.append((short(row["Kernel Name"]), ns / 1e3))
+        moved = 0.0
+        for metric in ("dram__bytes_read.sum", "dram__bytes_write.sum"):
+            try:
+                moved += float(row.get(metric, "").replace(",", ""))
+            except ValueError:
+                pass
+        out.append((short(row["Kernel Name"]), ns / 1e3, moved))
     return out
+
+
+COPY_BYTES_PER_US = 4.25e6  # the measured device-to-device copy, 4.25 TB/s
 
 
 def summary(args):
     ks = kernels(args.csv)
     steps, current = [], None
-    for name, us in ks:
-        if name.startswith("embeddingKernel"):
+    for name, us, moved in ks:
+        if re.match(r"(detail::)?embedding\w*Kernel", name):
             current = []
             steps.append(current)
         if current is not None:
-            current.append((name, us))
+            current.append((name, us, moved))
     if not steps:
         sys.exit("model_profile.py: no embedding kernel in the log")
     step = steps[args.step]
     # A step ends at its last sampling kernel; kernels after the final step's logits belong
     # to nothing the step times.
-    total = sum(us for _, us in step)
+    total = sum(us for _, us, _ in step)
+    moved_total = sum(moved for _, _, moved in step)
     by = collections.OrderedDict()
-    for name, us in step:
-        n, t = by.get(name, (0, 0.0))
-        by[name] = (n + 1, t + us)
+    for name, us, moved in step:
+        n, t, b = by.get(name, (0, 0.0, 0.0))
+        by[name] = (n + 1, t + us, b + moved)
     print(f"{len(steps)} steps; step {args.step % len(steps)}: {len(step)} kernels, "
-          f"{total:.1f} µs in all (kernels one at a time, no gaps)\n")
-    print("| kernel | launches | total µs | mean µs | share |")
-    print("|---|---|---|---|---|")
-    for name, (n, t) in sorted(by.items(), key=lambda kv: -kv[1][1]):
-        print(f"| `{name}` | {n} | {t:.1f} | {t / n:.2f} | {100 * t / total:.1f} % |")
-    short_kernels = sum(1 for _, us in step if us < 5)
+          f"{total:.1f} µs in all (kernels one at a time, no gaps)"
+          + (f", {moved_total / 1e6:.1f} MB of DRAM traffic, "
+             f"{100 * moved_total / total / COPY_BYTES_PER_US:.0f} % of copy over the step"
+             if moved_total else "") + "\n")
+    print("| kernel | launches | total µs | mean µs | share | DRAM MB | % of copy |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (n, t, b) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        rate = f"{100 * b / t / COPY_BYTES_PER_US:.0f}" if b and t else "—"
+        print(f"| `{name}` | {n} | {t:.1f} | {t / n:.2f} | {100 * t / total:.1f} % | "
+              f"{b / 1e6:.1f} | {rate} |")
+    short_kernels = sum(1 for _, us, _ in step if us < 5)
     print(f"\nkernels under 5 µs: {short_kernels} of {len(step)}, "
-          f"{sum(us for _, us in step if us < 5):.1f} µs")
+          f"{sum(us for _, us, _ in step if us < 5):.1f} µs")
 
 
 def main():

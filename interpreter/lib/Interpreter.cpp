@@ -57,6 +57,8 @@ LogicalResult checkSupportedType(Operation *op, Type type, const Twine &what) {
 
 class FunctionInterpreter : public detail::RegionRunner {
 public:
+  explicit FunctionInterpreter(const InterpretOptions &options) : options(options) {}
+
   FailureOr<SmallVector<Tensor>> run(func::FuncOp function, ArrayRef<Tensor> arguments) {
     if (function.isExternal())
       return function.emitOpError("has no body to interpret");
@@ -167,7 +169,7 @@ private:
     if (detail::isModelOp(&op))
       return detail::evalModelOp(&op, operands, results, kvCache, *this);
     if (isa_and_nonnull<moe::MoEDialect>(op.getDialect()))
-      return detail::evalMoEOp(&op, operands, results);
+      return detail::evalMoEOp(&op, operands, results, options.epRank);
     // Scalars, loops, slices and linalg ops of hand-written blocks.
     if (isa_and_nonnull<arith::ArithDialect, math::MathDialect, scf::SCFDialect,
                         tensor::TensorDialect, linalg::LinalgDialect>(op.getDialect()))
@@ -200,6 +202,7 @@ private:
     return it == values.end() ? nullptr : &it->second;
   }
 
+  const InterpretOptions &options;
   llvm::DenseMap<Value, Tensor> values;
   /// moe.attention's KV cache: this run's, so every run starts with it empty.
   detail::KVCache kvCache;
@@ -207,8 +210,9 @@ private:
 
 } // namespace
 
-FailureOr<SmallVector<Tensor>> interpret(func::FuncOp function, ArrayRef<Tensor> arguments) {
-  return FunctionInterpreter().run(function, arguments);
+FailureOr<SmallVector<Tensor>> interpret(func::FuncOp function, ArrayRef<Tensor> arguments,
+                                         const InterpretOptions &options) {
+  return FunctionInterpreter(options).run(function, arguments);
 }
 
 } // namespace moec::interp

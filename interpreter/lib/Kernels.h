@@ -35,8 +35,10 @@ using Results = llvm::SmallVectorImpl<Tensor>;
 /// Evaluates an op of the `onnx` dialect; an op it does not know is an error.
 mlir::LogicalResult evalONNXOp(mlir::Operation *op, Operands operands, Results &results);
 /// Evaluates an op of the `moe` dialect (MoEOps.cpp), but for the ops of
-/// whole models, which evalModelOp evaluates.
-mlir::LogicalResult evalMoEOp(mlir::Operation *op, Operands operands, Results &results);
+/// whole models, which evalModelOp evaluates; `epRank` is
+/// InterpretOptions::epRank.
+mlir::LogicalResult evalMoEOp(mlir::Operation *op, Operands operands, Results &results,
+                              int64_t epRank);
 
 /// The KV cache that moe.attention writes and reads (docs/dialect.md, "Whole
 /// models"), one per run of a function: it starts empty and lives until the

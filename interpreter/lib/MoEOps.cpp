@@ -452,9 +452,28 @@ LogicalResult evalRoute(RouteOp op, Operands in, Results &out) {
 
 /// Stable counting sort of the slots by local id; every non-local id is the
 /// sentinel E and sorts last.
-LogicalResult evalSort(SortOp op, Operands in, Results &out) {
+/// The rank an op partitioned for every rank runs as: `epRank`, checked
+/// against the op's ep_size.
+FailureOr<int64_t> runningRank(Operation *op, int64_t epSize, int64_t epRank) {
+  if (epRank < 0)
+    return op->emitOpError() << "is partitioned over " << epSize
+                             << " expert-parallel ranks and reads its rank at run time; "
+                                "give the rank to run as (moec-interp --ep-rank)";
+  if (epRank >= epSize)
+    return op->emitOpError() << "is partitioned over " << epSize << " ranks; rank " << epRank
+                             << " is not one of them";
+  return epRank;
+}
+
+LogicalResult evalSort(SortOp op, Operands in, Results &out, int64_t epRank) {
   const Tensor &ids = *in[0];
   int64_t e = op.getNumExperts(), first = static_cast<int64_t>(op.getFirstExpert());
+  if (std::optional<int64_t> epSize = op.getEpSize()) {
+    FailureOr<int64_t> rank = runningRank(op, *epSize, epRank);
+    if (failed(rank))
+      return failure();
+    first = *rank * e;
+  }
   int64_t slots = ids.numElements();
   std::vector<int64_t> local(slots), counts(e + 1, 0);
   for (int64_t s = 0; s < slots; ++s) {
@@ -635,10 +654,17 @@ LogicalResult evalActivation(ActivationOp op, Operands in, Results &out) {
 /// Weighted sum of each token's valid slots, ascending k; rows past num_valid
 /// are never read, and a token without a valid slot gets an exact 0 (plus the
 /// addend, where the op carries one).
-LogicalResult evalCombine(CombineOp op, Operands in, Results &out) {
+LogicalResult evalCombine(CombineOp op, Operands in, Results &out, int64_t epRank) {
   const Tensor &rows = *in[0], &permutation = *in[1], &weights = *in[2];
   const Tensor *addend = operandTensor(op, in, op.getAddend());
   const Tensor *addendGate = operandTensor(op, in, op.getAddendGate());
+  if (std::optional<int64_t> epSize = op.getEpSize()) {
+    FailureOr<int64_t> rank = runningRank(op, *epSize, epRank);
+    if (failed(rank))
+      return failure();
+    if (*rank != 0) // the addend counts once in the ranks' sum
+      addend = addendGate = nullptr;
+  }
   int64_t slots = rows.dim(0), h = rows.dim(1), t = weights.dim(0), topK = weights.dim(1);
   if (slots != t * topK || permutation.dim(0) != slots)
     return op.emitOpError() << "rows " << formatShape(rows.shape) << ", permutation "
@@ -750,24 +776,47 @@ LogicalResult evalQuantize(QuantizeOp op, Operands in, Results &out) {
   return success();
 }
 
+/// The running rank's experts [r·L, (r+1)·L) of a tensor stacked along dim 0.
+LogicalResult evalEPShard(EPShardOp op, Operands in, Results &out, int64_t epRank) {
+  const Tensor &input = *in[0];
+  int64_t epSize = static_cast<int64_t>(op.getEpSize());
+  FailureOr<int64_t> rank = runningRank(op, epSize, epRank);
+  if (failed(rank))
+    return failure();
+  int64_t local = input.dim(0) / epSize;
+  SmallVector<int64_t> shape(input.shape.begin(), input.shape.end());
+  shape[0] = local;
+  int64_t perExpert = input.dim(0) ? input.numElements() / input.dim(0) : 0;
+  out.emplace_back(input.elementType, ArrayRef<int64_t>(shape));
+  std::copy_n(input.values.begin() + *rank * local * perExpert, local * perExpert,
+              out.back().values.begin());
+  return success();
+}
+
 } // namespace
 
-LogicalResult evalMoEOp(Operation *op, Operands in, Results &out) {
+LogicalResult evalMoEOp(Operation *op, Operands in, Results &out, int64_t epRank) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<LayerOp>([&](LayerOp o) { return evalLayer(o, in, out); })
       .Case<LinearOp>([&](LinearOp o) { return evalLinear(o, in, out); })
       .Case<MultiLinearOp>([&](MultiLinearOp o) { return evalMultiLinear(o, in, out); })
       .Case<RouteOp>([&](RouteOp o) { return evalRoute(o, in, out); })
-      .Case<SortOp>([&](SortOp o) { return evalSort(o, in, out); })
+      .Case<SortOp>([&](SortOp o) { return evalSort(o, in, out, epRank); })
       .Case<PermuteOp>([&](PermuteOp o) { return evalPermute(o, in, out); })
       .Case<GroupedMatmulOp>([&](GroupedMatmulOp o) { return evalGroupedMatmul(o, in, out); })
       .Case<ActivationOp>([&](ActivationOp o) { return evalActivation(o, in, out); })
-      .Case<CombineOp>([&](CombineOp o) { return evalCombine(o, in, out); })
+      .Case<CombineOp>([&](CombineOp o) { return evalCombine(o, in, out, epRank); })
+      .Case<EPShardOp>([&](EPShardOp o) { return evalEPShard(o, in, out, epRank); })
       .Case<QuantizeOp>([&](QuantizeOp o) { return evalQuantize(o, in, out); })
-      .Case<AllReduceOp>([&](AllReduceOp o) {
-        return o.emitOpError() << "sums the partial outputs of " << o.getEpSize()
-                               << " expert-parallel ranks; the interpreter runs one process "
-                                  "and cannot evaluate it";
+      .Case<AllReduceOp>([&](AllReduceOp o) -> LogicalResult {
+        // One process runs one rank: the rank's partial sum, which the caller
+        // adds up over the ranks (InterpretOptions::epRank).
+        if (epRank < 0)
+          return o.emitOpError() << "sums the partial outputs of " << o.getEpSize()
+                                 << " expert-parallel ranks; the interpreter runs one rank at "
+                                    "a time (moec-interp --ep-rank R gives rank R's partial sum)";
+        out.push_back(*in[0]);
+        return success();
       })
       .Default([](Operation *other) {
         return other->emitOpError("is not supported by the interpreter");

@@ -115,7 +115,7 @@ struct LowerLayerPattern : OpRewritePattern<LayerOp> {
     auto sort = SortOp::create(rewriter, loc, RankedTensorType::get({slots}, i32),
                                RankedTensorType::get({experts}, i32),
                                RankedTensorType::get({}, i32), ids, experts,
-                               /*first_expert=*/0);
+                               /*first_expert=*/0, /*ep_size=*/nullptr);
     Value rows = PermuteOp::create(rewriter, loc,
                                    RankedTensorType::get({slots, hiddenSize}, elementType),
                                    hidden, sort.getPermutation(), sort.getNumValid(), topK)
@@ -170,7 +170,7 @@ struct LowerLayerPattern : OpRewritePattern<LayerOp> {
 
     rewriter.replaceOpWithNewOp<CombineOp>(op, op.getType(), down, sort.getPermutation(),
                                            routingWeights, sort.getNumValid(), shared,
-                                           sharedGate);
+                                           sharedGate, /*ep_size=*/nullptr);
     return success();
   }
 };

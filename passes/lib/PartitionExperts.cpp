@@ -3,8 +3,14 @@
 // Rank r of ep-size keeps experts [r·L, (r+1)·L), L = E / ep-size. The sort does
 // the rest: every other id falls in the sentinel tail, which no kernel computes
 // and the combine never reads; the all-reduce then sums the ranks' partial
-// outputs. Weights are sliced at compile time when they are constants, so each
-// rank's artifact carries only its experts.
+// outputs.
+//
+// With ep-rank = -1 (the default of `moec compile --ep-size=N`) the program
+// serves every rank: the sort and the combine carry `ep_size` and read the rank
+// at run time, and the stacked weights go through moe.ep_shard, so the artifact
+// stores every expert once and each rank's loader maps only its own. With a
+// given ep-rank, constant weights are sliced at compile time and the artifact
+// carries that rank's experts alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,13 +32,17 @@ using namespace moec::moe;
 
 namespace {
 
-/// Experts [first, first + count) of a tensor stacked by expert along dim 0.
+/// Experts [first, first + count) of a tensor stacked by expert along dim 0;
+/// with first < 0, the running rank's (moe.ep_shard of `epSize`).
 Value sliceExperts(OpBuilder &builder, Location loc, Value stacked, int64_t first,
-                   int64_t count) {
+                   int64_t count, int64_t epSize) {
   auto type = cast<RankedTensorType>(stacked.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape[0] = count;
   auto sliceType = RankedTensorType::get(shape, type.getElementType());
+  if (first < 0)
+    return EPShardOp::create(builder, loc, sliceType, stacked, builder.getI64IntegerAttr(epSize))
+        .getResult();
   if (std::optional<ArrayRef<char>> bytes = getConstantBytes(stacked);
       bytes && type.hasStaticShape()) {
     size_t perExpert = bytes->size() / type.getDimSize(0);
@@ -57,9 +67,9 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
   using Base::Base;
 
   void runOnOperation() override {
-    if (epSize < 1 || epRank < 0 || epRank >= epSize) {
-      getOperation().emitError() << "moe-partition-experts: ep-rank must be in [0, ep-size), "
-                                    "got ep-size = "
+    if (epSize < 1 || epRank < -1 || epRank >= epSize) {
+      getOperation().emitError() << "moe-partition-experts: ep-rank must be in [0, ep-size) "
+                                    "or -1 (every rank), got ep-size = "
                                  << int64_t(epSize) << ", ep-rank = " << int64_t(epRank);
       return signalPassFailure();
     }
@@ -74,18 +84,21 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
 
   LogicalResult partition(SortOp sort) {
     int64_t experts = static_cast<int64_t>(sort.getNumExperts());
-    if (sort.getFirstExpert() != 0)
+    if (sort.getFirstExpert() != 0 || sort.getEpSize())
       return sort.emitError("moe-partition-experts: this sort is already partitioned");
     if (experts % epSize != 0)
       return sort.emitError() << "moe-partition-experts: " << experts
                               << " experts do not split evenly over ep-size = " << int64_t(epSize);
-    int64_t local = experts / epSize, first = epRank * local;
+    bool everyRank = epRank < 0;
+    int64_t local = experts / epSize, first = everyRank ? -1 : epRank * local;
     OpBuilder builder(sort);
-    MLIRContext *context = &getContext();
 
     // The sort keeps this rank's experts; its offsets shrink to them.
     sort.setNumExperts(local);
-    sort.setFirstExpert(first);
+    if (everyRank)
+      sort.setEpSize(epSize);
+    else
+      sort.setFirstExpert(first);
     sort.getOffsets().setType(RankedTensorType::get({local}, builder.getI32Type()));
 
     for (Operation *user : llvm::make_early_inc_range(sort.getOffsets().getUsers())) {
@@ -96,11 +109,12 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
       builder.setInsertionPoint(matmul);
       Location loc = matmul.getLoc();
       matmul.getWeightsMutable().assign(
-          sliceExperts(builder, loc, matmul.getWeights(), first, local));
+          sliceExperts(builder, loc, matmul.getWeights(), first, local, epSize));
       if (Value bias = matmul.getBias())
-        matmul.getBiasMutable().assign(sliceExperts(builder, loc, bias, first, local));
+        matmul.getBiasMutable().assign(sliceExperts(builder, loc, bias, first, local, epSize));
       if (Value scales = matmul.getWeightScales())
-        matmul.getWeightScalesMutable().assign(sliceExperts(builder, loc, scales, first, local));
+        matmul.getWeightScalesMutable().assign(
+            sliceExperts(builder, loc, scales, first, local, epSize));
     }
 
     // Each combine's partial sum is all-reduced; only rank 0 adds the shared experts.
@@ -108,7 +122,9 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
       auto combine = dyn_cast<CombineOp>(user);
       if (!combine)
         continue;
-      if (epRank != 0) {
+      if (everyRank && combine.getAddend())
+        combine.setEpSize(epSize);
+      else if (epRank != 0) {
         combine.getAddendMutable().clear();
         combine.getAddendGateMutable().clear();
       }
@@ -118,7 +134,6 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
                                         builder.getI64IntegerAttr(epSize));
       combine.getResult().replaceAllUsesExcept(reduce.getResult(), reduce);
     }
-    (void)context;
     return success();
   }
 };

@@ -89,7 +89,9 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
                                 llvm::cl::init("grouped")};
   Option<int64_t> epSize{*this, "ep-size", llvm::cl::desc("expert-parallel ranks"),
                          llvm::cl::init(1)};
-  Option<int64_t> epRank{*this, "ep-rank", llvm::cl::desc("this rank"), llvm::cl::init(0)};
+  Option<int64_t> epRank{*this, "ep-rank",
+                         llvm::cl::desc("this rank; -1: one program for every rank"),
+                         llvm::cl::init(-1)};
   Option<bool> fp8{*this, "fp8", llvm::cl::desc("cast the experts to FP8 (the fp8 phase)"),
                    llvm::cl::init(false)};
   Option<std::string> expertWeights{

@@ -158,8 +158,14 @@ std::string printEntries(const Manifest &manifest, bool comments) {
   if (manifest.imageBytes) {
     if (comments)
       os << "# the weights are filled at load into an image of these bytes (moec compile\n"
-            "# --random-weights); weights.bin holds the stored ones only\n";
+            "# --random-weights or --ep-size); weights.bin holds the stored ones only\n";
     os << "weights_image " << manifest.imageBytes << "\n";
+  }
+  if (manifest.epSize > 0) {
+    if (comments)
+      os << "# one artifact for this many expert-parallel ranks; a weight marked 'shard' is\n"
+            "# one rank's slice, rank r's stored at source + r * bytes\n";
+    os << "expert_parallel " << manifest.epSize << "\n";
   }
   if (manifest.hasRandomSeed) {
     if (comments)
@@ -195,6 +201,8 @@ std::string printEntries(const Manifest &manifest, bool comments) {
         os << " normal " << printValue(weight.value);
         break;
       }
+      if (weight.shard)
+        os << " shard";
     }
     os << "\n";
   }
@@ -309,12 +317,21 @@ Status checkFills(const Manifest &manifest, const std::vector<size_t> &filled,
     if (weight.offset % kWeightsAlignment != 0)
       return Status::error(at + "offset " + std::to_string(weight.offset) +
                            " is not a multiple of " + std::to_string(kWeightsAlignment));
+    if (weight.shard && manifest.epSize < 2)
+      return Status::error(at + "is a shard, but the manifest has no expert_parallel line");
     if (weight.fill == Fill::Stored) {
+      // A shard's file bytes are every rank's slice, one after another.
+      uint64_t slices = weight.shard ? static_cast<uint64_t>(manifest.epSize) : 1;
+      uint64_t stored = 0;
       if (weight.source < kWeightsHeaderBytes || weight.source > manifest.weightsBytes ||
-          weight.bytes > manifest.weightsBytes - weight.source)
+          __builtin_mul_overflow(weight.bytes, slices, &stored) ||
+          stored > manifest.weightsBytes - weight.source)
         return Status::error(at + "stored at " + std::to_string(weight.source) + " (" +
-                             std::to_string(weight.bytes) + " bytes), outside weights of " +
-                             std::to_string(manifest.weightsBytes) + " bytes");
+                             std::to_string(weight.bytes) + " bytes" +
+                             (weight.shard ? " for each of " + std::to_string(slices) + " ranks"
+                                           : std::string()) +
+                             "), outside weights of " + std::to_string(manifest.weightsBytes) +
+                             " bytes");
       continue;
     }
     normal |= weight.fill == Fill::Normal;
@@ -345,6 +362,10 @@ Status checkFills(const Manifest &manifest, const std::vector<size_t> &filled,
       return Status::error(at + "holds " + std::to_string(weight.bytes) + " bytes, but " +
                            weight.dtype + " " + printShape(weight.shape) + " needs " +
                            std::to_string(bytes));
+    // A rank's normal shard starts the generator at a whole group of four.
+    if (weight.shard && weight.fill == Fill::Normal &&
+        (bytes / weightDTypeBytes(weight.dtype)) % 4 != 0)
+      return Status::error(at + "a normal shard needs a multiple of 4 elements");
   }
   if (normal != manifest.hasRandomSeed)
     return Status::error(path + (normal ? ": normal fills need a random_seed line"
@@ -402,6 +423,10 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
     } else if (key == "weights_image") {
       ok = fields >> a && parseCount(a, manifest.imageBytes) &&
            manifest.imageBytes >= kWeightsHeaderBytes;
+    } else if (key == "expert_parallel") {
+      ok = fields >> a && parseCount(a, count) && count >= 2 &&
+           count <= static_cast<uint64_t>(kMaxRanks);
+      manifest.epSize = static_cast<int64_t>(count);
     } else if (key == "random_seed") {
       ok = fields >> a && parseSeed(a, manifest.randomSeed);
       manifest.hasRandomSeed = ok;
@@ -464,6 +489,11 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
                        "' (stored, constant, normal)");
         }
         e.clear();
+        if (ok && fields >> e) {
+          ok = e == "shard";
+          weight.shard = ok;
+          e.clear();
+        }
         filled.push_back(manifest.weights.size());
       }
       manifest.weights.push_back(std::move(weight));

@@ -28,6 +28,7 @@
 #include <fstream>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -66,6 +67,10 @@ struct Manifest {
   uint64_t imageBytes = 0, randomSeed = 0;
   bool randomWeights = false;
   std::vector<moec_weight_fill> fills;
+  /// `expert_parallel N` (0: a single-device artifact), and per fill whether
+  /// it is one rank's shard (resolved to the loading rank's by loadAsRank).
+  int64_t epSize = 0;
+  std::vector<bool> shards;
 };
 
 namespace artifact = moec::rt::artifact;
@@ -141,7 +146,9 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &m
         break;
       }
       parsed.fills.push_back(fill);
+      parsed.shards.push_back(weight.shard);
     }
+  parsed.epSize = format.epSize;
   for (auto [entries, decls] : {std::pair{&format.inputs, &parsed.inputs},
                                 std::pair{&format.outputs, &parsed.outputs}})
     for (const artifact::TensorEntry &entry : *entries) {
@@ -193,6 +200,9 @@ struct moec_model {
   moec_artifact_reset_fn reset = nullptr;
   moec_artifact_generate_fn generate = nullptr; // CUDA whole models only
   std::mutex runMutex;
+  /// The expert-parallel group of an artifact with expert_parallel N, which
+  /// the model's state points at.
+  std::optional<moec_communicator> comm;
 
   ~moec_model() {
     if (state && destroy)
@@ -260,7 +270,46 @@ Status mapWeights(moec_model &model, const std::string &path, uint64_t offset, u
 /// so on stderr (random weights make outputs that mean nothing), and for a CPU
 /// artifact builds the image the generated code reads, on the host's threads.
 /// A CUDA artifact's model.so builds its image on the device (openLibrary).
+/// Takes the model into its expert-parallel group: an artifact with
+/// expert_parallel N needs a group of N (and a single-device one none, or a
+/// group of 1); each shard's fill then reads the loading rank's slice.
+Status joinGroup(moec_model &model, const std::string &path) {
+  Manifest &manifest = model.manifest;
+  if (!model.comm) {
+    if (manifest.epSize)
+      return Status::error(path + ": is compiled for " + std::to_string(manifest.epSize) +
+                           " expert-parallel ranks; load it as one of them "
+                           "(moec_load_expert_parallel)");
+    return Status::ok();
+  }
+  const moec_communicator &comm = *model.comm;
+  if (!manifest.epSize && comm.size != 1)
+    return Status::error(path + ": is a single-device artifact, but it is loaded into a group "
+                                "of " + std::to_string(comm.size) + " ranks; compile it with "
+                                "--ep-size=" + std::to_string(comm.size));
+  if (manifest.epSize && comm.size != manifest.epSize)
+    return Status::error(path + ": is compiled for " + std::to_string(manifest.epSize) +
+                         " expert-parallel ranks, but the group has " +
+                         std::to_string(comm.size));
+  if (comm.rank < 0 || comm.rank >= comm.size || !comm.all_reduce_sum_f32)
+    return Status::error(path + ": the communicator's rank " + std::to_string(comm.rank) +
+                         " is outside [0, " + std::to_string(comm.size) +
+                         ") or it has no all-reduce");
+  auto rank = static_cast<uint64_t>(comm.rank);
+  for (size_t f = 0; f < manifest.fills.size(); ++f) {
+    if (!manifest.shards[f])
+      continue;
+    moec_weight_fill &fill = manifest.fills[f];
+    if (fill.kind == MOEC_FILL_STORED)
+      fill.source += rank * fill.count; // parseManifest checked all N slices lie in the file
+    else
+      fill.first = rank * fill.count;
+  }
+  return Status::ok();
+}
+
 Status prepareImage(moec_model &model, const std::string &path) {
+  MOEC_RETURN_IF_ERROR(joinGroup(model, path));
   const Manifest &manifest = model.manifest;
   if (!manifest.imageBytes)
     return Status::ok();
@@ -404,7 +453,7 @@ Status openLibrary(moec_model &model, const std::string &file, const std::string
   if (reinterpret_cast<moec_artifact_create_fn>(create)(
           threads, static_cast<const unsigned char *>(model.image ? model.image : model.weights),
           model.image ? model.imageMapped : model.weightsMapped, onDevice ? &weightPlan : nullptr,
-          &model.state, error, sizeof(error)) != 0 ||
+          model.comm ? &*model.comm : nullptr, &model.state, error, sizeof(error)) != 0 ||
       !model.state)
     return Status::error(path + ": the model's state could not be created" +
                          (*error ? std::string(": ") + error : std::string()));
@@ -620,9 +669,15 @@ const TensorDecl *declAt(const std::vector<TensorDecl> &decls, size_t index) {
 extern "C" {
 
 moec_model *moec_load(const char *artifact_dir) {
+  return moec_load_expert_parallel(artifact_dir, nullptr);
+}
+
+moec_model *moec_load_expert_parallel(const char *artifact_dir, const moec_communicator *comm) {
   auto *model = new (std::nothrow) moec_model;
   if (!model)
     return fail<moec_model *>(Status::error("moec_load: out of memory"), nullptr);
+  if (comm)
+    model->comm = *comm;
   Status status = load(artifact_dir, *model);
   if (!status) {
     delete model;

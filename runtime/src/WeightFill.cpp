@@ -34,7 +34,7 @@ void fillWeightRange(const moec_weight_fill &fill, uint64_t seed, unsigned char 
   for (uint64_t i = begin; i < end; ++i) {
     if ((i >> 2) != group) {
       group = i >> 2;
-      fill::normals(seed, fill.stream, group, z);
+      fill::normals(seed, fill.stream, (fill.first >> 2) + group, z);
     }
     fill::store(fill.dtype, fill::mul(fill.value, z[i & 3]), out, i);
   }

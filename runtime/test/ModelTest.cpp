@@ -157,6 +157,35 @@ TEST_F(ModelTest, WeightFillsChecked) {
   expect("", "random_seed without weights_image");
 }
 
+// One artifact for every expert-parallel rank: the expert_parallel line and
+// the shards are checked before anything is read, and a plain load is refused.
+TEST_F(ModelTest, ExpertParallelEntriesChecked) {
+  std::string entries = std::string(kEntries) + "weights_image 8192\nexpert_parallel 2\n";
+  auto expect = [&](const std::string &lines, const std::string &error) {
+    write("manifest.txt", withHashes(entries + lines));
+    std::string message = loadError();
+    EXPECT_NE(message.find(error), std::string::npos) << lines << " -> " << message;
+  };
+  // weights.bin of 64 bytes holds no slice; a manifest that fits gets as far
+  // as the group, which a plain load does not give.
+  expect("weight w f32 [4,4] 256 64 stored 64 shard\n",
+         "stored at 64 (64 bytes for each of 2 ranks), outside weights of 64");
+  expect("weight w f32 [4,4] 256 64 stored 32 shard\n", "outside weights of 64");
+  expect("weight w f32 [4,4] 256 64 stored 64 slice\n", "malformed 'weight' entry");
+  expect("weight w f32 [4,4] 256 64 stored 64 shard shard\n", "malformed 'weight' entry");
+  expect("weight w f32 [3] 256 12 constant 0x1p+0 shard\n", "weights.bin: cannot open");
+  entries = std::string(kEntries) + "weights_image 8192\nexpert_parallel 2\nrandom_seed 1\n";
+  expect("weight w f32 [3] 256 12 normal 0x1p+0 shard\n",
+         "a normal shard needs a multiple of 4 elements");
+  entries = std::string(kEntries) + "weights_image 8192\n";
+  expect("weight w f32 [4,4] 256 64 constant 0x1p+0 shard\n",
+         "is a shard, but the manifest has no expert_parallel line");
+  for (const char *bad : {"expert_parallel 1\n", "expert_parallel 65537\n", "expert_parallel x\n"}) {
+    entries = std::string(kEntries) + bad;
+    expect("", "malformed 'expert_parallel' entry");
+  }
+}
+
 // The manifest's own hash covers every byte before it; a manifest without the
 // hash lines is refused.
 TEST_F(ModelTest, ManifestHashChecked) {

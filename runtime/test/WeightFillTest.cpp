@@ -104,6 +104,30 @@ TEST(WeightFill, LargeFillHasTheDeviation) {
   EXPECT_GT(largest, 4.5);    // and the tails are there
 }
 
+// An expert-parallel rank's shard (fill.first = rank * count) holds the same
+// values as its slice of the whole tensor's fill: one random model, however
+// many ranks share it.
+TEST(WeightFill, ShardsContinueTheWholeTensor) {
+  constexpr uint64_t kCount = 4 * 1000, kRanks = 4, kShard = kCount / kRanks;
+  moec_weight_fill whole{};
+  whole.count = kCount;
+  whole.kind = MOEC_FILL_NORMAL;
+  whole.dtype = MOEC_FILL_BF16;
+  whole.value = 0.5f;
+  whole.stream = weightStream("experts.down_proj", 17);
+  std::vector<unsigned char> all(2 * kCount), shards(2 * kCount, 0xFF);
+  fillWeightRange(whole, 7, all.data(), 0, kCount);
+  for (uint64_t rank = 0; rank < kRanks; ++rank) {
+    moec_weight_fill shard = whole;
+    shard.count = kShard;
+    shard.first = rank * kShard;
+    shard.offset = 2 * rank * kShard;
+    fillWeightRange(shard, 7, shards.data(), 0, kShard);
+    EXPECT_EQ(fill::value(shard, 7, 3), fill::value(whole, 7, rank * kShard + 3));
+  }
+  EXPECT_EQ(all, shards);
+}
+
 TEST(WeightFill, StreamsAndSeedsDiffer) {
   float a[4], b[4], c[4];
   fill::normals(1, 2, 3, a);

@@ -9,7 +9,7 @@
 // RUN: not ls %t/a
 
 // RUN: not moec compile %t/all-reduce.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=ALLREDUCE
-// ALLREDUCE: all-reduce.mlir:3:8: error: cannot generate code for 'moe.all_reduce': expert parallelism (moe.all_reduce) is not supported by the CPU target
+// ALLREDUCE: all-reduce.mlir:3:8: error: cannot generate code for 'moe.all_reduce': an all-reduce in a program compiled for one rank (--ep-rank); compile without --ep-rank for the artifact that every rank loads
 // RUN: not ls %t/a
 
 // RUN: not moec compile %t/bf16.mlir --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=BF16
@@ -37,9 +37,10 @@
 // RUN: ls %t/twice/model.so %t/twice/weights.bin %t/twice/manifest.txt
 // RUN: not ls %t/twice.tmp-*
 
-// An imported model names the ONNX node.
-// RUN: not moec compile %fixtures/mixtral/model.onnx --ep-size=2 --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=ONNX
-// ONNX: mixtral/model.onnx:0:0: error: cannot generate code for 'moe.all_reduce' (ONNX node 'node_sum_2'): expert parallelism (moe.all_reduce) is not supported by the CPU target; compile without --ep-size
+// An imported model names the ONNX node. One rank's program (--ep-rank) has
+// no artifact; the one for every rank (--ep-size alone) has.
+// RUN: not moec compile %fixtures/mixtral/model.onnx --ep-size=2 --ep-rank=1 --target=cpu -o %t/a 2>&1 | FileCheck %s --check-prefix=ONNX
+// ONNX: mixtral/model.onnx:0:0: error: cannot generate code for 'moe.all_reduce' (ONNX node 'node_sum_2'): an all-reduce in a program compiled for one rank (--ep-rank); compile without --ep-rank for the artifact that every rank loads
 // RUN: not ls %t/a
 
 // An output whose rows are the T·K routed slots, not the T tokens.

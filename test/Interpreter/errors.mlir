@@ -46,7 +46,7 @@ func.func @unsupported_other() -> tensor<2xf32> {
   return %y : tensor<2xf32>
 }
 
-// ALLREDUCE: errors.mlir:[[@LINE+3]]:8: error: 'moe.all_reduce' op sums the partial outputs of 2 expert-parallel ranks; the interpreter runs one process and cannot evaluate it
+// ALLREDUCE: errors.mlir:[[@LINE+3]]:8: error: 'moe.all_reduce' op sums the partial outputs of 2 expert-parallel ranks; the interpreter runs one rank at a time (moec-interp --ep-rank R gives rank R's partial sum)
 func.func @all_reduce() -> tensor<2x2xf32> {
   %a = arith.constant dense<1.0> : tensor<2x2xf32>
   %y = moe.all_reduce %a {ep_size = 2 : i64} : tensor<2x2xf32>

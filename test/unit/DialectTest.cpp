@@ -78,14 +78,14 @@ TEST_F(MoEDialectTest, SortBuiltWithCreateVerifiesAndChecksSlots) {
   auto i32 = builder.getI32Type();
   auto sort = SortOp::create(builder, loc, RankedTensorType::get({8}, i32),
                              RankedTensorType::get({6}, i32), RankedTensorType::get({}, i32),
-                             idsValue, /*num_experts=*/6, /*first_expert=*/0);
+                             idsValue, /*num_experts=*/6, /*first_expert=*/0, /*ep_size=*/nullptr);
   EXPECT_EQ(verifyAndCollect(sort), "");
   EXPECT_EQ(sort.getNumExperts(), 6u);
 
   // 4 tokens x top-2 = 8 slots; a 7-row permutation is wrong and is named.
   auto bad = SortOp::create(builder, loc, RankedTensorType::get({7}, i32),
                             RankedTensorType::get({6}, i32), RankedTensorType::get({}, i32),
-                            idsValue, 6, 0);
+                            idsValue, 6, 0, /*ep_size=*/nullptr);
   std::string messages = verifyAndCollect(bad);
   EXPECT_NE(messages.find("result permutation dimension 0 (S) is 7"), std::string::npos)
       << messages;

@@ -2,7 +2,7 @@
 //
 //   moec-interp FILE.mlir|FILE.onnx [--inputs IN.npz] [--outputs OUT.npz]
 //               [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
-//               [--function NAME] [--print] [--ignore-extra-inputs]
+//               [--function NAME] [--print] [--ignore-extra-inputs] [--ep-rank R]
 //
 // Evaluates one func.func in f64 (interpreter/include/moec/Interpreter) on the
 // arrays of IN.npz, keyed by argument name (HostIO.h says how names and dtypes
@@ -66,6 +66,11 @@ cl::opt<bool> scaleAtol("scale-atol",
 cl::opt<std::string> functionName("function",
                                   cl::desc("the function to run (default: the only one)"),
                                   cl::value_desc("NAME"), cl::cat(category));
+cl::opt<int64_t> epRank("ep-rank",
+                        cl::desc("run a program partitioned for every expert-parallel rank "
+                                 "(moec compile --ep-size=N) as rank R; moe.all_reduce then "
+                                 "yields this rank's partial sum"),
+                        cl::value_desc("R"), cl::init(-1), cl::cat(category));
 cl::opt<bool> printResults("print", cl::desc("print the results as text"), cl::cat(category));
 cl::opt<bool> ignoreExtraInputs(
     "ignore-extra-inputs",
@@ -238,7 +243,8 @@ int main(int argc, char **argv) {
   if (!arguments)
     return fail(inputsPath + ": " + llvm::toString(arguments.takeError()));
 
-  FailureOr<SmallVector<interp::Tensor>> results = interp::interpret(function, *arguments);
+  FailureOr<SmallVector<interp::Tensor>> results =
+      interp::interpret(function, *arguments, interp::InterpretOptions{epRank});
   if (failed(results))
     return kError;
 

@@ -4,6 +4,11 @@
 //            [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]
 //            [--bench N] [--on-stream]
 //            [--generate N [--temperature T] [--top-k K] [--top-p P] [--seed S]]
+//            [--ep N]
+//
+// An artifact of `moec compile --ep-size=N` runs as N ranks: `--ep N` starts
+// them as N processes of this program, or a launcher (torchrun, mpirun) does
+// through WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT (ExpertParallel.h).
 //
 // A whole model (an artifact with a KV cache) takes `input_ids` [B, T] and
 // returns the exported graph's `logits`, or with --generate N the `sequences`
@@ -31,6 +36,7 @@
 #include "moec/runtime/Compare.h"
 #include "moec/runtime/Npz.h"
 
+#include "ExpertParallel.h"
 #include "ModelRun.h"
 #include "StreamRun.h"
 
@@ -64,6 +70,8 @@ struct Options {
   moec::rt::Tolerance tolerance;
   bool onStream = false;
   long bench = 0;
+  /// --ep N: start N expert-parallel ranks of this program.
+  long ep = 0;
   moec::tools::ModelRunOptions model;
 };
 
@@ -93,6 +101,7 @@ void usage(FILE *out) {
                "                [--expected-outputs REF.npz [--rtol R] [--atol A] [--scale-atol]]\n"
                "                [--bench N] [--on-stream]\n"
                "                [--generate N [--temperature T] [--top-k K] [--top-p P] [--seed S]]\n"
+               "                [--ep N]\n"
                "  --rtol R, --atol A  tolerances of --expected-outputs (default 1e-5, 1e-6):\n"
                "                      |got - expected| <= atol + rtol * |expected|\n"
                "  --scale-atol        multiply atol by max(1, max |expected|) per output\n"
@@ -107,7 +116,10 @@ void usage(FILE *out) {
                "  --generate N        N new tokens per sequence, written as sequences [B, T + N]\n"
                "                      with the prefill's and decode's tokens/s; greedy unless\n"
                "  --temperature T     (> 0) samples, from the --top-k K largest (default all)\n"
-               "                      within --top-p P of the mass (default 1), --seed S\n");
+               "                      within --top-p P of the mass (default 1), --seed S\n"
+               "  --ep N              run an artifact of moec compile --ep-size=N as N processes,\n"
+               "                      one per expert-parallel rank (under torchrun or mpirun:\n"
+               "                      one rank, from WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT)\n");
 }
 
 bool parseDouble(const char *text, double &value) {
@@ -174,6 +186,9 @@ int parseArgs(int argc, char **argv, Options &options) {
       if (!parseCount(text, 1, kMaxBenchRuns, options.bench))
         return fail(std::string("--bench: not a positive count: '") + text +
                     "' (a whole number in [1, " + std::to_string(kMaxBenchRuns) + "])");
+    } else if (is("--ep") && (text = value("--ep"))) {
+      if (!parseCount(text, 1, 1024, options.ep))
+        return fail(std::string("--ep: not a rank count in [1, 1024]: '") + text + "'");
     } else if (is("--generate") && (text = value("--generate"))) {
       if (!parseCount(text, 0, 1L << 24, options.model.generate))
         return fail(std::string("--generate: not a token count: '") + text + "'");
@@ -394,11 +409,47 @@ int main(int argc, char **argv) {
   if (int rc = parseArgs(argc, argv, options); rc >= 0)
     return rc;
 
+  moec::tools::RankGroup group;
+  if (options.ep > 1 && !group.active()) {
+    // The supervisor: N copies of this command line, without --ep, as ranks.
+    std::vector<char *> rankArgs;
+    for (int i = 0; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg == "--ep") {
+        ++i;
+        continue;
+      }
+      if (arg.rfind("--ep=", 0) != 0)
+        rankArgs.push_back(argv[i]);
+    }
+    rankArgs.push_back(nullptr);
+    return moec::tools::superviseRanks(static_cast<int>(options.ep),
+                                       static_cast<int>(rankArgs.size()) - 1, rankArgs.data(),
+                                       programName);
+  }
+  if (group.active() && carriesModel)
+    return fail("expert-parallel ranks load an artifact directory, not a bundled executable");
+  // A rank's failure reaches the other ranks at once, not after their timeout.
+  auto failRank = [&](const std::string &message) {
+    group.abort(message);
+    return fail(message);
+  };
+
   Run run;
   auto loadStart = std::chrono::steady_clock::now();
-  run.model = run.handle.model = moec_load(options.artifact.c_str());
+  if (group.active()) {
+    if (Status status = group.join(options.artifact); !status)
+      return fail(status.message());
+    // Every rank computes the same outputs; rank 0 reports them (errors and
+    // notes still reach stderr from every rank).
+    if (group.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+      return failRank("cannot silence rank " + std::to_string(group.rank()) + "'s output");
+    run.model = run.handle.model = group.load(options.artifact);
+  } else {
+    run.model = run.handle.model = moec_load(options.artifact.c_str());
+  }
   if (!run.model)
-    return fail(moec_last_error());
+    return failRank(moec_last_error());
   // A generation reports its load too: the weights' upload (or their fill at
   // load, docs/artifact.md) is part of a model's cost to start.
   if (options.model.generate >= 0)
@@ -407,37 +458,40 @@ int main(int argc, char **argv) {
                                       .count());
   bool wholeModel = moec_max_batch(run.model) > 0;
   if (!wholeModel && (options.model.generate >= 0 || options.model.sampling.temperature > 0))
-    return fail("--generate and sampling need a whole model (an artifact with a KV cache); " +
+    return failRank("--generate and sampling need a whole model (an artifact with a KV cache); " +
                 options.artifact + " is a block");
   if (wholeModel && (options.onStream || options.bench > 0))
-    return fail("--on-stream and --bench run blocks; a whole model times itself with "
+    return failRank("--on-stream and --bench run blocks; a whole model times itself with "
                 "--generate");
   options.model.inputs = options.inputs;
   if (wholeModel) {
     if (Status status = moec::tools::runWholeModel(run.model, options.model, run.outputs);
         !status)
-      return fail(status.message());
+      return failRank(status.message());
   } else if (Status status = run.bindInputs(options.inputs); !status)
-    return fail(status.message());
+    return failRank(status.message());
   if (!wholeModel) {
     if (Status status = run.allocateOutputs(); !status)
-      return fail(status.message());
+      return failRank(status.message());
     if (options.onStream)
       if (Status status = run.bindStream(); !status)
-        return fail(status.message());
+        return failRank(status.message());
     if (Status status = run.once(true); !status)
-      return fail(options.inputs + ": " + status.message());
+      return failRank(options.inputs + ": " + status.message());
   }
+  // Every rank computed the outputs; rank 0 writes and compares them.
+  if (group.active() && group.rank() != 0)
+    return 0;
   // The outputs of this first run are the ones written and compared.
   if (options.onStream)
     if (Status status = run.stream.fetch(); !status)
-      return fail(status.message());
+      return failRank(status.message());
   if (options.bench > 0)
     if (Status status = run.bench(options.bench); !status)
-      return fail(status.message());
+      return failRank(status.message());
   if (!options.outputs.empty())
     if (Status status = moec::rt::writeNpz(options.outputs, run.outputs); !status)
-      return fail(status.message());
+      return failRank(status.message());
 
   if (options.expected.empty())
     return 0;
@@ -450,7 +504,7 @@ int main(int argc, char **argv) {
   if (Status status = moec::rt::compareOutputsWithFile(named, options.expected, options.tolerance,
                                                        report, passed);
       !status)
-    return fail(status.message());
+    return failRank(status.message());
   std::fputs(report.c_str(), stdout);
   return passed ? 0 : moec::rt::kCompareMismatch;
 }

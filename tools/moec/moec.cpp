@@ -1,7 +1,7 @@
 //===- moec.cpp - the moec driver -------------------------------------------===//
 //
 //   moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8]
-//                [--expert-weights=mxfp4] [--ep-size=N --ep-rank=R] [-o OUT.mlir]
+//                [--expert-weights=mxfp4] [--ep-size=N [--ep-rank=R]] [-o OUT.mlir]
 //   moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT [--max-tokens=N]
 //   moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE [...]
 //   moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=mlir [-o FILE] [...]
@@ -29,7 +29,7 @@
 
 static const char usage[] =
     "usage: moec compile MODEL.(onnx|mlir) [--compile-to=input|moe|grouped|fp8] [--fp8] "
-    "[--expert-weights=mxfp4] [--ep-size=N --ep-rank=R] [-o OUT]\n"
+    "[--expert-weights=mxfp4] [--ep-size=N [--ep-rank=R]] [-o OUT]\n"
     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
     "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16|mxfp4]\n"
     "         [--expert-outputs=f32|bf16] [--precision=bf16|f32] [--kv-cache=bf16|f32] "

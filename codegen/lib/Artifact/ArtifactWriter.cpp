@@ -244,10 +244,14 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
   // Weights filled at load (docs/artifact.md): the generated code addresses an
   // image of emitter.weightsBytes; weights.bin holds only the stored weights,
   // packed at their own 256-byte aligned places.
-  bool filled = emitter.randomSeed.has_value();
+  // An expert-parallel program's image is one rank's: its shards are picked
+  // at load, so it is always filled.
+  bool filled = emitter.randomSeed.has_value() || emitter.epSize > 0;
   if (filled && options.externalWeights)
     return fail("--weights=external does not apply to weights filled at load (the module's "
-                "moec.random_seed): their manifest says how the loader fills them");
+                "moec.random_seed, or one artifact for every expert-parallel rank): their "
+                "manifest says how the loader fills them");
+  manifest.epSize = emitter.epSize;
   uint64_t fileBytes = filled ? rt::artifact::kWeightsHeaderBytes : emitter.weightsBytes;
   std::vector<uint64_t> stored; // each weight's place in weights.bin
   size_t storedCount = 0;
@@ -257,10 +261,12 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
                                     weight.offset, weight.size};
     uint64_t at = weight.offset;
     if (filled && weight.fill == WeightEntry::Fill::Stored) {
+      // A shard's every rank's slice, rank after rank.
       at = llvm::alignTo(fileBytes, rt::artifact::kWeightsAlignment);
-      fileBytes = at + weight.size;
+      fileBytes = at + weight.size * (weight.shard ? emitter.epSize : 1);
       entry.source = at;
     }
+    entry.shard = weight.shard;
     if (weight.fill == WeightEntry::Fill::Stored)
       ++storedCount;
     entry.fill = weight.fill == WeightEntry::Fill::Normal     ? rt::artifact::WeightEntry::Fill::Normal
@@ -305,7 +311,7 @@ LogicalResult emitArtifact(ModuleOp module, const ArtifactOptions &options) {
                 continue;
               os.write_zeros(place - at);
               os.write(weight.bytes.data(), weight.bytes.size());
-              at = place + weight.size;
+              at = place + weight.bytes.size();
             }
           },
           error))

@@ -98,6 +98,16 @@ private:
     kernel("quantizeE4M3", {input.var, written, k, q.var, scales.var});
   }
 
+  bool hasExpertParallelism() const override { return true; }
+  std::string rankExpr() const override { return "comm->rank"; }
+  void printAllReduce(const ValueInfo &in, const ValueInfo &out,
+                      const std::string &count) override {
+    line("std::memcpy(" + out.var + ", " + in.var + ", sizeof(float) * " + count + ");");
+    line("if (comm->all_reduce_sum_f32(comm->context, " + out.var + ", " + count +
+         ", nullptr, error, errorBytes))");
+    line("  return 1;");
+  }
+
   void printCombine(moe::CombineOp, const ValueInfo &rows, const ValueInfo &permutation,
                     const ValueInfo &weights, const ValueInfo &numValid,
                     const std::string &addend, const std::string &gate,
@@ -152,16 +162,18 @@ void CpuPrinter::assemble(llvm::raw_ostream &os) {
      << "#define MOEC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\n"
      << "using namespace moec::rt::cpu;\n\n"
      << "namespace {\n";
+  // An expert-parallel program's rank and all-reduce: the loader's group.
+  std::string comm = result.epSize ? "  const moec_communicator *comm = nullptr;\n" : "";
   if (model) {
     // The KV cache: moe-plan-kv-cache's size, one slot per attention op.
     os << "struct State {\n  explicit State(unsigned threads)\n"
        << "      : pool(threads), cache(" << cacheMaxBatch << ", " << cacheMaxSeq << ", {";
     for (auto [i, slot] : llvm::enumerate(cacheSlots))
       os << (i ? ", " : "") << "{" << slot.first << ", " << slot.second << "}";
-    os << "}) {}\n  ThreadPool pool;\n  KVCache cache;\n};\n";
+    os << "}) {}\n  ThreadPool pool;\n  KVCache cache;\n" << comm << "};\n";
   } else {
     os << "struct State {\n  explicit State(unsigned threads) : pool(threads) {}\n"
-       << "  ThreadPool pool;\n};\n";
+       << "  ThreadPool pool;\n" << comm << "};\n";
   }
   os << "\nint fail(const std::string &why, char *error, size_t errorBytes) {\n"
      << "  if (error && errorBytes)\n"
@@ -178,9 +190,19 @@ void CpuPrinter::assemble(llvm::raw_ostream &os) {
      << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
      << "// The loader hands a CPU model its weight image, filled at load or not.\n"
      << "MOEC_EXPORT int moec_artifact_create(unsigned threads, const unsigned char *, uint64_t,\n"
-     << "                                     const moec_weight_plan *, void **state, char *error,\n"
-     << "                                     size_t errorBytes) {\n"
-     << "  try {\n    *state = new State(threads);\n    return 0;\n  } catch (...) {\n"
+     << "                                     const moec_weight_plan *,\n"
+     << "                                     const moec_communicator *comm, void **state,\n"
+     << "                                     char *error, size_t errorBytes) {\n";
+  if (result.epSize)
+    os << "  if (!comm || comm->size != " << result.epSize
+       << " || comm->rank < 0 || comm->rank >= comm->size || !comm->all_reduce_sum_f32)\n"
+       << "    return fail(\"this model runs on " << result.epSize
+       << " expert-parallel ranks and needs their communicator\", error, errorBytes);\n";
+  else
+    os << "  (void)comm;\n";
+  os << "  try {\n    auto *created = new State(threads);\n"
+     << (result.epSize ? "    created->comm = comm;\n" : "")
+     << "    *state = created;\n    return 0;\n  } catch (...) {\n"
      << "    return fail(\"" << (model ? "cannot create the thread pool and the KV cache"
                                        : "cannot create the thread pool")
      << "\", error, errorBytes);\n  }\n}\n\n"
@@ -204,6 +226,8 @@ void CpuPrinter::assemble(llvm::raw_ostream &os) {
      << "  ThreadPool &pool = static_cast<State *>(state)->pool;\n";
   if (model)
     os << "  KVCache &cache = static_cast<State *>(state)->cache;\n";
+  if (result.epSize)
+    os << "  const moec_communicator *comm = static_cast<State *>(state)->comm;\n";
   if (usesChecks)
     os << "  std::string why;\n";
   os << "  const int64_t T = tokens;\n"

@@ -239,10 +239,16 @@ LogicalResult Emitter::emitSort(moe::SortOp op) {
   } else if (!(*ids)->elementType.isInteger(32)) {
     return unsupported(op, "expert ids must be i32 or i64");
   }
+  std::string firstExpert = std::to_string(op.getFirstExpert());
+  if (std::optional<int64_t> epSize = op.getEpSize()) {
+    if (failed(expertParallel(op, *epSize)))
+      return failure();
+    firstExpert = rankExpr() + " * " + std::to_string(op.getNumExperts());
+  }
   std::vector<std::string> args = {idsVar,
                                    dimExpr(*slots),
                                    std::to_string(op.getNumExperts()),
-                                   std::to_string(op.getFirstExpert()),
+                                   firstExpert,
                                    (*permutation)->var,
                                    (*offsets)->var,
                                    (*numValid)->var};
@@ -479,6 +485,15 @@ LogicalResult Emitter::emitCombine(moe::CombineOp op) {
     return failure();
   if ((*rows)->dims.size() != 2 || (*weights)->dims.size() != 2)
     return unsupported(op, "the rows and routing weights must be matrices");
+  if (std::optional<int64_t> epSize = op.getEpSize()) {
+    // The addend counts once in the ranks' sum: rank 0 adds it.
+    if (failed(expertParallel(op, *epSize)))
+      return failure();
+    if (addend != "nullptr")
+      addend = "(" + rankExpr() + " == 0 ? " + addend + " : nullptr)";
+    if (gate != "nullptr")
+      gate = "(" + rankExpr() + " == 0 ? " + gate + " : nullptr)";
+  }
   Dim tokens = (*weights)->dims[0];
   FailureOr<ValueInfo *> out = define(op, op.getResult(), tokens);
   if (failed(out))
@@ -509,6 +524,29 @@ LogicalResult Emitter::emitConcat(tensor::ConcatOp op) {
   for (int64_t i = 0; i < dim; ++i)
     outer *= resultType.getDimSize(i);
   printConcat(**out, parts, dim, outer);
+  return success();
+}
+
+/// The ranks' partial sums added up, through the loader's communicator.
+LogicalResult Emitter::emitAllReduce(moe::AllReduceOp op) {
+  if (!result.epSize)
+    return unsupported(op, "an all-reduce in a program compiled for one rank (--ep-rank); "
+                           "compile without --ep-rank for the artifact that every rank loads");
+  if (failed(expertParallel(op, static_cast<int64_t>(op.getEpSize()))))
+    return failure();
+  FailureOr<ValueInfo *> in = operand(op, op.getInput(), "the partial sum");
+  if (failed(in))
+    return failure();
+  if (!(*in)->elementType.isF32())
+    return unsupported(op, "the ranks' partial sums are all-reduced in f32 only");
+  std::optional<Dim> count = countOf((*in)->dims);
+  if (!count || (*in)->dims.empty())
+    return unsupported(op, "a partial sum with two token dimensions");
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), (*in)->dims[0]);
+  if (failed(out))
+    return failure();
+  comment(op);
+  printAllReduce(**in, **out, dimExpr(*count));
   return success();
 }
 

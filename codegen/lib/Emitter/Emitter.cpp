@@ -250,6 +250,8 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   if (auto it = values.find(value); it != values.end())
     return &it->second;
   Operation *def = value.getDefiningOp();
+  if (auto shard = dyn_cast_or_null<moe::EPShardOp>(def))
+    return shardOperand(op, shard, role);
   if (!def || !isa<arith::ConstantOp>(def))
     return LogicalResult(unsupported(op, role + " is defined by '" +
                                    (def ? def->getName().getStringRef() : StringRef("?")) +
@@ -286,6 +288,52 @@ FailureOr<ValueInfo *> Emitter::operand(Operation *op, Value value, StringRef ro
   if (isa<Float4E2M1FNType>(type.getElementType()))
     packMXFP4(type, entry);
   return &placeWeight(value, std::move(entry), values[value]);
+}
+
+FailureOr<ValueInfo *> Emitter::shardOperand(Operation *op, moe::EPShardOp shard, StringRef role) {
+  if (failed(expertParallel(shard, shard.getEpSize())))
+    return failure();
+  Value whole = shard.getInput();
+  if (!whole.getDefiningOp<arith::ConstantOp>())
+    return LogicalResult(unsupported(
+        op, role + " is one rank's share of a tensor that is no constant; only constant "
+                   "weights are sharded at load"));
+  // The whole constant's entry, stored or filled, then cut to one slice.
+  FailureOr<ValueInfo *> placed = operand(op, whole, role, false, true, true, true);
+  if (failed(placed))
+    return failure();
+  WeightEntry &entry = result.weights.back();
+  ValueInfo info = **placed;
+  values.erase(whole);
+  uint64_t epSize = static_cast<uint64_t>(shard.getEpSize());
+  if (entry.size % epSize != 0)
+    return LogicalResult(unsupported(op, role + "'s bytes do not split evenly over the ranks"));
+  if (entry.fill == WeightEntry::Fill::Normal &&
+      (entry.size / epSize / (cast<RankedTensorType>(whole.getType()).getElementTypeBitWidth() /
+                              8)) % 4 != 0)
+    return LogicalResult(unsupported(op, role + " is a random weight whose rank slices are not "
+                                             "a multiple of 4 elements (the generator's group)"));
+  // The image holds one slice; weights.bin every rank's.
+  result.weightsBytes = entry.offset + entry.size / epSize;
+  entry.size /= epSize;
+  entry.shard = true;
+  auto sliceType = cast<RankedTensorType>(shard.getResult().getType());
+  entry.shape.assign(sliceType.getShape().begin(), sliceType.getShape().end());
+  info.dims.clear();
+  for (int64_t size : sliceType.getShape())
+    info.dims.push_back({size, false});
+  return &(values[shard.getResult()] = std::move(info));
+}
+
+LogicalResult Emitter::expertParallel(Operation *op, int64_t epSize) {
+  if (!hasExpertParallelism())
+    return unsupported(op, "expert parallelism with one artifact for every rank is not "
+                           "supported by " + targetPhrase() + " yet; compile with --target=cpu");
+  if (result.epSize && result.epSize != epSize)
+    return unsupported(op, "the program mixes " + std::to_string(result.epSize) + " and " +
+                               std::to_string(epSize) + " expert-parallel ranks");
+  result.epSize = epSize;
+  return success();
 }
 
 void Emitter::packMXFP4(RankedTensorType type, WeightEntry &entry) {
@@ -502,9 +550,9 @@ LogicalResult Emitter::run() {
         .Case<moe::CombineOp>([&](auto op) { return emitCombine(op); })
         .Case<tensor::ConcatOp>([&](auto op) { return emitConcat(op); })
         .Case<func::ReturnOp>([&](auto op) { return emitReturn(op); })
-        .Case<moe::AllReduceOp>([&](Operation *op) -> LogicalResult {
-          return unsupported(op, "expert parallelism (moe.all_reduce) is not supported by " +
-                                     targetPhrase() + "; compile without --ep-size");
+        .Case<moe::AllReduceOp>([&](auto op) { return emitAllReduce(op); })
+        .Case<moe::EPShardOp>([](Operation *) {
+          return success(); // a weight, placed when a kernel reads it
         })
         .Case<moe::QuantizeOp>([&](auto op) { return emitQuantize(op); })
         .Case<moe::EmbeddingOp>([&](auto op) { return emitEmbedding(op); })

@@ -99,6 +99,15 @@ protected:
   virtual bool hasMXFP4Kernels() const { return false; }
   /// The multiple of K that the target's MXFP4 kernel needs.
   virtual int64_t mxfp4KMultiple() const { return 1; }
+  /// Whether the target runs one program for every expert-parallel rank (the
+  /// rank and the all-reduce through the loader's moec_communicator).
+  virtual bool hasExpertParallelism() const { return false; }
+  /// The C++ expression of the running rank.
+  virtual std::string rankExpr() const { return "0"; }
+  /// moe.all_reduce: `count` floats of `in` summed over the ranks into `out`
+  /// (statements that return the communicator's error).
+  virtual void printAllReduce(const ValueInfo &in, const ValueInfo &out,
+                              const std::string &count) {}
   /// One kernel call (`pool`: the CPU kernel takes the thread pool).
   virtual void printKernel(mlir::StringRef name, std::vector<std::string> args, bool pool) = 0;
   /// A pointer declaration (CUDA keeps them apart from the kernel calls).
@@ -237,6 +246,14 @@ protected:
   mlir::FailureOr<ValueInfo *> operand(mlir::Operation *op, mlir::Value value,
                                        mlir::StringRef role, bool floatOnly = true,
                                        bool fp8 = false, bool bf16 = false, bool mxfp4 = false);
+  /// moe.ep_shard of a constant: the whole constant stored (or filled), the
+  /// image holding one rank's slice, which the loader picks.
+  mlir::FailureOr<ValueInfo *> shardOperand(mlir::Operation *op, moe::EPShardOp shard,
+                                            mlir::StringRef role);
+  /// Records that `op` belongs to a program for `epSize` ranks; an error on a
+  /// target without expert parallelism, or with two sizes in one program.
+  mlir::LogicalResult expertParallel(mlir::Operation *op, int64_t epSize);
+  mlir::LogicalResult emitAllReduce(moe::AllReduceOp op);
   /// An MXFP4 weight's codes (one a byte) packed into weights.bin's layout
   /// (moec/runtime/MXFP4.h): `entry`'s bytes and size replaced.
   void packMXFP4(mlir::RankedTensorType type, WeightEntry &entry);

@@ -156,8 +156,11 @@ llvm::Error moec::validate(const CompileOptions &options) {
       return fail("--expert-weights=mxfp4 casts the experts at the end of the grouped phase; "
                   "drop --compile-to=" + *options.compileTo);
   }
-  if (options.epSize < 1 || options.epRank < 0 || options.epRank >= options.epSize)
-    return fail("--ep-rank must be in [0, --ep-size)");
+  if (options.epSize < 1)
+    return fail("--ep-size must be at least 1");
+  if (options.epRank < -1 || options.epRank >= options.epSize)
+    return fail("--ep-rank must be in [0, --ep-size), or left out for one artifact that "
+                "every rank loads");
   if (!options.target.empty())
     return validateTarget(options, *phase);
   if (options.emit)

@@ -34,7 +34,10 @@ struct CompileCLOptions {
       "compile-to", cl::desc("stop after this phase and print the IR: input, moe, grouped, fp8"),
       cl::init("grouped")};
   Flag<int64_t> epSize{"ep-size", cl::desc("expert-parallel ranks"), cl::init(1)};
-  Flag<int64_t> epRank{"ep-rank", cl::desc("this rank, in [0, ep-size)"), cl::init(0)};
+  Flag<int64_t> epRank{"ep-rank",
+                       cl::desc("this rank, in [0, ep-size); left out: one artifact that every "
+                                "rank loads"),
+                       cl::init(-1)};
   Flag<bool> fp8{"fp8",
                  cl::desc("cast the experts to FP8 e4m3 with 128x128 block "
                           "scales (the fp8 phase)"),

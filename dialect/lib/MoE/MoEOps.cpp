@@ -316,9 +316,40 @@ LogicalResult SortOp::verify() {
       failed(shapes.expect(getNumValid(), "result num_valid", {})))
     return failure();
   int64_t end = getFirstExpert() + getNumExperts();
+  if (std::optional<int64_t> epSize = getEpSize()) {
+    if (getFirstExpert() != 0)
+      return emitOpError() << "first_expert must be 0 with ep_size (the rank picks the "
+                              "first expert), got "
+                           << getFirstExpert();
+    end = *epSize * getNumExperts();
+  }
   if (end > std::numeric_limits<int32_t>::max())
-    return emitOpError() << "first_expert + num_experts = " << end
-                         << " does not fit the i32 expert ids";
+    return emitOpError() << "the expert ids up to " << end << " do not fit i32";
+  return success();
+}
+
+LogicalResult EPShardOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  int64_t epSize = static_cast<int64_t>(getEpSize());
+  if (input.getRank() < 1 || input.getRank() != result.getRank())
+    return emitOpError() << "input and result must have the same rank, at least 1 (experts "
+                            "along dimension 0)";
+  if (input.getElementType() != result.getElementType())
+    return emitOpError() << "result element type " << result.getElementType()
+                         << " differs from the input's " << input.getElementType();
+  int64_t experts = input.getDimSize(0);
+  if (ShapedType::isDynamic(experts) || experts % epSize != 0)
+    return emitOpError() << "input's " << (ShapedType::isDynamic(experts) ? "dynamic" : "")
+                         << (ShapedType::isDynamic(experts) ? "" : std::to_string(experts))
+                         << " experts do not split evenly over ep_size = " << epSize;
+  if (result.getDimSize(0) != experts / epSize)
+    return emitOpError() << "result must hold " << experts / epSize << " experts (" << experts
+                         << " / ep_size " << epSize << "), got " << result.getDimSize(0);
+  for (int64_t d = 1; d < input.getRank(); ++d)
+    if (input.getDimSize(d) != result.getDimSize(d))
+      return emitOpError() << "result dimension " << d << " (" << result.getDimSize(d)
+                           << ") differs from the input's (" << input.getDimSize(d) << ")";
   return success();
 }
 

@@ -56,6 +56,31 @@ typedef struct moec_tensor {
 
 /* Loads an artifact directory; NULL on error (see moec_last_error). */
 moec_model *moec_load(const char *artifact_dir);
+
+/* An expert-parallel group: the rank this process runs as, the number of
+ * ranks, and the all-reduce that sums `count` floats at `data` over the ranks
+ * in place, every rank getting the same bits (`stream`: NULL for host memory,
+ * else a pointer to the cudaStream_t that orders device memory `data`); it
+ * returns 0, or nonzero with a NUL-terminated message in `error` (at most
+ * `error_bytes`). The runtime's communicators fill one (the host's over TCP,
+ * NCCL's on GPUs); `context` is theirs. */
+typedef struct moec_communicator {
+  void *context;
+  int rank;
+  int size;
+  int (*all_reduce_sum_f32)(void *context, float *data, uint64_t count, void *stream,
+                            char *error, size_t error_bytes);
+  /* The same for bf16 values (their bits), summed in f32 and rounded once. */
+  int (*all_reduce_sum_bf16)(void *context, uint16_t *data, uint64_t count, void *stream,
+                             char *error, size_t error_bytes);
+} moec_communicator;
+
+/* Loads an artifact compiled for `comm->size` expert-parallel ranks (moec
+ * compile --ep-size=N) as rank `comm->rank`: the weights of the rank's experts
+ * alone are read, and the model all-reduces through `comm`, which must
+ * outlive it. Every rank loads the same artifact and runs the same inputs.
+ * NULL on error (a single-device artifact, another group size). */
+moec_model *moec_load_expert_parallel(const char *artifact_dir, const moec_communicator *comm);
 /* Runs the model; 0 on success, -1 on error (see moec_last_error). */
 int moec_run(moec_model *model, const moec_tensor *inputs, size_t num_inputs,
              moec_tensor *outputs, size_t num_outputs);

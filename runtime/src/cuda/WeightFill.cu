@@ -60,13 +60,13 @@ template <> struct Vector<MOEC_FILL_E8M0> {
 /// normals; the last group may be partial.
 template <int DType, bool Normal>
 __global__ void fillKernel(unsigned char *out, uint64_t count, uint64_t seed, uint64_t stream,
-                           float value) {
+                           uint64_t firstGroup, float value) {
   uint64_t groups = (count + 3) / 4;
   for (uint64_t g = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; g < groups;
        g += uint64_t(gridDim.x) * blockDim.x) {
     float v[4];
     if (Normal) {
-      fill::normals(seed, stream, g, v);
+      fill::normals(seed, stream, firstGroup + g, v);
       for (int i = 0; i < 4; ++i)
         v[i] = fill::mul(value, v[i]);
     } else {
@@ -88,10 +88,10 @@ void launch(const moec_weight_fill &fill, uint64_t seed, unsigned char *image,
                                  64 * detail::kSMs);
   if (fill.kind == MOEC_FILL_NORMAL)
     fillKernel<DType, true><<<blocks, 256, 0, stream>>>(image + fill.offset, fill.count, seed,
-                                                         fill.stream, fill.value);
+                                                         fill.stream, fill.first >> 2, fill.value);
   else
     fillKernel<DType, false><<<blocks, 256, 0, stream>>>(image + fill.offset, fill.count, seed,
-                                                          fill.stream, fill.value);
+                                                          fill.stream, 0, fill.value);
 }
 
 } // namespace

@@ -601,7 +601,7 @@ func.func @sort_num_valid_rank(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
 // -----
 
 func.func @sort_id_range(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
-  // expected-error @+1 {{first_expert + num_experts = 2147483651 does not fit the i32 expert ids}}
+  // expected-error @+1 {{the expert ids up to 2147483651 do not fit i32}}
   %p, %o, %n = moe.sort %ids {num_experts = 4 : i64, first_expert = 2147483647 : i64}
       : tensor<4x2xi32> -> tensor<8xi32>, tensor<4xi32>, tensor<i32>
   return %p : tensor<8xi32>
@@ -963,6 +963,74 @@ func.func @quantize_rows(%x: tensor<4x300xbf16>) -> tensor<4x3xf32> {
   // expected-error @+1 {{result dimension 0 (M) is 5, but input dimension 0 makes M = 4}}
   %q, %s = moe.quantize %x : tensor<4x300xbf16> -> tensor<5x300xf8E4M3FN>, tensor<4x3xf32>
   return %s : tensor<4x3xf32>
+}
+
+// -----
+
+// moe.ep_shard and the every-rank attributes
+
+func.func @ep_shard_uneven(%w: tensor<6x4xf32>) -> tensor<1x4xf32> {
+  // expected-error @+1 {{input's 6 experts do not split evenly over ep_size = 4}}
+  %y = moe.ep_shard %w {ep_size = 4 : i64} : tensor<6x4xf32> -> tensor<1x4xf32>
+  return %y : tensor<1x4xf32>
+}
+
+// -----
+
+func.func @ep_shard_dynamic_experts(%w: tensor<?x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{input's dynamic experts do not split evenly over ep_size = 2}}
+  %y = moe.ep_shard %w {ep_size = 2 : i64} : tensor<?x4xf32> -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @ep_shard_count(%w: tensor<8x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{result must hold 2 experts (8 / ep_size 4), got 4}}
+  %y = moe.ep_shard %w {ep_size = 4 : i64} : tensor<8x4xf32> -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @ep_shard_inner(%w: tensor<8x4xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{result dimension 1 (3) differs from the input's (4)}}
+  %y = moe.ep_shard %w {ep_size = 4 : i64} : tensor<8x4xf32> -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @ep_shard_element(%w: tensor<8x4xf32>) -> tensor<2x4xbf16> {
+  // expected-error @+1 {{result element type 'bf16' differs from the input's 'f32'}}
+  %y = moe.ep_shard %w {ep_size = 4 : i64} : tensor<8x4xf32> -> tensor<2x4xbf16>
+  return %y : tensor<2x4xbf16>
+}
+
+// -----
+
+func.func @ep_shard_scalar(%w: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{input and result must have the same rank, at least 1 (experts along dimension 0)}}
+  %y = moe.ep_shard %w {ep_size = 2 : i64} : tensor<f32> -> tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
+func.func @sort_every_rank_first_expert(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{first_expert must be 0 with ep_size (the rank picks the first expert), got 2}}
+  %p, %o, %n = moe.sort %ids {num_experts = 2 : i64, first_expert = 2 : i64, ep_size = 2 : i64}
+      : tensor<4x2xi32> -> tensor<8xi32>, tensor<2xi32>, tensor<i32>
+  return %p : tensor<8xi32>
+}
+
+// -----
+
+func.func @sort_every_rank_id_range(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{the expert ids up to 4294967296 do not fit i32}}
+  %p, %o, %n = moe.sort %ids {num_experts = 1073741824 : i64, ep_size = 4 : i64}
+      : tensor<4x2xi32> -> tensor<8xi32>, tensor<1073741824xi32>, tensor<i32>
+  return %p : tensor<8xi32>
 }
 
 // -----

@@ -226,6 +226,19 @@ func.func @activations(%gu: tensor<?x64xf32>) -> (tensor<?x32xf32>, tensor<?x64x
   return %a, %b : tensor<?x32xf32>, tensor<?x64xf32>
 }
 
+// CHECK-LABEL: func.func @every_rank_partition
+// CHECK: moe.ep_shard %{{[a-z0-9_]+}} {ep_size = 4 : i64} : tensor<8x64x32xbf16> -> tensor<2x64x32xbf16>
+// CHECK: moe.sort %{{[a-z0-9_]+}} {ep_size = 4 : i64, num_experts = 2 : i64}
+// CHECK: moe.combine {{.*}} addend({{.*}}) {ep_size = 4 : i64}
+func.func @every_rank_partition(%w: tensor<8x64x32xbf16>, %ids: tensor<?x2xi32>, %rows: tensor<?x64xf32>,
+                                %x: tensor<?x2xf32>, %s: tensor<?x64xf32>) -> (tensor<2x64x32xbf16>, tensor<?x64xf32>) {
+  %local = moe.ep_shard %w {ep_size = 4 : i64} : tensor<8x64x32xbf16> -> tensor<2x64x32xbf16>
+  %p, %o, %n = moe.sort %ids {num_experts = 2 : i64, ep_size = 4 : i64} : tensor<?x2xi32> -> tensor<?xi32>, tensor<2xi32>, tensor<i32>
+  %y = moe.combine %rows, %p, %x, %n addend(%s : tensor<?x64xf32>) {ep_size = 4 : i64}
+      : tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xf32>, tensor<i32> -> tensor<?x64xf32>
+  return %local, %y : tensor<2x64x32xbf16>, tensor<?x64xf32>
+}
+
 // CHECK-LABEL: func.func @all_reduce
 // CHECK: moe.all_reduce %{{[a-z0-9_]+}} {ep_size = 8 : i64} : tensor<?x64xbf16>
 func.func @all_reduce(%partial: tensor<?x64xbf16>) -> tensor<?x64xbf16> {

@@ -58,6 +58,9 @@ struct WeightEntry {
   /// (moec.random_normal); `bytes` is empty for the latter two.
   enum class Fill { Stored, Constant, Normal } fill = Fill::Stored;
   float value = 0;
+  /// moe.ep_shard of the constant: `size` is one rank's slice, `bytes` every
+  /// rank's (epSize slices, rank after rank); the loader picks the rank's.
+  bool shard = false;
 };
 
 /// What the printers need to know beyond the module.
@@ -81,6 +84,9 @@ struct EmittedModule {
   int64_t maxBatch = 0, maxSeq = 0;
   /// The module's moec.random_seed: its weights are filled at load.
   std::optional<uint64_t> randomSeed;
+  /// The expert-parallel ranks one program serves (moe.ep_shard, moe.sort and
+  /// moe.combine with ep_size, moe.all_reduce); 0: a single-device program.
+  int64_t epSize = 0;
 };
 
 /// Prints the module's one function for `target`. Problems are reported as

@@ -28,11 +28,21 @@
 
 namespace moec::interp {
 
+/// How a run sees the world beyond the function.
+struct InterpretOptions {
+  /// The expert-parallel rank a program partitioned for every rank (moe.ep_shard,
+  /// moe.sort and moe.combine with `ep_size`) runs as; -1: none, and such ops
+  /// are errors. With a rank, moe.all_reduce yields this rank's partial sum:
+  /// the caller adds the ranks' results, as the all-reduce would.
+  int64_t epRank = -1;
+};
+
 /// Runs `function` on `arguments`, one per function argument, whose element
 /// types and shapes must fit the argument types (dynamic dimensions take the
 /// given size). Returns the values of func.return.
 mlir::FailureOr<llvm::SmallVector<Tensor>> interpret(mlir::func::FuncOp function,
-                                                     llvm::ArrayRef<Tensor> arguments);
+                                                     llvm::ArrayRef<Tensor> arguments,
+                                                     const InterpretOptions &options = {});
 
 /// The tensor a constant attribute holds: a dense or dense_resource elements
 /// attribute of a ranked tensor type. Errors are emitted at `loc`.

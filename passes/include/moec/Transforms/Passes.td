@@ -87,10 +87,16 @@ def MoEPartitionExperts : Pass<"moe-partition-experts", "::mlir::ModuleOp"> {
     constant); each `moe.combine` is followed by a `moe.all_reduce` of the
     partial outputs, and only rank 0 adds the shared experts so that the sum
     counts them once.
+
+    ep-rank = -1 (the default) partitions for every rank at once: the sorts and
+    the combines carry `ep_size` and read the rank at run time, and the stacked
+    weights pass through `moe.ep_shard` (one artifact, each rank loading its
+    slice). A given ep-rank slices constant weights at compile time.
   }];
   let options = [
     Option<"epSize", "ep-size", "int64_t", "1", "number of expert-parallel ranks">,
-    Option<"epRank", "ep-rank", "int64_t", "0", "this rank, in [0, ep-size)">
+    Option<"epRank", "ep-rank", "int64_t", "-1",
+           "this rank, in [0, ep-size); -1: one program for every rank">
   ];
   let dependentDialects = ["::moec::moe::MoEDialect", "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];

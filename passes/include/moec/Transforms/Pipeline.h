@@ -35,7 +35,8 @@ llvm::StringRef phaseName(Phase phase);
 struct PipelineOptions {
   Phase stopAfter = Phase::Grouped;
   int64_t epSize = 1;
-  int64_t epRank = 0;
+  /// -1: one program for every rank (moe-partition-experts).
+  int64_t epRank = -1;
   /// Cast the experts to FP8 (the fp8 phase); stopAfter must then be FP8.
   bool fp8 = false;
   /// Cast the experts to MXFP4 at the end of the grouped phase

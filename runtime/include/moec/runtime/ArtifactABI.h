@@ -11,10 +11,12 @@
 #ifndef MOEC_RUNTIME_ARTIFACTABI_H
 #define MOEC_RUNTIME_ARTIFACTABI_H
 
+#include "moec/moec.h"
+
 #include <cstddef>
 #include <cstdint>
 
-#define MOEC_ARTIFACT_ABI_VERSION 6
+#define MOEC_ARTIFACT_ABI_VERSION 7
 
 // Errors: create and run return 0 on success; otherwise they write a
 // NUL-terminated message (at most `error_bytes` bytes, truncated) into `error`
@@ -49,6 +51,9 @@ struct moec_weight_fill {
   int32_t kind;    ///< moec_weight_fill_kind
   int32_t dtype;   ///< moec_weight_fill_dtype (MOEC_FILL_STORED: unused)
   int32_t reserved;
+  /// MOEC_FILL_NORMAL: the generator's index of element 0, a multiple of 4 (an
+  /// expert-parallel rank's shard continues the whole tensor's sequence).
+  uint64_t first;
 };
 /// The weight image of an artifact whose manifest fills weights at load.
 struct moec_weight_plan {
@@ -57,6 +62,11 @@ struct moec_weight_plan {
   const moec_weight_fill *fills;
   size_t num_fills;
 };
+
+// moec_communicator (moec.h): the expert-parallel group a model runs in (an
+// artifact with `expert_parallel N`: moe.sort reads its rank, moe.all_reduce
+// calls its all-reduce). The loader's communicator stands behind it, so
+// model.so links no communication library.
 
 /// MOEC_ARTIFACT_ABI_VERSION of the code generator that wrote the library.
 using moec_artifact_abi_version_fn = int (*)();
@@ -71,10 +81,13 @@ using moec_artifact_plan_fn = const char *(*)();
 /// `weights` is the image the code addresses; else (CUDA artifacts whose
 /// weights are filled at load) the image is built on the device from the
 /// stored bytes in `weights` and the plan's fills. A CPU artifact is always
-/// given the image (the loader builds it on the host).
+/// given the image (the loader builds it on the host). `comm`: the
+/// expert-parallel group of an artifact with `expert_parallel N` (size N),
+/// kept for the model's life; null otherwise.
 using moec_artifact_create_fn = int (*)(unsigned threads, const unsigned char *weights,
                                         uint64_t weights_bytes, const moec_weight_plan *plan,
-                                        void **state, char *error, size_t error_bytes);
+                                        const moec_communicator *comm, void **state,
+                                        char *error, size_t error_bytes);
 using moec_artifact_destroy_fn = void (*)(void *state);
 /// Runs the function once. `weights` is weights.bin as mapped (64-byte
 /// aligned base), `inputs`/`outputs` (host memory) follow the manifest's order,

@@ -33,6 +33,8 @@ inline constexpr int kManifestVersion = 4;
 /// The largest token count an artifact may be planned for: with top-k up to 16
 /// the slot count stays far below 2^31, which the kernels index in int32.
 inline constexpr int64_t kMaxTokensLimit = int64_t{1} << 24;
+/// The most expert-parallel ranks a manifest may name.
+inline constexpr int64_t kMaxRanks = 1 << 16;
 
 /// weights.bin: a 64-byte header, then every weight tensor at a multiple of
 /// kWeightsAlignment. Header: magic (8 bytes), version (u32 at 8), reserved
@@ -71,6 +73,12 @@ struct WeightEntry {
   enum class Fill { Stored, Constant, Normal } fill = Fill::Stored;
   uint64_t source = 0;
   float value = 0;
+  /// `shard` after the fill (a manifest with expert_parallel N): the weight is
+  /// one expert-parallel rank's slice of one stacked across the N ranks
+  /// (moe.ep_shard). Rank r's stored bytes start at source + r·bytes (the
+  /// file holds all N slices); its normal fill continues the generator at
+  /// element r·count, as the whole tensor's would.
+  bool shard = false;
 };
 
 struct Manifest {
@@ -89,6 +97,10 @@ struct Manifest {
   /// addresses; weights.bin holds only the stored ones. 0: weights.bin is the
   /// image.
   uint64_t imageBytes = 0;
+  /// `expert_parallel N`: one artifact for N expert-parallel ranks (moec compile
+  /// --ep-size=N); each rank's loader gives its rank, and the weights marked
+  /// `shard` resolve to that rank's slice. 0: a single-device artifact.
+  int64_t epSize = 0;
   /// `random_seed SEED`: the generator's key, present with normal fills.
   bool hasRandomSeed = false;
   uint64_t randomSeed = 0;

@@ -289,7 +289,7 @@ MOEC_FILL_FN float value(const moec_weight_fill &fill, uint64_t seed, uint64_t i
   if (fill.kind == MOEC_FILL_CONSTANT)
     return fill.value;
   float z[4];
-  normals(seed, fill.stream, index >> 2, z);
+  normals(seed, fill.stream, (fill.first >> 2) + (index >> 2), z);
   return mul(fill.value, z[index & 3]);
 }
 

@@ -185,11 +185,16 @@ def MoE_SortOp : MoE_Op<"sort", [Pure]> {
       sorted rows `[e == 0 ? 0 : offsets[e-1], offsets[e])`.
     - `num_valid` (0-d i32) = `offsets[num_experts - 1]`: rows at or past it are
       sentinel rows, never computed.
+
+    With `ep_size` (one program for every expert-parallel rank), the first local
+    expert is `rank · num_experts`, the rank being the one the program runs as;
+    `first_expert` is then 0.
   }];
   let arguments = (ins
     MoE_IndexTensor:$expert_ids,
     ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
-    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$first_expert);
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$first_expert,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$ep_size);
   let results = (outs MoE_I32Tensor:$permutation, MoE_I32Tensor:$offsets,
                       MoE_I32Tensor:$num_valid);
   let assemblyFormat = [{
@@ -281,11 +286,15 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure, AttrSizedOperandSegments]> {
     An optional `addend` [T, H] (the shared experts' output) is added to the f32
     sum before the rounding, scaled per token by `sigmoid(addend_gate[t])` when
     `addend_gate` [T, 1] is given (Qwen2-MoE's shared-expert gate).
+
+    With `ep_size` (one program for every expert-parallel rank) the addend is
+    added on rank 0 only, so that the ranks' all-reduced sum counts it once.
   }];
   let arguments = (ins MoE_FloatTensor:$rows, MoE_I32Tensor:$permutation,
                        MoE_FloatTensor:$weights, MoE_I32Tensor:$num_valid,
                        Optional<MoE_FloatTensor>:$addend,
-                       Optional<MoE_FloatTensor>:$addend_gate);
+                       Optional<MoE_FloatTensor>:$addend_gate,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$ep_size);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
     $rows `,` $permutation `,` $weights `,` $num_valid
@@ -351,6 +360,21 @@ def MoE_QuantizeOp : MoE_Op<"quantize", [Pure]> {
   let assemblyFormat = [{
     $input attr-dict `:` type($input) `->` type($result) `,` type($scales)
   }];
+  let hasVerifier = 1;
+}
+
+def MoE_EPShardOp : MoE_Op<"ep_shard", [Pure]> {
+  let summary = "this expert-parallel rank's experts of a tensor stacked by expert";
+  let description = [{
+    `input` [E, ...] is stacked by expert along dimension 0; the result [E /
+    ep_size, ...] holds experts `[r · L, (r + 1) · L)`, L = E / ep_size, r the rank
+    the program runs as. One program then serves every rank: a constant input is
+    stored whole, and each rank's loader maps only its slice.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$ep_size);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 
