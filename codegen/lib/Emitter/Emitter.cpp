@@ -308,9 +308,10 @@ FailureOr<ValueInfo *> Emitter::shardOperand(Operation *op, moe::EPShardOp shard
   uint64_t epSize = static_cast<uint64_t>(shard.getEpSize());
   if (entry.size % epSize != 0)
     return LogicalResult(unsupported(op, role + "'s bytes do not split evenly over the ranks"));
-  if (entry.fill == WeightEntry::Fill::Normal &&
-      (entry.size / epSize / (cast<RankedTensorType>(whole.getType()).getElementTypeBitWidth() /
-                              8)) % 4 != 0)
+  // A slice's elements (MXFP4 codes: two a byte).
+  unsigned bits = cast<RankedTensorType>(whole.getType()).getElementTypeBitWidth();
+  uint64_t sliceElements = entry.size / epSize * 8 / bits;
+  if (entry.fill == WeightEntry::Fill::Normal && sliceElements % 4 != 0)
     return LogicalResult(unsupported(op, role + " is a random weight whose rank slices are not "
                                              "a multiple of 4 elements (the generator's group)"));
   // The image holds one slice; weights.bin every rank's.
