@@ -11,6 +11,12 @@
 //   moec-bench-grouped-matmul [T,T,...] [SKEW]     (run on the GPU machine;
 //   MOEC_BENCH_MODEL=PREFIX: one model's shapes)
 //
+// MOEC_BENCH_MXFP4=1: MXFP4 weights (groupedMatmulMXFP4, W4A16) against the
+// bf16 kernel moec emits for the same shape (its Auto tile, bf16 rows): the
+// MXFP4 tiles with f32 rows (what --expert-weights=mxfp4 artifacts pass) and
+// Auto with bf16 rows, each with its code and scale bytes per second against
+// copy and its speed-up over bf16 (bf16 time / MXFP4 time).
+//
 // gpt-oss's shapes carry its bias rows and clamped SiLU (alpha 1.702, up + 1,
 // limit 7): without them gpt-oss's kernel figures leave out the bias loads of
 // its epilogues.
@@ -90,6 +96,82 @@ struct Shape {
   bool gated;
   bool bias; // per-expert bias rows and gpt-oss's clamped SiLU, as gpt-oss has
 };
+
+/// Random scale bytes 118-127 (weights of magnitude 2^-9 to 6, as the cast
+/// gives N(0, 0.02) weights): every byte takes the kernel's one-multiply path.
+void fillScales(DeviceBuffer &buffer, std::mt19937 &rng) {
+  std::vector<uint8_t> bytes(buffer.size());
+  for (uint8_t &b : bytes)
+    b = static_cast<uint8_t>(118 + rng() % 10);
+  CHECK(cudaStatus(cudaMemcpy(buffer.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
+                   "scales", __FILE__, __LINE__));
+}
+
+/// The MXFP4 rows of one cell (MOEC_BENCH_MXFP4): bf16's Auto tile, then each
+/// MXFP4 tile. `time` times a launch; `rows` random f32 (or, the same bytes,
+/// bf16) rows; `bf16Weights` random bf16 weights.
+template <typename Time>
+void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched, int largest,
+              const int32_t *offsets, const float *bias, const cpu::Epilogue &epilogue,
+              DeviceBuffer &rows, DeviceBuffer &bf16Weights, DeviceBuffer &out, Time &&time,
+              std::mt19937 &rng) {
+  int64_t kBlocks = (shape.k + 31) / 32, rowBytes = kBlocks * 16;
+  DeviceBuffer codes, scales;
+  CHECK(DeviceBuffer::allocate(shape.experts * shape.n * rowBytes, codes));
+  CHECK(DeviceBuffer::allocate(shape.experts * shape.n * kBlocks, scales));
+  fillRandom(codes); // any byte is two valid codes
+  fillScales(scales, rng);
+  double bf16Bytes = double(touched) * shape.n * shape.k * 2;
+  double mxfp4Bytes = double(touched) * shape.n * (rowBytes + kBlocks);
+  cuda::BF16Tile bf16Tile =
+      cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated, shape.bias);
+  float bf16Ms = time([&] {
+    const cuda::BF16 *lhs = rows.dataAs<cuda::BF16>();
+    if (shape.gated)
+      CHECK(cuda::groupedMatmulBF16(lhs, slots, shape.k, bf16Weights.dataAs<uint16_t>(),
+                                    shape.experts, shape.n, offsets, bias, epilogue,
+                                    out.dataAs<cuda::BF16>(), nullptr));
+    else
+      CHECK(cuda::groupedMatmulBF16(lhs, slots, shape.k, bf16Weights.dataAs<uint16_t>(),
+                                    shape.experts, shape.n, offsets, bias, epilogue,
+                                    out.dataAs<float>(), nullptr));
+  });
+  auto line = [&](const std::string &kernel, double bytes, float ms) {
+    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld max %5d  %-22s %9.1f us  %7.1f GB/s  "
+                "%5.1f%% copy  x%.2f vs bf16\n",
+                shape.model, shape.projection, static_cast<long long>(tokens), touched,
+                static_cast<long long>(shape.experts), largest, kernel.c_str(), ms * 1e3,
+                bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / kCopyBandwidth,
+                bf16Ms / ms);
+    std::fflush(stdout);
+  };
+  line(std::string("bf16 ") + cuda::bf16TileName(bf16Tile), bf16Bytes, bf16Ms);
+  cuda::MXFP4Tile chosen =
+      cuda::chooseMXFP4Tile(slots, shape.experts, shape.k, shape.n, shape.gated);
+  for (cuda::MXFP4Tile tile :
+       {cuda::MXFP4Tile::Tok8, cuda::MXFP4Tile::Tok8Twice, cuda::MXFP4Tile::Tok8Warps2,
+        cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16, cuda::MXFP4Tile::Tok32,
+        cuda::MXFP4Tile::Tok64}) {
+    // Tiles far smaller than the rows per expert re-read the weights many times over.
+    bool small = tile != cuda::MXFP4Tile::Tok32 && tile != cuda::MXFP4Tile::Tok64;
+    if ((tokens >= 512 && small) || (tokens <= 8 && !small && tile != chosen))
+      continue;
+    std::string name = std::string(cuda::mxfp4TileName(tile)) + (tile == chosen ? "*" : "") +
+                       " f32 rows";
+    line(name, mxfp4Bytes, time([&] {
+           CHECK(cuda::groupedMatmulMXFP4(rows.dataAs<float>(), slots, shape.k,
+                                          codes.dataAs<uint8_t>(), scales.dataAs<uint8_t>(),
+                                          shape.experts, shape.n, offsets, bias, epilogue,
+                                          out.dataAs<float>(), nullptr, tile));
+         }));
+  }
+  line(std::string(cuda::mxfp4TileName(chosen)) + "* bf16 rows", mxfp4Bytes, time([&] {
+         CHECK(cuda::groupedMatmulMXFP4(rows.dataAs<cuda::BF16>(), slots, shape.k,
+                                        codes.dataAs<uint8_t>(), scales.dataAs<uint8_t>(),
+                                        shape.experts, shape.n, offsets, bias, epilogue,
+                                        out.dataAs<float>(), nullptr, chosen));
+       }));
+}
 
 void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
   // Routing: each token picks topK distinct experts (uniformly, or by the
@@ -195,6 +277,13 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
                 100.0 * flops / (ms * 1e-3) / (fp8 ? kFP8Ceiling : kBF16Ceiling), fp8 ? "fp8" : "bf16");
     std::fflush(stdout);
   };
+  if (std::getenv("MOEC_BENCH_MXFP4")) {
+    runMXFP4(shape, tokens, slots, touched.size(), largest, dOffsets.dataAs<int32_t>(), bias,
+             epilogue, lhs, weights, out, time, rng);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return;
+  }
   cuda::BF16Tile chosen =
       cuda::chooseBF16Tile(slots, shape.experts, shape.k, shape.gated, shape.bias);
   for (cuda::BF16Tile tile :
@@ -295,12 +384,18 @@ int main(int argc, char **argv) {
               "artifacts); '*': the tile chooseBF16Tile picks; %% copy: touched experts' bf16 "
               "weight bytes / time / 4.25 TB/s; %% bf16: 2*slots*N*K / time / 685 TFLOP/s; "
               "routing skew %.2f\n", skew);
+  if (std::getenv("MOEC_BENCH_MXFP4"))
+    std::printf("MXFP4 (MOEC_BENCH_MXFP4): GB/s and %% copy count the touched experts' code and "
+                "scale bytes (0.53 a weight; bf16's row: 2); 'x': bf16 time / this time\n");
   // MOEC_BENCH_MODEL=DeepSeek-V3 (a prefix): that model's shapes only, e.g. to
   // profile one under ncu. The routing then differs from a full run's.
   const char *only = std::getenv("MOEC_BENCH_MODEL");
+  // MXFP4: the models whose experts ship (gpt-oss) or are benchmarked so.
+  bool mxfp4 = std::getenv("MOEC_BENCH_MXFP4") != nullptr;
   for (const Shape &shape : shapes)
     for (int64_t tokens : tokenCounts)
-      if (!only || std::strncmp(shape.model, only, std::strlen(only)) == 0)
+      if ((!only || std::strncmp(shape.model, only, std::strlen(only)) == 0) &&
+          !(mxfp4 && std::strncmp(shape.model, "DeepSeek", 8) == 0))
         run(shape, tokens, skew, rng);
   return 0;
 }

@@ -275,25 +275,26 @@ def model_shape(config):
             c.get("moe_intermediate_size") or c["intermediate_size"])
 
 
-def step_bytes(config, batch, prompt, fp8=False):
+def step_bytes(config, batch, prompt, fp8=False, mxfp4=False):
     """Bytes one decode step of `batch` sequences with `prompt` cached positions must read,
     in moec's bf16 (experts: each touched once; with random routing an expert is touched
-    with probability 1 - (1 - k/E)^batch; `fp8`: e4m3 experts, one byte an element), the
+    with probability 1 - (1 - k/E)^batch; `fp8`: e4m3 experts, one byte an element;
+    `mxfp4`: e2m1 codes and a scale byte per 32, 17/32 of a byte an element), the
     KV cache in bf16, the LM head; not the embedding table (gathered). A Qwen3-MoE,
     Mixtral or gpt-oss config.json."""
     h, layers, v, heads, kv, d, experts, k, inter = model_shape(config)
     attn = h * heads * d * 2 + h * kv * d * 2
-    expert = 3 * h * inter * (0.5 if fp8 else 1)
+    expert = 3 * h * inter * (0.5 if fp8 else 17 / 64 if mxfp4 else 1)
     touched = experts * (1 - (1 - k / experts) ** batch)
     weights = layers * (attn + touched * expert + h * experts) + h * v
     kv_cache = layers * batch * prompt * 2 * kv * d
     return 2 * (weights + kv_cache)
 
 
-def prefill_floor_ms(config, batch, prompt, fp8=False):
+def prefill_floor_ms(config, batch, prompt, fp8=False, mxfp4=False):
     """The larger of streaming every weight the prefill touches once (at copy bandwidth) and
     its useful FLOPs at the bf16 matmul rate (685 TFLOP/s; `fp8`: the experts' at the FP8
-    rate, 1280): the projections and routed experts of every token, the causal attention,
+    rate, 1280; `mxfp4`: bf16's, the codes dequantised): the projections and routed experts of every token, the causal attention,
     the LM head of each sequence's last."""
     h, layers, v, heads, kv, d, experts, k, inter = model_shape(config)
     tokens = batch * prompt
@@ -302,7 +303,7 @@ def prefill_floor_ms(config, batch, prompt, fp8=False):
     flops = 2 * tokens * dense + 2 * batch * h * v
     flops += layers * batch * 2 * 2 * heads * d * prompt * (prompt + 1) / 2
     seconds = flops / 685e12 + 2 * tokens * routed / (1280e12 if fp8 else 685e12)
-    weights = step_bytes(config, tokens, 0, fp8)  # every touched weight once
+    weights = step_bytes(config, tokens, 0, fp8, mxfp4)  # every touched weight once
     return max(weights / 4.25e9, seconds * 1e3)
 
 
@@ -323,6 +324,7 @@ def table(args):
     for model, systems in by_model.items():
         moec, tf = systems.get("moec"), systems.get("transformers")
         lines.append(f"### {model}" + (" (FP8 experts)" if model in args.fp8_experts else "")
+                     + (" (MXFP4 experts)" if model in args.mxfp4_experts else "")
                      + "\n")
         if moec:
             lines.append(f"moec load (weights filled on the GPU): {moec['load_seconds']:.2f} s; "
@@ -349,11 +351,12 @@ def table(args):
             pratio = (m["prefill_ms"] / bestp[0]) if m.get("prefill_ms") and bestp[0] else None
             floor = pfloor = "—"
             fp8 = model in args.fp8_experts
+            mxfp4 = model in args.mxfp4_experts
             if model in configs and m.get("prefill_ms"):
-                f = prefill_floor_ms(configs[model], *key, fp8)
+                f = prefill_floor_ms(configs[model], *key, fp8, mxfp4)
                 pfloor = f"{f:.1f} ({100 * f / m['prefill_ms']:.0f} %)"
             if model in configs:
-                f = step_bytes(configs[model], *key, fp8) / 4.25e9
+                f = step_bytes(configs[model], *key, fp8, mxfp4) / 4.25e9
                 floor = f"{f:.2f}" + (f" ({100 * f / m['decode_ms']:.0f} %)" if m.get("decode_ms")
                                       else "")
             errors = [f"{k}: {t[k]}" for k in t if k.endswith("error")] + (
@@ -394,6 +397,9 @@ def main():
                     help="models whose artifacts hold e4m3 experts (moec compile --fp8): their "
                          "floors count one byte an expert weight, the experts' FLOPs at 1280 "
                          "TFLOP/s")
+    tb.add_argument("--mxfp4-experts", nargs="*", default=[],
+                    help="models compiled with --expert-weights=mxfp4: their floors count 17/32 "
+                         "of a byte an expert weight (codes and scales), the FLOPs at bf16's rate")
     args = parser.parse_args()
     if args.mode == "transformers":
         run_transformers(args)

@@ -52,7 +52,8 @@ tally() { # a check's exit code: 0 passed, 77 skipped (ctest's convention), else
 static_tools() { # here: moec-run (static libstdc++, zlib, cudart) and libmoec.so into $1
   local build=$2 cuda=${CUDA_HOME:-/usr/local/cuda}
   g++ -O2 -std=c++20 -DMOEC_RUN_WITH_CUDA tools/moec-run/moec-run.cpp tools/moec-run/StreamRun.cpp \
-    tools/moec-run/ModelRun.cpp -Iruntime/include -I"$cuda/include" "$build/lib/libmoec_runtime.a" \
+    tools/moec-run/ModelRun.cpp tools/moec-run/ExpertParallel.cpp -Iruntime/include \
+    -I"$cuda/include" "$build/lib/libmoec_dist.a" "$build/lib/libmoec_runtime.a" \
     "$build/lib/libmoec_tooling.a" /usr/lib/x86_64-linux-gnu/libz.a "$cuda/lib64/libcudart_static.a" \
     -static-libstdc++ -static-libgcc -ldl -lrt -pthread -o "$1/moec-run"
   # The C API as a shared library, for test/Codegen/check-cuda-faults.py and bench/model_decode.py.

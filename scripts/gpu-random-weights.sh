@@ -30,7 +30,8 @@ prepare)
   rm -rf "$out" && mkdir -p "$out/bin" "$out/art"
   cuda=${CUDA_HOME:-/usr/local/cuda}
   g++ -O2 -std=c++20 -DMOEC_RUN_WITH_CUDA tools/moec-run/moec-run.cpp tools/moec-run/StreamRun.cpp \
-    tools/moec-run/ModelRun.cpp -Iruntime/include -I"$cuda/include" "$build/lib/libmoec_runtime.a" \
+    tools/moec-run/ModelRun.cpp tools/moec-run/ExpertParallel.cpp -Iruntime/include \
+    -I"$cuda/include" "$build/lib/libmoec_dist.a" "$build/lib/libmoec_runtime.a" \
     "$build/lib/libmoec_tooling.a" /usr/lib/x86_64-linux-gnu/libz.a "$cuda/lib64/libcudart_static.a" \
     -static-libstdc++ -static-libgcc -ldl -lrt -pthread -o "$out/bin/moec-run" || exit 1
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$out/bin/" || exit 1

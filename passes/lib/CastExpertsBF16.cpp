@@ -17,7 +17,9 @@
 //   * an f32 value made by moe.permute or by such a bf16-weight kernel becomes
 //     bf16 when every reader reads it as the rows of a bf16-weight kernel: those
 //     kernels round their rows to bf16 before multiplying, so storing them
-//     rounded changes no bit of any result and halves their bytes;
+//     rounded changes no bit of any result and halves their bytes; the MXFP4
+//     grouped matmul (W4A16) rounds its rows so too, and counts as one here
+//     (its weights stay MXFP4);
 //   * outputs=bf16: a bf16-weight grouped matmul's result that only moe.combine
 //     reads, as its rows, becomes bf16 (a precision choice: the combine sums
 //     the rounded rows in f32).
@@ -79,6 +81,15 @@ bool isF32(Value value) {
 
 bool isFP8Matmul(GroupedMatmulOp op) { return op.getLhsScales() || op.getWeightScales(); }
 
+/// Whether the CUDA kernel of `op` rounds its rows to bf16 before multiplying
+/// and can write bf16 results: the bf16-weight kernels, and the MXFP4 one
+/// (W4A16: e2m1 weights with e8m0 scales, which stay as they are).
+bool roundsRowsToBF16(GroupedMatmulOp op) {
+  auto weights = cast<RankedTensorType>(op.getWeights().getType());
+  return !isFP8Matmul(op) ||
+         (!op.getLhsScales() && isa<Float4E2M1FNType>(weights.getElementType()));
+}
+
 /// Whether moe.linear `op` multiplies by a bf16 weight: not
 /// the router's, whose logits choose the experts; a constant weight [N, K] of
 /// static shape with K % 8 == 0, which the bf16 kernel loads 8 at a time.
@@ -100,7 +111,7 @@ bool storedAsBF16(Value value, bool bf16Outputs) {
   Operation *def = value.getDefiningOp();
   auto producerMatmul = dyn_cast_or_null<GroupedMatmulOp>(def);
   auto producerLinear = dyn_cast_or_null<LinearOp>(def);
-  if (!isa_and_nonnull<PermuteOp>(def) && !(producerMatmul && !isFP8Matmul(producerMatmul)) &&
+  if (!isa_and_nonnull<PermuteOp>(def) && !(producerMatmul && roundsRowsToBF16(producerMatmul)) &&
       !(producerLinear && linearTakesBF16(producerLinear)))
     return false;
   // outputs=bf16: the experts' results rounded to bf16 for the combine, a
@@ -117,7 +128,7 @@ bool storedAsBF16(Value value, bool bf16Outputs) {
   return llvm::all_of(value.getUses(), [](OpOperand &use) {
     Operation *user = use.getOwner();
     if (auto matmul = dyn_cast<GroupedMatmulOp>(user))
-      return use.get() == matmul.getLhs() && !isFP8Matmul(matmul) &&
+      return use.get() == matmul.getLhs() && roundsRowsToBF16(matmul) &&
              matmul.getLhs() != matmul.getWeights();
     if (auto linear = dyn_cast<LinearOp>(user))
       return use.get() == linear.getInput() && linear.getInput() != linear.getWeight() &&
@@ -217,6 +228,10 @@ LogicalResult moec::castToBF16(Operation *root, const BF16Cast &options) {
   llvm::SetVector<Value> rows;
   bool failedAny = false;
   root->walk([&](Operation *op) {
+    if (isa<PermuteOp, GroupedMatmulOp, LinearOp>(op))
+      for (Value result : op->getResults())
+        if (storedAsBF16(result, bf16Outputs))
+          rows.insert(result);
     if (auto matmul = dyn_cast<GroupedMatmulOp>(op)) {
       if (isFP8Matmul(matmul))
         return;
@@ -249,10 +264,6 @@ LogicalResult moec::castToBF16(Operation *root, const BF16Cast &options) {
       if (options.embeddingTables && tableTakesBF16(embedding))
         weightUses.push_back(&embedding.getTableMutable());
     }
-    if (isa<PermuteOp, GroupedMatmulOp, LinearOp>(op))
-      for (Value result : op->getResults())
-        if (storedAsBF16(result, bf16Outputs))
-          rows.insert(result);
   });
   if (failedAny)
     return failure();

@@ -11,8 +11,10 @@
 // Left alone: grouped matmuls that already have scales (FP8 or MXFP4 weights),
 // weights that are not constants, and every moe.linear (routers, shared
 // experts, a whole model's projections). A NaN or infinite weight has no
-// MXFP4 code, and weights filled at load (moec.random_normal) have no values
-// to cast: both are errors at the grouped matmul.
+// MXFP4 code: an error at the grouped matmul. A random weight
+// (moec.random_normal σ, --random-weights, filled at load) is cast as its
+// fill: random codes e2m1(2z), marked `normal 2`, with one scale byte, the
+// power of two nearest σ/2, for every block.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,8 +26,11 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/APFloat.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -40,6 +45,10 @@ using namespace moec::moe;
 namespace mx = moec::rt::mxfp4;
 
 namespace {
+
+/// The deviation of a random weight's e2m1 codes: e2m1(2z) uses every
+/// magnitude (|2z| beyond 5 saturates at 6 in 1.2 % of draws).
+constexpr double kRandomCodeDeviation = 2.0;
 
 /// The codes (one per byte) and scale bytes of weights [E, N, K] given by
 /// `value(index)`, block by block; the index of a non-finite value in `bad`.
@@ -98,10 +107,6 @@ struct MoEQuantizeExpertsMXFP4
     Operation *constant = op.getWeights().getDefiningOp();
     if (!constant || !isa<arith::ConstantOp, onnx::ConstantOp>(constant))
       return success(); // not a constant: nothing to cast at compile time
-    if (constant->hasAttr(kRandomNormalAttr))
-      return op.emitOpError("cannot cast weights filled at load (")
-             << kRandomNormalAttr << ", --random-weights) to MXFP4: their values do not "
-             << "exist at compile time";
     int64_t experts = weightsType.getDimSize(0), n = weightsType.getDimSize(1),
             k = weightsType.getDimSize(2);
     int64_t kBlocks = (k + mx::kBlock - 1) / mx::kBlock;
@@ -122,7 +127,34 @@ struct MoEQuantizeExpertsMXFP4
     Location loc = op.getLoc();
     Value weights, scales;
     std::optional<int64_t> bad;
-    if (std::optional<ArrayRef<char>> bytes = getConstantBytes(op.getWeights())) {
+    if (auto deviation = constant->getAttrOfType<FloatAttr>(kRandomNormalAttr)) {
+      // A random weight (moec.random_normal σ, filled at load) becomes random
+      // codes e2m1(kRandomCodeDeviation · z) with one scale for every block,
+      // the power of two nearest σ / kRandomCodeDeviation: code · scale is
+      // about a normal of deviation σ. The fill packs codes two a byte over
+      // the whole tensor, so rows must be whole blocks.
+      if (k % mx::kBlock != 0)
+        return op.emitOpError("cannot cast weights filled at load (")
+               << kRandomNormalAttr << ", --random-weights) to MXFP4: K = " << k
+               << " is not a multiple of " << mx::kBlock
+               << ", and random codes fill rows of whole blocks";
+      double sigma = deviation.getValueAsDouble() / kRandomCodeDeviation;
+      int exponent = sigma > 0 ? static_cast<int>(std::lround(std::log2(sigma))) : -126;
+      uint8_t scale = static_cast<uint8_t>(std::clamp(exponent, -126, 127) + mx::kScaleBias);
+      // The codes' placeholder: a resource without data, whose key no other
+      // constant shares (constant folding would merge equal splats).
+      auto handle = DenseResourceElementsHandle::getManagerInterface(context).insert(
+          sourceName ? sourceName.str() + ".e2m1" : "experts_e2m1");
+      weights = name(arith::ConstantOp::create(builder, loc,
+                                               DenseResourceElementsAttr::get(codesType, handle)),
+                     ".e2m1");
+      weights.getDefiningOp()->setAttr(kRandomNormalAttr,
+                                       builder.getF64FloatAttr(kRandomCodeDeviation));
+      llvm::APFloat scaleValue(llvm::APFloat::Float8E8M0FNU(), llvm::APInt(8, scale));
+      scales = name(arith::ConstantOp::create(builder, loc,
+                                              DenseElementsAttr::get(scalesType, scaleValue)),
+                    ".e8m0_scales");
+    } else if (std::optional<ArrayRef<char>> bytes = getConstantBytes(op.getWeights())) {
       std::vector<char> codes, scaleBytes;
       castBlocks(experts * n, k, [&](int64_t i) { return *decodeAsFloat(elementType, *bytes, i); },
                  codes, scaleBytes, bad);

@@ -335,12 +335,29 @@ Status checkFills(const Manifest &manifest, const std::vector<size_t> &filled,
       continue;
     }
     normal |= weight.fill == Fill::Normal;
-    if (weight.dtype != "f32" && weight.dtype != "bf16" && weight.dtype != "f8e4m3")
-      return Status::error(at + "a constant or normal fill needs dtype f32, bf16 or f8e4m3, not " +
-                           weight.dtype);
+    // MXFP4: random codes (normal) with a constant scale (constant).
+    bool codes = weight.dtype == "f4e2m1", scales = weight.dtype == "f8e8m0";
+    if (weight.dtype != "f32" && weight.dtype != "bf16" && weight.dtype != "f8e4m3" && !codes &&
+        !scales)
+      return Status::error(at + "a constant or normal fill needs dtype f32, bf16, f8e4m3, "
+                                "f4e2m1 or f8e8m0, not " + weight.dtype);
+    if (codes && (weight.fill != Fill::Normal || weight.shape.empty() ||
+                  weight.shape.back() % 32 != 0))
+      return Status::error(at + "an f4e2m1 fill is a normal fill of rows of whole 32-blocks");
+    if (scales) {
+      uint32_t bits;
+      std::memcpy(&bits, &weight.value, 4);
+      uint32_t exponent = (bits >> 23) & 0xFF;
+      if (weight.fill != Fill::Constant || (bits & 0x807FFFFFu) != 0 || exponent == 0 ||
+          exponent == 0xFF)
+        return Status::error(at + "an f8e8m0 fill is a constant power of two (2^-126 to 2^127)");
+    }
     uint64_t bytes = 0;
-    if (!shapeBytes(weight.shape, weightDTypeBytes(weight.dtype), bytes))
+    // Codes: two a byte (the rows hold whole blocks, so no padding).
+    if (!shapeBytes(weight.shape, codes ? 1 : weightDTypeBytes(weight.dtype), bytes))
       return Status::error(at + "shape " + printShape(weight.shape) + " is too large");
+    if (codes)
+      bytes /= 2;
     if (bytes != weight.bytes)
       return Status::error(at + "holds " + std::to_string(weight.bytes) + " bytes, but " +
                            weight.dtype + " " + printShape(weight.shape) + " needs " +

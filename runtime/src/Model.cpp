@@ -124,6 +124,8 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &m
       fill.value = weight.value;
       fill.dtype = weight.dtype == "bf16"     ? MOEC_FILL_BF16
                    : weight.dtype == "f8e4m3" ? MOEC_FILL_E4M3
+                   : weight.dtype == "f4e2m1" ? MOEC_FILL_E2M1
+                   : weight.dtype == "f8e8m0" ? MOEC_FILL_E8M0
                                               : MOEC_FILL_F32;
       switch (weight.fill) {
       case artifact::WeightEntry::Fill::Stored:
@@ -135,7 +137,11 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &m
       case artifact::WeightEntry::Fill::Normal:
         fill.kind = weight.fill == artifact::WeightEntry::Fill::Constant ? MOEC_FILL_CONSTANT
                                                                         : MOEC_FILL_NORMAL;
-        fill.count = weight.bytes / static_cast<uint64_t>(artifact::weightDTypeBytes(weight.dtype));
+        // e2m1 codes: two a byte (rows of whole 32-blocks, parseManifest).
+        fill.count = fill.dtype == MOEC_FILL_E2M1
+                         ? 2 * weight.bytes
+                         : weight.bytes /
+                               static_cast<uint64_t>(artifact::weightDTypeBytes(weight.dtype));
         fill.stream = moec::rt::weightStream(weight.name.data(), weight.name.size());
         break;
       }

@@ -131,7 +131,17 @@ TEST_F(ModelTest, WeightFillsChecked) {
   expect("weight w f32 [4,4] 8192 64 normal 0x1p+0\n", "lies outside the weight image of 8192");
   expect("weight w f32 [4,4] 300 64 normal 0x1p+0\n", "offset 300 is not a multiple of 256");
   expect("weight w f32 [4,4] 256 60 normal 0x1p+0\n", "holds 60 bytes, but f32 [4,4] needs 64");
-  expect("weight w i32 [4,4] 256 64 constant 0x1p+0\n", "needs dtype f32, bf16 or f8e4m3");
+  expect("weight w i32 [4,4] 256 64 constant 0x1p+0\n", "needs dtype f32, bf16, f8e4m3, f4e2m1");
+  // MXFP4: codes a normal fill of whole 32-blocks (two a byte), scales a
+  // constant power of two.
+  expect("weight c f4e2m1 [2,64] 256 64 normal 0x1p+1\n", "weights.bin: cannot open");
+  expect("weight c f4e2m1 [2,64] 256 128 normal 0x1p+1\n", "holds 128 bytes, but f4e2m1 [2,64] needs 64");
+  expect("weight c f4e2m1 [2,40] 256 40 normal 0x1p+1\n", "normal fill of rows of whole 32-blocks");
+  expect("weight c f4e2m1 [2,64] 256 64 constant 0x1p+1\n", "normal fill of rows of whole 32-blocks");
+  expect("weight s f8e8m0 [2,2] 256 4 constant 0x1p-7\nweight w f32 [4,4] 512 64 normal 0x1p+0\n",
+         "weights.bin: cannot open");
+  expect("weight s f8e8m0 [2,2] 256 4 constant 0x1.8p-7\n", "constant power of two");
+  expect("weight s f8e8m0 [2,2] 256 4 normal 0x1p-7\n", "constant power of two");
   expect("weight w f32 [4,4] 256 64 stored 32\n", "stored at 32 (64 bytes), outside weights of 64");
   expect("weight w f32 [4,4] 256 64 stored 64\n", "stored at 64 (64 bytes), outside weights of 64");
   expect("weight w f32 [4,4] 256 64 constant 0x1p+0\n", "random_seed without a normal fill");

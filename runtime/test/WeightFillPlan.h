@@ -1,6 +1,7 @@
 //===- WeightFillPlan.h - a weight plan of every fill, for the tests -*- C++ -*-===//
 //
-// One stored weight, normals in f32, bf16 and e4m3 and constants in each, of
+// One stored weight, normals in f32, bf16, e4m3 and e2m1 and constants in
+// f32, bf16, e4m3 and e8m0, of
 // sizes that end in partial Philox groups, at 256-byte offsets: what
 // WeightFillTest fills on the host and WeightFillCudaTest on the device.
 //
@@ -39,7 +40,7 @@ inline WeightFillPlan makeWeightFillPlan() {
     f.value = value;
     f.source = source;
     f.stream = weightStream(name.data(), name.size());
-    next = f.offset + (kind == MOEC_FILL_STORED ? count : count * fill::dtypeBytes(dtype));
+    next = f.offset + (kind == MOEC_FILL_STORED ? count : fill::fillBytes(dtype, count));
     p.fills.push_back(f);
   };
   add(768, MOEC_FILL_STORED, MOEC_FILL_F32, 0, "rotary.inv_freq", 256);
@@ -49,6 +50,9 @@ inline WeightFillPlan makeWeightFillPlan() {
   add(4099, MOEC_FILL_CONSTANT, MOEC_FILL_F32, 1.0f, "norm.weight");
   add(4097, MOEC_FILL_CONSTANT, MOEC_FILL_BF16, 0.0f, "bias");
   add(1031, MOEC_FILL_CONSTANT, MOEC_FILL_E4M3, 0.3125f, "scales");
+  // MXFP4: codes two a byte (an odd count: the last byte half filled), scales.
+  add(1000005, MOEC_FILL_NORMAL, MOEC_FILL_E2M1, 2.0f, "w.e2m1");
+  add(1029, MOEC_FILL_CONSTANT, MOEC_FILL_E8M0, 0x1p-7f, "w.e8m0_scales");
   p.plan = {next + 100, 0xfeedfacecafebeefull, p.fills.data(), p.fills.size()};
   return p;
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/runtime/Float8.h"
+#include "moec/runtime/MXFP4.h"
 #include "moec/runtime/WeightFill.h"
 
 #include "WeightFillPlan.h"
@@ -216,6 +217,33 @@ TEST(WeightFill, HostImageIsIndependentOfThreadsAndOrder) {
     largest = std::max(largest, code & 0x7F);
   }
   EXPECT_GE(largest, encodeE4M3(256));
+}
+
+// MXFP4 fills: e2m1 codes two a byte (code 2j in the low nibble) that are
+// MXFP4.h's encoding of the f32 normals, every code drawn; the e8m0 constant
+// is the power of two's exponent byte.
+TEST(WeightFill, MXFP4FillsAreTheHostEncoding) {
+  WeightFillPlan p = makeWeightFillPlan();
+  std::vector<unsigned char> image(p.plan.image_bytes, 0x77);
+  fillWeightImage(p.plan, p.stored.data(), p.stored.size(), image.data(), 3);
+  const moec_weight_fill &codes = p.fills[7], &scales = p.fills[8];
+  ASSERT_EQ(codes.dtype, MOEC_FILL_E2M1);
+  std::vector<int> seen(16, 0);
+  for (uint64_t i = 0; i < codes.count; ++i) {
+    uint8_t code = (image[codes.offset + i / 2] >> (4 * (i % 2))) & 0xF;
+    float value = fill::value(codes, p.plan.seed, i);
+    ASSERT_EQ(code, mxfp4::encodeE2M1(value)) << i << ": " << value;
+    ++seen[code];
+  }
+  for (int c = 0; c < 16; ++c)
+    EXPECT_GT(seen[c], 0) << "code " << c;
+  EXPECT_EQ(image[codes.offset + codes.count / 2] >> 4, 0); // past the odd count: zero
+  for (uint64_t i = 0; i < scales.count; ++i)
+    ASSERT_EQ(image[scales.offset + i], 120); // 2^-7
+  // Every code of the host encoder at and around its midpoints.
+  for (float v : {0.0f, 0.25f, 0.2500001f, 0.75f, 0.7499999f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f,
+                  5.0000005f, 6.0f, 100.0f, -0.25f, -0.3f, -1.75f, -5.0f, -7.0f})
+    EXPECT_EQ(fill::toE2M1(v), mxfp4::encodeE2M1(v)) << v;
 }
 
 } // namespace

@@ -39,11 +39,7 @@
 // RUN: od -A n -t x1 -j 512 -N 2 %t/pack/weights.bin | FileCheck %s --check-prefix=PACKED-SCALES
 // PACKED-SCALES: 7f 80
 
-// MXFP4 on the CUDA target: no kernel yet, an error at the op; and the flag's rules.
-// RUN: not moec compile %t/pack.mlir --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=CUDA
-// CUDA: pack.mlir:4:8: error: cannot generate code for 'moe.grouped_matmul': MXFP4 weights; the CUDA target has no MXFP4 kernel yet (compile with --target=cpu)
-// RUN: not moec compile %fixtures/mixtral/model.onnx --expert-weights=mxfp4 --target=cuda -o %t/a 2>&1 | FileCheck %s --check-prefix=FLAG-CUDA
-// FLAG-CUDA: --expert-weights=mxfp4 needs --target=cpu (the CUDA target has no MXFP4 kernel yet)
+// The flag's rules (the CUDA target's MXFP4 code: emit-cuda-mxfp4.mlir).
 // RUN: not moec compile %fixtures/mixtral/model.onnx --expert-weights=mxfp4 --fp8 2>&1 | FileCheck %s --check-prefix=FLAG-FP8
 // FLAG-FP8: --expert-weights=mxfp4 and --fp8 are two casts of the experts; choose one
 // RUN: not moec compile %fixtures/mixtral/model.onnx --expert-weights=mxfp4 --compile-to=moe 2>&1 | FileCheck %s --check-prefix=FLAG-PHASE

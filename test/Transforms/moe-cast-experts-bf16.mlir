@@ -153,6 +153,30 @@ func.func @fp8_left_alone(%x: tensor<?x128xf32>, %perm: tensor<?xi32>, %offsets:
 
 // -----
 
+// MXFP4 experts (W4A16): the weights and scales stay, but the kernel rounds its
+// rows to bf16 as the bf16-weight kernels do, so the permuted rows and the
+// gate/up result that only such kernels read are held as bf16.
+// CHECK-LABEL: func.func @mxfp4_rows
+// CHECK: moe.permute {{.*}} -> tensor<?x64xbf16>
+// CHECK: moe.grouped_matmul {{.*}} : tensor<?x64xbf16>, tensor<2x8x64xf4E2M1FN>, tensor<2xi32> -> tensor<?x8xbf16>
+// CHECK: moe.grouped_matmul {{.*}} : tensor<?x8xbf16>, tensor<2x64x8xf4E2M1FN>, tensor<2xi32> -> tensor<?x64xf32>
+func.func @mxfp4_rows(%x: tensor<?x64xf32>, %perm: tensor<?xi32>, %offsets: tensor<2xi32>, %nvalid: tensor<i32>)
+    -> tensor<?x64xf32> {
+  %w = arith.constant dense<1.0> : tensor<2x8x64xf4E2M1FN>
+  %s = arith.constant dense<1.0> : tensor<2x8x2xf8E8M0FNU>
+  %w2 = arith.constant dense<0.5> : tensor<2x64x8xf4E2M1FN>
+  %s2 = arith.constant dense<1.0> : tensor<2x64x1xf8E8M0FNU>
+  %rows = moe.permute %x, %perm, %nvalid {top_k = 1 : i64}
+      : tensor<?x64xf32>, tensor<?xi32>, tensor<i32> -> tensor<?x64xf32>
+  %h = moe.grouped_matmul %rows, %w, %offsets weight_scales(%s : tensor<2x8x2xf8E8M0FNU>)
+      : tensor<?x64xf32>, tensor<2x8x64xf4E2M1FN>, tensor<2xi32> -> tensor<?x8xf32>
+  %y = moe.grouped_matmul %h, %w2, %offsets weight_scales(%s2 : tensor<2x64x1xf8E8M0FNU>)
+      : tensor<?x8xf32>, tensor<2x64x8xf4E2M1FN>, tensor<2xi32> -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 // Read by something else too: the permuted rows are also a result (f32), so
 // the matmul meets f32 rows with bf16 weights (it rounds them itself); a weight
 // constant that is also returned keeps its f32 constant beside the bf16 copy;

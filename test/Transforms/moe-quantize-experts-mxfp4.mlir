@@ -121,10 +121,33 @@ func.func @infinite_splat(%x: tensor<?x2xf32>, %offsets: tensor<1xi32>) -> tenso
 
 // -----
 
-// Weights filled at load (moec compile --random-weights) have no values yet.
-func.func @random_weights(%x: tensor<?x2xf32>, %offsets: tensor<1xi32>) -> tensor<?x2xf32> {
-  %w = arith.constant {moec.name = "gate_up", moec.random_normal = 0.02 : f64} dense<65536.0> : tensor<1x2x2xf32>
-  // expected-error @+1 {{cannot cast weights filled at load (moec.random_normal, --random-weights) to MXFP4: their values do not exist at compile time}}
-  %y = moe.grouped_matmul %x, %w, %offsets : tensor<?x2xf32>, tensor<1x2x2xf32>, tensor<1xi32> -> tensor<?x2xf32>
+// Weights filled at load (moec compile --random-weights) are cast as their
+// fill: random codes, marked moec.random_normal 2 (e2m1 of 2z) on a
+// placeholder without data whose key is the weight's (two random experts of
+// one shape stay two), and one scale for every block, the power of two
+// nearest σ / 2: 0.01 -> 2^-7 (byte 120); 1.0 -> 2^-1 (byte 126).
+// CHECK-LABEL: func.func @random_weights
+// CHECK: %[[W:.*]] = arith.constant {moec.name = "gate_up.e2m1", moec.random_normal = 2.000000e+00 : f64} dense_resource<gate_up.e2m1> : tensor<2x4x64xf4E2M1FN>
+// CHECK: %[[S:.*]] = arith.constant {moec.name = "gate_up.e8m0_scales"} dense<7.812500e-03> : tensor<2x4x2xf8E8M0FNU>
+// CHECK: moe.grouped_matmul %{{.*}}, %[[W]], %{{.*}} weight_scales(%[[S]] : tensor<2x4x2xf8E8M0FNU>)
+// CHECK: %[[W2:.*]] = arith.constant {moec.name = "down.e2m1", moec.random_normal = 2.000000e+00 : f64} dense_resource<down.e2m1> : tensor<2x4x64xf4E2M1FN>
+// CHECK: %[[S2:.*]] = arith.constant {moec.name = "down.e8m0_scales"} dense<5.000000e-01> : tensor<2x4x2xf8E8M0FNU>
+// CHECK: moe.grouped_matmul %{{.*}}, %[[W2]], %{{.*}} weight_scales(%[[S2]] : tensor<2x4x2xf8E8M0FNU>)
+// CHECK-NOT: moec.random_normal = 2.000000e-02
+func.func @random_weights(%x: tensor<?x64xf32>, %offsets: tensor<2xi32>) -> (tensor<?x4xf32>, tensor<?x4xf32>) {
+  %w = arith.constant {moec.name = "gate_up", moec.random_normal = 0.02 : f64} dense<65536.0> : tensor<2x4x64xf32>
+  %w2 = arith.constant {moec.name = "down", moec.random_normal = 1.0 : f64} dense<66048.0> : tensor<2x4x64xf32>
+  %y = moe.grouped_matmul %x, %w, %offsets : tensor<?x64xf32>, tensor<2x4x64xf32>, tensor<2xi32> -> tensor<?x4xf32>
+  %z = moe.grouped_matmul %x, %w2, %offsets : tensor<?x64xf32>, tensor<2x4x64xf32>, tensor<2xi32> -> tensor<?x4xf32>
+  return %y, %z : tensor<?x4xf32>, tensor<?x4xf32>
+}
+
+// -----
+
+// Random codes fill rows of whole blocks (two codes a byte, no padding).
+func.func @random_partial_block(%x: tensor<?x40xf32>, %offsets: tensor<1xi32>) -> tensor<?x2xf32> {
+  %w = arith.constant {moec.name = "gate_up", moec.random_normal = 0.02 : f64} dense<65536.0> : tensor<1x2x40xf32>
+  // expected-error @+1 {{cannot cast weights filled at load (moec.random_normal, --random-weights) to MXFP4: K = 40 is not a multiple of 32, and random codes fill rows of whole blocks}}
+  %y = moe.grouped_matmul %x, %w, %offsets : tensor<?x40xf32>, tensor<1x2x40xf32>, tensor<1xi32> -> tensor<?x2xf32>
   return %y : tensor<?x2xf32>
 }

@@ -35,6 +35,9 @@ public:
 private:
   std::string targetPhrase() const override { return "the CUDA target"; }
   bool hasBF16Kernels() const override { return true; }
+  bool hasMXFP4Kernels() const override { return true; }
+  /// groupedMatmulMXFP4 loads 16 bytes of each row at a time.
+  int64_t mxfp4KMultiple() const override { return 8; }
   bool hasModelKernels() const override { return true; }
   /// A whole model's step reuses slots (first fit, as on the CPU: it has
   /// thousands of values) when every kernel runs in order on one stream: no

@@ -341,15 +341,18 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
   return success();
 }
 
-/// The MXFP4 grouped matmul: f32 rows, packed e2m1 weights with one e8m0 scale
-/// per row per 32 along K (docs/dialect.md, "MXFP4 layout").
+/// The MXFP4 grouped matmul: packed e2m1 weights with one e8m0 scale per row
+/// per 32 along K (docs/dialect.md, "MXFP4 layout"), f32 rows (or, where the
+/// target has bf16 kernels, bf16 ones). The CUDA kernel takes the bf16
+/// kernel's arguments and its settled-offsets variant; the gate/up rows stay
+/// in their layout (its tiles read either).
 LogicalResult Emitter::emitGroupedMatmulMXFP4(moe::GroupedMatmulOp op) {
   if (!hasMXFP4Kernels())
     return unsupported(op, "MXFP4 weights; " + targetPhrase() +
                                " has no MXFP4 kernel yet (compile with --target=cpu)");
   if (failed(checkEpilogueLayout(op, op.getEpilogueLayout(), op.getEpilogue().has_value())))
     return failure();
-  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs");
+  FailureOr<ValueInfo *> lhs = operand(op, op.getLhs(), "the lhs", true, false, /*bf16=*/true);
   FailureOr<ValueInfo *> w =
       operand(op, op.getWeights(), "the weights", true, false, false, /*mxfp4=*/true);
   FailureOr<ValueInfo *> scales =
@@ -361,13 +364,27 @@ LogicalResult Emitter::emitGroupedMatmulMXFP4(moe::GroupedMatmulOp op) {
     return failure();
   if ((*lhs)->dims.size() != 2 || (*w)->dims.size() != 3)
     return unsupported(op, "the lhs must be [S, K] and the weights [E, N, K]");
-  FailureOr<ValueInfo *> out = define(op, op.getResult(), (*lhs)->dims[0]);
+  if (int64_t k = (*w)->dims[2].size; k % mxfp4KMultiple() != 0)
+    return unsupported(op, "K = " + std::to_string(k) + " is not a multiple of " +
+                               std::to_string(mxfp4KMultiple()) + ", which " + targetPhrase() +
+                               "'s MXFP4 kernel needs");
+  Dim rows = (*lhs)->dims[0];
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), rows, false, /*bf16=*/true);
   if (failed(out))
     return failure();
-  kernel("groupedMatmulMXFP4",
-         {(*lhs)->var, dimExpr((*lhs)->dims[1]), (*w)->var, (*scales)->var,
-          dimExpr((*w)->dims[0]), dimExpr((*w)->dims[1]), (*offsets)->var, bias,
-          epilogue(op.getEpilogue(), op.getEpilogueLayout()), (*out)->var});
+  std::vector<std::string> args = {(*lhs)->var,
+                                   dimExpr((*lhs)->dims[1]),
+                                   (*w)->var,
+                                   (*scales)->var,
+                                   dimExpr((*w)->dims[0]),
+                                   dimExpr((*w)->dims[1]),
+                                   (*offsets)->var,
+                                   bias,
+                                   epilogue(op.getEpilogue(), op.getEpilogueLayout()),
+                                   (*out)->var};
+  if (launchTakesRowCount())
+    args.insert(args.begin() + 1, dimExpr(rows));
+  kernel(offsetsSettled(op) ? "groupedMatmulMXFP4SettledOffsets" : "groupedMatmulMXFP4", args);
   return success();
 }
 

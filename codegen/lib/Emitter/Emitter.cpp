@@ -308,9 +308,10 @@ FailureOr<ValueInfo *> Emitter::shardOperand(Operation *op, moe::EPShardOp shard
   uint64_t epSize = static_cast<uint64_t>(shard.getEpSize());
   if (entry.size % epSize != 0)
     return LogicalResult(unsupported(op, role + "'s bytes do not split evenly over the ranks"));
-  if (entry.fill == WeightEntry::Fill::Normal &&
-      (entry.size / epSize / (cast<RankedTensorType>(whole.getType()).getElementTypeBitWidth() /
-                              8)) % 4 != 0)
+  // A slice's elements (MXFP4 codes: two a byte).
+  unsigned bits = cast<RankedTensorType>(whole.getType()).getElementTypeBitWidth();
+  uint64_t sliceElements = entry.size / epSize * 8 / bits;
+  if (entry.fill == WeightEntry::Fill::Normal && sliceElements % 4 != 0)
     return LogicalResult(unsupported(op, role + " is a random weight whose rank slices are not "
                                              "a multiple of 4 elements (the generator's group)"));
   // The image holds one slice; weights.bin every rank's.
@@ -362,22 +363,37 @@ FailureOr<WeightEntry> Emitter::fillOf(Operation *op, Value value, StringRef rol
   if (!deviation && !(splat && splat.isSplat()))
     return entry; // stored: its bytes, as in any artifact
   Type element = type.getElementType();
+  // MXFP4 (moe-quantize-experts-mxfp4 of a random weight): random codes in
+  // rows of whole 32-blocks (two a byte, no padding), and a splat scale.
+  bool codes = isa<Float4E2M1FNType>(element) && deviation && type.hasStaticShape() &&
+               type.getRank() > 0 && type.getShape().back() % rt::mxfp4::kBlock == 0;
+  bool scales = isa<Float8E8M0FNUType>(element) && !deviation;
   if (!type.hasStaticShape() || !(element.isF32() || element.isBF16() ||
-                                  isa<Float8E4M3FNType>(element))) {
+                                  isa<Float8E4M3FNType>(element) || codes || scales)) {
     if (!deviation)
       return entry; // an integer splat: expanded and stored
-    return LogicalResult(unsupported(op, role + " is a random weight of type " +
-                                       llvm::formatv("{0}", type).str() +
-                                       "; weights filled at load are f32, bf16 or f8E4M3FN of "
-                                       "static shape"));
+    return LogicalResult(unsupported(
+        op, role + " is a random weight of type " + llvm::formatv("{0}", type).str() +
+                "; weights filled at load are f32, bf16, f8E4M3FN or f4E2M1FN (rows of whole "
+                "32-blocks) of static shape"));
   }
-  entry.size = static_cast<uint64_t>(type.getNumElements()) * (type.getElementTypeBitWidth() / 8);
+  entry.size = codes ? static_cast<uint64_t>(type.getNumElements()) / 2
+                     : static_cast<uint64_t>(type.getNumElements()) *
+                           (type.getElementTypeBitWidth() / 8);
   if (deviation) {
     entry.fill = WeightEntry::Fill::Normal;
     entry.value = static_cast<float>(deviation.getValueAsDouble());
     if (!std::isfinite(entry.value) || entry.value < 0)
       return LogicalResult(unsupported(op, role + "'s " + kRandomNormalAttr +
                                          " is not a finite deviation >= 0"));
+  } else if (scales) {
+    // A fill holds a normal f32 power of two; bytes 0 (2^-127) and 0xFF (NaN)
+    // are stored.
+    auto byte = static_cast<uint8_t>(splat.getRawData()[0]);
+    if (byte == 0 || byte == rt::mxfp4::kScaleNaN)
+      return WeightEntry{};
+    entry.fill = WeightEntry::Fill::Constant;
+    entry.value = rt::mxfp4::decodeE8M0(byte);
   } else {
     entry.fill = WeightEntry::Fill::Constant;
     entry.value = *decodeAsFloat(element, splat.getRawData(), 0);

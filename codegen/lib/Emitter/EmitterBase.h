@@ -97,6 +97,8 @@ protected:
   virtual bool hasBF16Kernels() const = 0;
   /// Whether the target multiplies MXFP4 weights (moe.grouped_matmul).
   virtual bool hasMXFP4Kernels() const { return false; }
+  /// The multiple of K that the target's MXFP4 kernel needs.
+  virtual int64_t mxfp4KMultiple() const { return 1; }
   /// Whether the target runs one program for every expert-parallel rank (the
   /// rank and the all-reduce through the loader's moec_communicator).
   virtual bool hasExpertParallelism() const { return false; }

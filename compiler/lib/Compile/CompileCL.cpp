@@ -82,8 +82,9 @@ struct CompileCLOptions {
       "expert-weights",
       cl::desc("'f32' (default); with --target=cuda 'bf16' (grouped matmul weights stored "
                "as bf16, f32 accumulation: half the bytes to stream); 'mxfp4' (the grouped "
-               "phase, with or without --target=cpu: the experts' constant weights cast to "
-               "MXFP4, e2m1 values with an e8m0 scale per 32 along K, rows unquantised)"),
+               "phase, with or without a target: the experts' constant weights cast to "
+               "MXFP4, e2m1 values with an e8m0 scale per 32 along K, rows unquantised; "
+               "CUDA multiplies them on the bf16 tensor cores)"),
       cl::init("f32")};
   Flag<std::string> expertOutputs{
       "expert-outputs",

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace moec::rt::cuda::tiles {
 
@@ -88,6 +89,20 @@ __device__ inline void loadMatrixX4(unsigned (&r)[4], const void *shared) {
                : "r"(address));
 }
 
+/// The bf16 MMA: c += a (16x16, row) · b (16x8, column), f32 accumulators.
+__device__ inline void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Two f32 as a bf16x2 (nearest even), `lo` in the low half.
+__device__ inline unsigned packBF16(float lo, float hi) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<unsigned *>(&pair);
+}
+
 /// Byte offset of 16-byte chunk `chunk` of row `row` of a 128-byte-row weight
 /// tile, XOR-swizzled by row so that ldmatrix reads are conflict-free.
 __device__ inline int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
@@ -105,6 +120,15 @@ __device__ inline void blockTiles(const Layout &p, int64_t &rowTile, int64_t &co
   rowTile = group * kRowTileGroup + inGroup % groupRows;
   columnTile = inGroup / groupRows;
 }
+
+/// The start of a tile kernel: the dependent launch's wait (before the
+/// offsets are read, unless they are settled: then the kernel waits in its
+/// pipeline), this block's column tile, and its row tile's expert, first row
+/// and row count. False: the block has no row tile (the grid is sized for the
+/// worst case) and exits.
+template <int TOK, int WARPS = kWarps>
+__device__ bool startTile(const Layout &p, int64_t &columnTile, int64_t &expert, int64_t &firstRow,
+                          int &rows);
 
 /// Ranks the experts' row tiles (ceil(rows / TOK) each) with a block-wide scan
 /// and finds `rowTile`: its expert, first row and row count. False past the
@@ -158,6 +182,16 @@ __device__ bool findRowTile(const Layout &p, int64_t rowTile, int64_t &expert, i
   firstRow = found[1];
   rows = static_cast<int>(found[2]);
   return expert >= 0;
+}
+
+template <int TOK, int WARPS>
+__device__ bool startTile(const Layout &p, int64_t &columnTile, int64_t &expert, int64_t &firstRow,
+                          int &rows) {
+  if (!p.settledOffsets)
+    device::awaitPrerequisites();
+  int64_t rowTile;
+  blockTiles(p, rowTile, columnTile);
+  return findRowTile<TOK, WARPS>(p, rowTile, expert, firstRow, rows);
 }
 
 /// The weight row that tile row `v` of column tile `columnTile` reads, or -1:
@@ -334,6 +368,35 @@ __device__ inline void runTilePipeline(const Layout &p, int64_t tiles, LoadWeigh
         loadRows(kt, stage);
       },
       compute);
+}
+
+/// The layout of a grouped matmul of `slots` rows into `out` (f32, or bf16 bits
+/// when Out is BF16), after the checks every tile kernel makes (`kernel` names
+/// it): a gated N even, offsets unless one expert. `empty`: no rows or no
+/// experts, nothing to launch. Without offsets (moe.linear) the weights a
+/// block streams depend on nothing a predecessor writes: settled.
+template <typename Out>
+Status planLayout(const char *kernel, int64_t slots, int64_t k, int64_t experts, int64_t n,
+                  const int32_t *offsets, const float *bias, const cpu::Epilogue &epilogue,
+                  Out *out, bool settledOffsets, Layout &layout, bool &empty) {
+  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
+  if (gated && n % 2 != 0)
+    return Status::error(std::string(kernel) + ": gated N = " + std::to_string(n) + " is odd");
+  empty = slots <= 0 || experts <= 0;
+  if (empty)
+    return Status::ok();
+  if (!offsets && experts != 1)
+    return Status::error(std::string(kernel) + ": no offsets, but " + std::to_string(experts) +
+                         " experts");
+  float *outF32 = nullptr;
+  uint16_t *outBF16 = nullptr;
+  if constexpr (std::is_same_v<Out, float>)
+    outF32 = out;
+  else
+    outBF16 = reinterpret_cast<uint16_t *>(out);
+  layout = {k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, outF32, outBF16};
+  layout.settledOffsets = settledOffsets || !offsets;
+  return Status::ok();
 }
 
 /// Sizes the grid for `slots` rows in tiles of `tok`: the column tiles, and the

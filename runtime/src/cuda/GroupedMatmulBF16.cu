@@ -55,18 +55,6 @@ template <typename Lhs, int WARPS> constexpr int stageBytes(int tok) {
   return weightTileBytes<Lhs, WARPS>() + tok * kRowStride * static_cast<int>(sizeof(Lhs));
 }
 
-__device__ inline unsigned packBF16(float lo, float hi) {
-  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<unsigned *>(&pair);
-}
-
-__device__ inline void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 /// The B fragment (rows k = 2c, 2c+1 and 2c+8, 2c+9 of token column lane/4) from
 /// a staged row: f32 rows are rounded here, bf16 rows are taken as they are --
 /// the same bits either way.
@@ -93,17 +81,12 @@ __global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulBF16Kernel(Prob
   constexpr int kStageBytes = stageBytes<Lhs, WARPS>(TOK);
   constexpr int kWeightTileBytes = weightTileBytes<Lhs, WARPS>();
   const Layout &p = problem.layout;
-  // launchTiles: a dependent launch. With settled offsets the wait comes after
-  // the first stages' weights are requested (runPipelinePrefetched).
-  if (!p.settledOffsets)
-    device::awaitPrerequisites();
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  int64_t rowTile, columnTile, expert, firstRow;
+  int64_t columnTile, expert, firstRow;
   int rows;
-  blockTiles(p, rowTile, columnTile);
-  if (!findRowTile<TOK, WARPS>(p, rowTile, expert, firstRow, rows))
+  if (!startTile<TOK, WARPS>(p, columnTile, expert, firstRow, rows))
     return;
 
   // This thread's share of each stage's loads: 8 weight chunks, and 16-byte
@@ -197,34 +180,21 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
                              int64_t experts, int64_t n, const int32_t *offsets, const float *bias,
                              const Epilogue &epilogue, Out *out, cudaStream_t stream, BF16Tile tile,
                              bool settledOffsets) {
-  constexpr bool kOutBF16 = std::is_same_v<Out, BF16>;
   if (k % 8 != 0)
     return Status::error("groupedMatmulBF16: K = " + std::to_string(k) +
                          " is not a multiple of 8 (16-byte weight loads)");
   if (reinterpret_cast<uintptr_t>(weightsBF16) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(lhs) % 16 != 0)
     return Status::error("groupedMatmulBF16: the weights or rows are not 16-byte aligned");
-  bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
-  if (gated && n % 2 != 0)
-    return Status::error("groupedMatmulBF16: gated N = " + std::to_string(n) + " is odd");
-  if (slots <= 0 || experts <= 0)
+  Problem<Lhs> p{{}, lhs, weightsBF16};
+  bool empty = false;
+  MOEC_RETURN_IF_ERROR(planLayout("groupedMatmulBF16", slots, k, experts, n, offsets, bias,
+                                  epilogue, out, settledOffsets, p.layout, empty));
+  if (empty)
     return Status::ok();
-  if (!offsets && experts != 1)
-    return Status::error("groupedMatmulBF16: no offsets, but " + std::to_string(experts) +
-                         " experts");
-  float *outF32 = nullptr;
-  uint16_t *outBF16 = nullptr;
-  if constexpr (kOutBF16)
-    outBF16 = reinterpret_cast<uint16_t *>(out);
-  else
-    outF32 = out;
-  Problem<Lhs> p{
-      {k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, outF32, outBF16},
-      lhs,
-      weightsBF16};
-  // Without offsets (moe.linear) the weights a block streams depend on nothing
-  // a predecessor writes.
-  p.layout.settledOffsets = settledOffsets || !offsets;
+  bool gated = p.layout.gated();
+  float *outF32 = p.layout.out;
+  uint16_t *outBF16 = p.layout.outBF16;
   if (tile == BF16Tile::Auto) {
     tile = chooseBF16Tile(slots, experts, k, gated, bias != nullptr);
     if (isWgmmaTile(tile) && !detail::groupedMatmulCutlassSupports(k, n))

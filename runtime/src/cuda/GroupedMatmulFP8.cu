@@ -80,17 +80,12 @@ template <int TOK, int STAGES, bool VEC16>
 __global__ void __launch_bounds__(kThreads)
 groupedMatmulFP8Kernel(Problem problem) {
   const Layout &p = problem.layout;
-  // launchTiles: a dependent launch. With settled offsets the wait comes after
-  // the first stages' weights are requested (runPipelinePrefetched).
-  if (!p.settledOffsets)
-    device::awaitPrerequisites();
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  int64_t rowTile, columnTile, expert, firstRow;
+  int64_t columnTile, expert, firstRow;
   int rows;
-  blockTiles(p, rowTile, columnTile);
-  if (!findRowTile<TOK>(p, rowTile, expert, firstRow, rows))
+  if (!startTile<TOK>(p, columnTile, expert, firstRow, rows))
     return;
   const int64_t kBlocks = (p.k + kBlockK - 1) / kBlockK;
   const int64_t nBlocks = (p.n + kBlockK - 1) / kBlockK;

@@ -76,6 +76,25 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
                                        const Epilogue &epilogue, Out *out, cudaStream_t stream,
                                        BF16Tile tile);
 
+/// Tiles of groupedMatmulMXFP4: TOK rows of one expert per block against 32·W
+/// weight rows (W warps), each with as many 256-deep stages as its share of
+/// shared memory holds: Tok8 on 4-warp blocks one an SM, Tok8Twice two an SM
+/// (what Auto takes at decode), Tok8Warps2 on 2-warp blocks three an SM,
+/// Tok8Warps1 on 1-warp blocks five an SM. Auto picks by shape
+/// (chooseMXFP4Tile); the others exist for benchmarks and tests.
+enum class MXFP4Tile { Auto, Tok8, Tok8Twice, Tok8Warps2, Tok8Warps1, Tok16, Tok32, Tok64 };
+const char *mxfp4TileName(MXFP4Tile tile);
+/// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide
+/// (by rows per touched expert: measurements, docs/performance.md).
+MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool gated);
+/// groupedMatmulMXFP4 (or its SettledOffsets variant) on a tile of one's choosing.
+template <typename Lhs, typename Out>
+Status groupedMatmulMXFP4(const Lhs *lhs, int64_t slots, int64_t k, const uint8_t *weights,
+                          const uint8_t *scales, int64_t experts, int64_t n,
+                          const int32_t *offsets, const float *bias, const Epilogue &epilogue,
+                          Out *out, cudaStream_t stream, MXFP4Tile tile,
+                          bool settledOffsets = false);
+
 /// Tiles of groupedMatmulFP8 (TOK rows x pipeline depth), as for bf16;
 /// CUTLASS's sm90 grouped GEMM with blockwise scaling in runtimes built with
 /// CUTLASS: Wgmma with 128x128 cooperative tiles and 1x2 clusters,

@@ -40,6 +40,22 @@ template <> struct Vector<MOEC_FILL_E4M3> {
   }
 };
 
+/// Four e2m1 codes, two bytes (element 4g + 2j in byte 2g + j's low nibble).
+template <> struct Vector<MOEC_FILL_E2M1> {
+  using Type = uint16_t;
+  static __device__ Type make(const float v[4]) {
+    return static_cast<uint16_t>(fill::toE2M1(v[0]) | (fill::toE2M1(v[1]) << 4) |
+                                 (fill::toE2M1(v[2]) << 8) | (fill::toE2M1(v[3]) << 12));
+  }
+};
+template <> struct Vector<MOEC_FILL_E8M0> {
+  using Type = uint32_t;
+  static __device__ Type make(const float v[4]) {
+    return fill::toE8M0(v[0]) | (uint32_t(fill::toE8M0(v[1])) << 8) |
+           (uint32_t(fill::toE8M0(v[2])) << 16) | (uint32_t(fill::toE8M0(v[3])) << 24);
+  }
+};
+
 /// Groups of four elements: a constant, or `value` times the generator's
 /// normals; the last group may be partial.
 template <int DType, bool Normal>
@@ -95,6 +111,12 @@ Status fillWeightsOnDevice(const moec_weight_plan &plan, unsigned char *image,
       break;
     case MOEC_FILL_E4M3:
       launch<MOEC_FILL_E4M3>(fill, plan.seed, image, stream);
+      break;
+    case MOEC_FILL_E2M1:
+      launch<MOEC_FILL_E2M1>(fill, plan.seed, image, stream);
+      break;
+    case MOEC_FILL_E8M0:
+      launch<MOEC_FILL_E8M0>(fill, plan.seed, image, stream);
       break;
     default:
       return Status::error("fillWeightsOnDevice: fill " + std::to_string(f) + " has dtype " +

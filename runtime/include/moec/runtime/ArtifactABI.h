@@ -37,10 +37,14 @@ enum moec_weight_fill_dtype : int32_t {
   MOEC_FILL_F32 = 0,
   MOEC_FILL_BF16 = 1, ///< f32 rounded to nearest even
   MOEC_FILL_E4M3 = 2, ///< f32 rounded to nearest even, saturating at +-448
+  /// MXFP4 codes (e2m1): f32 rounded to the nearest code, ties to even,
+  /// saturating at +-6; two a byte, element 2j in the low nibble (MXFP4.h)
+  MOEC_FILL_E2M1 = 3,
+  MOEC_FILL_E8M0 = 4, ///< MXFP4 scales: a power of two 2^e as the byte e + 127
 };
 struct moec_weight_fill {
   uint64_t offset; ///< bytes into the image (256-byte aligned)
-  uint64_t count;  ///< elements (MOEC_FILL_STORED: bytes)
+  uint64_t count;  ///< elements (MOEC_FILL_STORED: bytes; MOEC_FILL_E2M1: codes)
   uint64_t source; ///< MOEC_FILL_STORED: bytes into weights.bin
   uint64_t stream; ///< MOEC_FILL_NORMAL: the generator's stream (the weight's name, hashed)
   float value;     ///< MOEC_FILL_CONSTANT: the value; MOEC_FILL_NORMAL: the standard deviation

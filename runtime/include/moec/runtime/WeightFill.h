@@ -237,12 +237,34 @@ MOEC_FILL_FN uint8_t toE4M3(float value) {
   return sign | static_cast<uint8_t>(k);
 }
 
-/// Bytes per element of a fill dtype.
+/// f32 to the nearest e2m1 code, ties to the even code, saturating at ±6
+/// (mxfp4::encodeE2M1: exact comparisons, the same on host and device).
+MOEC_FILL_FN uint8_t toE2M1(float value) {
+  uint32_t bits = floatBits(value);
+  uint8_t sign = static_cast<uint8_t>((bits >> 28) & 0x8u);
+  float m = bitsFloat(bits & 0x7FFFFFFFu);
+  uint8_t code = m <= 0.25f ? 0 : m < 0.75f ? 1 : m <= 1.25f ? 2 : m < 1.75f ? 3
+               : m <= 2.5f  ? 4 : m < 3.5f  ? 5 : m <= 5.0f  ? 6 : 7;
+  return sign | code;
+}
+
+/// A power of two (a constant fill's value, checked by parseManifest) as its
+/// e8m0 byte: its f32 exponent field.
+MOEC_FILL_FN uint8_t toE8M0(float value) {
+  return static_cast<uint8_t>((floatBits(value) >> 23) & 0xFFu);
+}
+
+/// Bytes per element of a fill dtype (e2m1: two elements a byte).
 MOEC_FILL_FN int dtypeBytes(int32_t dtype) {
   return dtype == MOEC_FILL_F32 ? 4 : dtype == MOEC_FILL_BF16 ? 2 : 1;
 }
+/// Bytes of `count` elements of a fill dtype.
+MOEC_FILL_FN uint64_t fillBytes(int32_t dtype, uint64_t count) {
+  return dtype == MOEC_FILL_E2M1 ? (count + 1) / 2 : count * dtypeBytes(dtype);
+}
 
-/// Stores `value` as element `index` of `out` in `dtype`.
+/// Stores `value` as element `index` of `out` in `dtype` (an e2m1 code into
+/// its nibble, the other kept).
 MOEC_FILL_FN void store(int32_t dtype, float value, unsigned char *out, uint64_t index) {
   if (dtype == MOEC_FILL_F32) {
     uint32_t bits = floatBits(value);
@@ -250,6 +272,12 @@ MOEC_FILL_FN void store(int32_t dtype, float value, unsigned char *out, uint64_t
   } else if (dtype == MOEC_FILL_BF16) {
     uint16_t bits = toBF16(value);
     std::memcpy(out + 2 * index, &bits, 2);
+  } else if (dtype == MOEC_FILL_E2M1) {
+    int shift = 4 * static_cast<int>(index & 1);
+    unsigned char &byte = out[index / 2];
+    byte = static_cast<unsigned char>((byte & ~(0xF << shift)) | (toE2M1(value) << shift));
+  } else if (dtype == MOEC_FILL_E8M0) {
+    out[index] = toE8M0(value);
   } else {
     out[index] = toE4M3(value);
   }

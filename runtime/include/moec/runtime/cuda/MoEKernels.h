@@ -9,7 +9,9 @@
 // route to combine runs without a host synchronisation and can be captured in a
 // CUDA graph. f32 expert weights take a simple f32 grouped matmul (one thread
 // per output); bf16 expert weights (--expert-weights=bf16) take the tensor-core
-// kernel (GroupedMatmulBF16.cu), the fast path at every token count.
+// kernel (GroupedMatmulBF16.cu), the fast path at every token count; MXFP4
+// expert weights (--expert-weights=mxfp4, gpt-oss's checkpoints) the W4A16
+// kernel (GroupedMatmulMXFP4.cu) on the same tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,6 +113,28 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
                                        const uint16_t *weightsBF16, int64_t experts, int64_t n,
                                        const int32_t *offsets, const float *bias,
                                        const Epilogue &epilogue, Out *out, cudaStream_t stream);
+
+/// moe.grouped_matmul with MXFP4 weights (moec/runtime/MXFP4.h): packed e2m1
+/// codes [E, N] rows of ceil(K/32) blocks of 16 bytes and e8m0 scale bytes
+/// [E, N, ceil(K/32)], dequantised in registers to bf16 (exactly) and
+/// multiplied on the bf16 tensor cores with f32 accumulation; otherwise the
+/// contract of groupedMatmulBF16 (rows f32 or bf16, rounded to bf16 as they are
+/// multiplied; results f32 or bf16; gated epilogues in either layout; rows at
+/// or past offsets[E-1] not touched). K a multiple of 8; weights and rows
+/// 16-byte aligned, scales 4-byte aligned.
+template <typename Lhs, typename Out>
+Status groupedMatmulMXFP4(const Lhs *lhs, int64_t slots, int64_t k, const uint8_t *weights,
+                          const uint8_t *scales, int64_t experts, int64_t n,
+                          const int32_t *offsets, const float *bias, const Epilogue &epilogue,
+                          Out *out, cudaStream_t stream);
+/// groupedMatmulMXFP4 with settled offsets (groupedMatmulBF16SettledOffsets):
+/// its tiles request their first stages' weights and scales before the wait.
+template <typename Lhs, typename Out>
+Status groupedMatmulMXFP4SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
+                                        const uint8_t *weights, const uint8_t *scales,
+                                        int64_t experts, int64_t n, const int32_t *offsets,
+                                        const float *bias, const Epilogue &epilogue, Out *out,
+                                        cudaStream_t stream);
 
 /// moe.linear with a bf16 weight [N, K] (dense projections of bf16 models,
 /// shared experts): up to 64 rows a decode kernel that splits K over blocks
