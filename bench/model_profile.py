@@ -115,12 +115,15 @@ def summary(args):
           + (f", {moved_total / 1e6:.1f} MB of DRAM traffic, "
              f"{100 * moved_total / total / COPY_BYTES_PER_US:.0f} % of copy over the step"
              if moved_total else "") + "\n")
-    print("| kernel | launches | total µs | mean µs | share | DRAM MB | % of copy |")
-    print("|---|---|---|---|---|---|---|")
+    # The traffic columns where the log has the DRAM metrics (ncu --metrics ...,dram__bytes_*).
+    traffic = moved_total > 0
+    print("| kernel | launches | total µs | mean µs | share |"
+          + (" DRAM MB | % of copy |" if traffic else ""))
+    print("|---|---|---|---|---|" + ("---|---|" if traffic else ""))
     for name, (n, t, b) in sorted(by.items(), key=lambda kv: -kv[1][1]):
         rate = f"{100 * b / t / COPY_BYTES_PER_US:.0f}" if b and t else "—"
-        print(f"| `{name}` | {n} | {t:.1f} | {t / n:.2f} | {100 * t / total:.1f} % | "
-              f"{b / 1e6:.1f} | {rate} |")
+        print(f"| `{name}` | {n} | {t:.1f} | {t / n:.2f} | {100 * t / total:.1f} % |"
+              + (f" {b / 1e6:.1f} | {rate} |" if traffic else ""))
     short_kernels = sum(1 for _, us, _ in step if us < 5)
     print(f"\nkernels under 5 µs: {short_kernels} of {len(step)}, "
           f"{sum(us for _, us, _ in step if us < 5):.1f} µs")
