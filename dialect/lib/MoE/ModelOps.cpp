@@ -50,24 +50,32 @@ LogicalResult EmbeddingOp::verify() {
   return success();
 }
 
+/// moe.rms_norm's and moe.add_rms_norm's shared rules: a non-empty weight of G
+/// that divides the K columns into groups, a finite epsilon >= 0 and a finite
+/// weight_offset.
+static LogicalResult verifyNormParameters(Operation *op, int64_t columns, int64_t group,
+                                          APFloat epsilonAttr, APFloat weightOffset) {
+  if (group == 0)
+    return op->emitOpError("weight must not be empty: it is one group's scale");
+  if (!ShapedType::isDynamic(columns) && !ShapedType::isDynamic(group) && columns % group != 0)
+    return op->emitOpError() << "weight length " << group << " does not divide the " << columns
+                             << " input columns into groups";
+  double epsilon = epsilonAttr.convertToDouble();
+  if (!(epsilon >= 0.0) || !std::isfinite(epsilon))
+    return op->emitOpError() << "epsilon must be non-negative and finite, got " << epsilon;
+  if (!std::isfinite(weightOffset.convertToDouble()))
+    return op->emitOpError("weight_offset must be finite");
+  return success();
+}
+
 LogicalResult RMSNormOp::verify() {
   ShapeChecker shapes(*this);
   if (failed(shapes.expect(getInput(), "input", {"M", "K"})) ||
       failed(shapes.expect(getWeight(), "weight", {"G"})) ||
       failed(shapes.expect(getResult(), "result", {"M", "K"})))
     return failure();
-  int64_t columns = shapes.get("K"), group = shapes.get("G");
-  if (group == 0)
-    return emitOpError("weight must not be empty: it is one group's scale");
-  if (!ShapedType::isDynamic(columns) && !ShapedType::isDynamic(group) && columns % group != 0)
-    return emitOpError() << "weight length " << group << " does not divide the " << columns
-                         << " input columns into groups";
-  double epsilon = getEpsilon().convertToDouble();
-  if (!(epsilon >= 0.0) || !std::isfinite(epsilon))
-    return emitOpError() << "epsilon must be non-negative and finite, got " << epsilon;
-  if (!std::isfinite(getWeightOffset().convertToDouble()))
-    return emitOpError("weight_offset must be finite");
-  return success();
+  return verifyNormParameters(*this, shapes.get("K"), shapes.get("G"), getEpsilon(),
+                              getWeightOffset());
 }
 
 LogicalResult AddRMSNormOp::verify() {
@@ -83,18 +91,8 @@ LogicalResult AddRMSNormOp::verify() {
                              {getSum(), "sum"}})
     if (!cast<RankedTensorType>(value.getType()).getElementType().isF32())
       return emitOpError() << name << " must be f32: the residual stream is summed in f32";
-  int64_t columns = shapes.get("K"), group = shapes.get("G");
-  if (group == 0)
-    return emitOpError("weight must not be empty: it is one group's scale");
-  if (!ShapedType::isDynamic(columns) && !ShapedType::isDynamic(group) && columns % group != 0)
-    return emitOpError() << "weight length " << group << " does not divide the " << columns
-                         << " input columns into groups";
-  double epsilon = getEpsilon().convertToDouble();
-  if (!(epsilon >= 0.0) || !std::isfinite(epsilon))
-    return emitOpError() << "epsilon must be non-negative and finite, got " << epsilon;
-  if (!std::isfinite(getWeightOffset().convertToDouble()))
-    return emitOpError("weight_offset must be finite");
-  return success();
+  return verifyNormParameters(*this, shapes.get("K"), shapes.get("G"), getEpsilon(),
+                              getWeightOffset());
 }
 
 LogicalResult RotaryOp::verify() {
