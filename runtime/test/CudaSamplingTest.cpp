@@ -19,8 +19,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -92,6 +94,36 @@ TEST(CudaSampling, GreedyTakesTheFirstOfTies) {
     for (int64_t r = 0; r < rows; ++r)
       expected.push_back(greedyToken(logits.data() + r * vocab, vocab));
     EXPECT_EQ(download<int64_t>(tokens, rows), expected) << "trial " << trial;
+  }
+}
+
+TEST(CudaSampling, GreedyEdgeRowsAsOnTheHost) {
+  // Rows of several shapes: one chunk (vocab 5), a chunk and a bit, gpt-oss's
+  // vocabulary over 49 chunks; rows that are all NaN (token 0), all -inf,
+  // -0 before +0 (one key: the first wins), the maximum in the last element.
+  std::mt19937 rng(9);
+  for (int64_t vocab : {int64_t{5}, int64_t{4097}, int64_t{201088}}) {
+    constexpr int64_t rows = 70;
+    std::vector<float> logits = randomLogits(rows, vocab, 2.0f, 0, rng);
+    float *r0 = logits.data(), *r1 = r0 + vocab, *r2 = r1 + vocab, *r3 = r2 + vocab;
+    std::fill(r0, r0 + vocab, std::nanf(""));
+    std::fill(r1, r1 + vocab, -std::numeric_limits<float>::infinity());
+    std::fill(r2, r2 + vocab, -1.0f);
+    r2[vocab - 1] = 0.0f;
+    r2[vocab / 2] = -0.0f;
+    r3[vocab - 1] = 1e30f;
+    DeviceBuffer device = upload(logits);
+    DeviceBuffer tokens = poisoned(sizeof(int64_t) * rows);
+    ASSERT_OK(cuda::greedyTokens(device.dataAs<float>(), rows, vocab, tokens.dataAs<int64_t>(),
+                                 nullptr));
+    ASSERT_OK(synchronize());
+    std::vector<int64_t> expected;
+    for (int64_t r = 0; r < rows; ++r)
+      expected.push_back(greedyToken(logits.data() + r * vocab, vocab));
+    EXPECT_EQ(expected[0], 0);
+    EXPECT_EQ(expected[2], vocab / 2);
+    EXPECT_EQ(expected[3], vocab - 1);
+    EXPECT_EQ(download<int64_t>(tokens, rows), expected) << "vocab " << vocab;
   }
 }
 

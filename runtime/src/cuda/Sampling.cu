@@ -2,6 +2,8 @@
 
 #include "moec/runtime/cuda/Sampling.h"
 
+#include "StreamScratch.h"
+
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -11,53 +13,89 @@
 namespace moec::rt::cuda {
 namespace {
 
-constexpr int kGreedyThreads = 1024;
+constexpr int kGreedyThreads = 256;
+/// Logits a greedy block reads: 4096 keep ~40 blocks on a 150k-logit row.
+constexpr int64_t kGreedyChunk = 4096;
 
 unsigned blocksFor(int64_t count, int threads) {
   return static_cast<unsigned>((count + threads - 1) / threads);
 }
 
-/// One block per row: each thread's best (key, index) over a stride of the
-/// row, then the block's; the larger key wins, ties the smaller index.
-__global__ void greedyKernel(const float *logits, int64_t vocab, int64_t *tokens) {
-  const float *row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
-  float bestKey = -std::numeric_limits<float>::infinity();
-  int64_t best = std::numeric_limits<int64_t>::max();
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    float x = row[v];
-    float key = x != x ? -std::numeric_limits<float>::infinity() : x;
-    if (key > bestKey || (key == bestKey && v < best)) {
-      bestKey = key;
-      best = v;
-    }
-  }
-  auto better = [](float key, int64_t index, float thanKey, int64_t thanIndex) {
-    return key > thanKey || (key == thanKey && index < thanIndex);
-  };
+/// A (logit, token) pair as one integer whose order is greedy's: the key's
+/// ascending bits above the complement of the token, so the larger key wins
+/// and, among equal keys, the smaller token. NaN counts as -inf and -0 as +0
+/// (one key, as the host's `>` sees them).
+__device__ uint64_t greedyPair(float x, int64_t token) {
+  float key = x != x ? -std::numeric_limits<float>::infinity() : (x == 0.0f ? 0.0f : x);
+  uint32_t bits = __float_as_uint(key);
+  uint32_t ascending = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+  return (uint64_t(ascending) << 32) | ~static_cast<uint32_t>(token);
+}
+
+__device__ uint64_t warpMax(uint64_t v) {
   for (int offset = 16; offset > 0; offset /= 2) {
-    float key = __shfl_down_sync(0xffffffffu, bestKey, offset);
-    int64_t index = __shfl_down_sync(0xffffffffu, best, offset);
-    if (better(key, index, bestKey, best)) {
-      bestKey = key;
-      best = index;
+    uint64_t other = __shfl_down_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+/// Greedy in two launches, so that a row of 150k-200k logits is read by many
+/// SMs (one block per row read it at ~10 GB/s: 68 µs of a decode step): block
+/// (c, r) takes the best pair of chunk c of row r, four independent loads a
+/// thread in flight (grid x: rows, y: chunks); greedyFinishKernel takes the
+/// best of each row's chunks.
+__global__ void greedyChunkKernel(const float *logits, int64_t vocab, int64_t chunk,
+                                  uint64_t *partial) {
+  const float *row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t end = begin + chunk < vocab ? begin + chunk : vocab;
+  uint64_t best = 0; // below every pair: its key bits are those of no float
+  for (int64_t v = begin + threadIdx.x; v < end; v += 4 * int64_t(blockDim.x)) {
+    float x[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      int64_t at = v + u * int64_t(blockDim.x);
+      x[u] = at < end ? row[at] : std::numeric_limits<float>::quiet_NaN();
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      int64_t at = v + u * int64_t(blockDim.x);
+      if (at < end) {
+        uint64_t pair = greedyPair(x[u], at);
+        best = pair > best ? pair : best;
+      }
     }
   }
-  __shared__ float keys[kGreedyThreads / 32];
-  __shared__ int64_t indices[kGreedyThreads / 32];
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) {
-    keys[warp] = bestKey;
-    indices[warp] = best;
-  }
+  best = warpMax(best);
+  __shared__ uint64_t warps[kGreedyThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0)
+    warps[warp] = best;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-      if (better(keys[w], indices[w], bestKey, best)) {
-        bestKey = keys[w];
-        best = indices[w];
-      }
-    tokens[blockIdx.x] = best < vocab ? best : 0; // a row of vocab 0 cannot reach here
+  if (warp == 0) {
+    best = lane < static_cast<int>(blockDim.x / 32) ? warps[lane] : 0;
+    best = warpMax(best);
+    if (lane == 0)
+      partial[int64_t(blockIdx.x) * gridDim.y + blockIdx.y] = best;
   }
+}
+
+/// One warp per row: the best of the row's `chunks` pairs, as its token.
+__global__ void greedyFinishKernel(const uint64_t *partial, int64_t rows, int chunks,
+                                   int64_t *tokens) {
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows)
+    return;
+  uint64_t best = 0;
+  for (int c = lane; c < chunks; c += 32) {
+    uint64_t pair = partial[row * chunks + c];
+    best = pair > best ? pair : best;
+  }
+  best = warpMax(best);
+  if (lane == 0)
+    tokens[row] = static_cast<int64_t>(~static_cast<uint32_t>(best & 0xffffffffu));
 }
 
 /// The key's bits in ascending order of the float (keys are never NaN or -0).
@@ -146,7 +184,20 @@ Status greedyTokens(const float *logits, int64_t rows, int64_t vocab, int64_t *t
   if (vocab <= 0 || rows > std::numeric_limits<int32_t>::max())
     return Status::error("greedyTokens: " + std::to_string(rows) + " rows of " +
                          std::to_string(vocab) + " logits");
-  greedyKernel<<<static_cast<unsigned>(rows), kGreedyThreads, 0, stream>>>(logits, vocab, tokens);
+  const int64_t chunks = (vocab + kGreedyChunk - 1) / kGreedyChunk;
+  if (chunks > 65535) // the grid's y
+    return Status::error("greedyTokens: a vocabulary of " + std::to_string(vocab) +
+                         " logits exceeds " + std::to_string(65535 * kGreedyChunk));
+  detail::StreamScratch scratch(stream);
+  uint64_t *partial = nullptr;
+  MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(rows * chunks), partial));
+  greedyChunkKernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)),
+                      kGreedyThreads, 0, stream>>>(logits, vocab, kGreedyChunk, partial);
+  MOEC_CUDA_TRY(cudaGetLastError());
+  constexpr int rowsPerBlock = 8;
+  greedyFinishKernel<<<static_cast<unsigned>((rows + rowsPerBlock - 1) / rowsPerBlock),
+                       32 * rowsPerBlock, 0, stream>>>(partial, rows, static_cast<int>(chunks),
+                                                       tokens);
   MOEC_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
