@@ -72,6 +72,27 @@ void expectSameTokens(cuda::DeviceSampler &sampler, const std::vector<float> &lo
 
 constexpr int64_t kQwenVocab = 151936;
 
+std::vector<int64_t> hostGreedy(const std::vector<float> &logits, int64_t rows, int64_t vocab) {
+  std::vector<int64_t> tokens;
+  for (int64_t r = 0; r < rows; ++r)
+    tokens.push_back(greedyToken(logits.data() + r * vocab, vocab));
+  return tokens;
+}
+
+/// cuda::greedyTokens' picks, the tokens poisoned first; empty if a call fails.
+std::vector<int64_t> deviceGreedy(const std::vector<float> &logits, int64_t rows, int64_t vocab) {
+  DeviceBuffer device = upload(logits);
+  DeviceBuffer tokens = poisoned(sizeof(int64_t) * rows);
+  Status status =
+      cuda::greedyTokens(device.dataAs<float>(), rows, vocab, tokens.dataAs<int64_t>(), nullptr);
+  EXPECT_TRUE(status.ok()) << status.message();
+  Status synced = synchronize();
+  EXPECT_TRUE(synced.ok()) << synced.message();
+  if (!status.ok() || !synced.ok())
+    return {};
+  return download<int64_t>(tokens, rows);
+}
+
 TEST(CudaSampling, GreedyTakesTheFirstOfTies) {
   constexpr int64_t rows = 5, vocab = kQwenVocab;
   std::mt19937 rng(3);
@@ -85,15 +106,8 @@ TEST(CudaSampling, GreedyTakesTheFirstOfTies) {
         logits[r * vocab + at(rng)] = top;
       logits[r * vocab + at(rng)] = std::nanf("");
     }
-    DeviceBuffer device = upload(logits);
-    DeviceBuffer tokens = poisoned(sizeof(int64_t) * rows);
-    ASSERT_OK(cuda::greedyTokens(device.dataAs<float>(), rows, vocab, tokens.dataAs<int64_t>(),
-                                 nullptr));
-    ASSERT_OK(synchronize());
-    std::vector<int64_t> expected;
-    for (int64_t r = 0; r < rows; ++r)
-      expected.push_back(greedyToken(logits.data() + r * vocab, vocab));
-    EXPECT_EQ(download<int64_t>(tokens, rows), expected) << "trial " << trial;
+    std::vector<int64_t> expected = hostGreedy(logits, rows, vocab);
+    EXPECT_EQ(deviceGreedy(logits, rows, vocab), expected) << "trial " << trial;
   }
 }
 
@@ -112,18 +126,11 @@ TEST(CudaSampling, GreedyEdgeRowsAsOnTheHost) {
     r2[vocab - 1] = 0.0f;
     r2[vocab / 2] = -0.0f;
     r3[vocab - 1] = 1e30f;
-    DeviceBuffer device = upload(logits);
-    DeviceBuffer tokens = poisoned(sizeof(int64_t) * rows);
-    ASSERT_OK(cuda::greedyTokens(device.dataAs<float>(), rows, vocab, tokens.dataAs<int64_t>(),
-                                 nullptr));
-    ASSERT_OK(synchronize());
-    std::vector<int64_t> expected;
-    for (int64_t r = 0; r < rows; ++r)
-      expected.push_back(greedyToken(logits.data() + r * vocab, vocab));
+    std::vector<int64_t> expected = hostGreedy(logits, rows, vocab);
     EXPECT_EQ(expected[0], 0);
     EXPECT_EQ(expected[2], vocab / 2);
     EXPECT_EQ(expected[3], vocab - 1);
-    EXPECT_EQ(download<int64_t>(tokens, rows), expected) << "vocab " << vocab;
+    EXPECT_EQ(deviceGreedy(logits, rows, vocab), expected) << "vocab " << vocab;
   }
 }
 
