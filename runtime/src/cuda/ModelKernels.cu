@@ -355,4 +355,61 @@ Status add(const float *a, const float *b, int64_t count, float *out, cudaStream
                                  dim3(kThreads), 0, stream, a, b, count, out);
 }
 
+namespace {
+
+struct PrefetchRanges {
+  const char *begin[kMaxPrefetchRanges];
+  int64_t bytes[kMaxPrefetchRanges];
+  int count;
+};
+
+/// Bytes one bulk prefetch asks for.
+constexpr int64_t kPrefetchChunk = 64 << 10;
+
+/// Each thread asks the L2 for whole chunks of the ranges, strided over the
+/// grid (cp.async.bulk.prefetch.L2: no registers, no completion to wait
+/// for), then the grid waits for its predecessor: the prefetch overlaps it,
+/// and the kernels after this one still see everything before it done.
+__global__ void prefetchL2Kernel(PrefetchRanges ranges) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t threads = int64_t(gridDim.x) * blockDim.x;
+  for (int r = 0; r < ranges.count; ++r)
+    for (int64_t at = thread * kPrefetchChunk; at < ranges.bytes[r]; at += threads * kPrefetchChunk) {
+      const int64_t left = ranges.bytes[r] - at;
+      const unsigned size = static_cast<unsigned>(left < kPrefetchChunk ? left : kPrefetchChunk);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ranges.begin[r] + at),
+                   "r"(size)
+                   : "memory");
+    }
+#endif
+  device::awaitPrerequisites();
+}
+
+} // namespace
+
+Status prefetchL2(const void *const *ranges, const int64_t *bytes, int count,
+                  cudaStream_t stream) {
+  if (count < 0 || count > kMaxPrefetchRanges)
+    return Status::error("prefetchL2: " + std::to_string(count) + " ranges, not 0 to " +
+                         std::to_string(kMaxPrefetchRanges));
+  PrefetchRanges arguments{};
+  int64_t total = 0;
+  for (int r = 0; r < count; ++r) {
+    if (bytes[r] < 0 || bytes[r] % 16 != 0 || reinterpret_cast<uintptr_t>(ranges[r]) % 16 != 0)
+      return Status::error("prefetchL2: range " + std::to_string(r) + " (" +
+                           std::to_string(bytes[r]) +
+                           " bytes) is not whole 16-byte lines at a 16-byte boundary");
+    arguments.begin[arguments.count] = static_cast<const char *>(ranges[r]);
+    arguments.bytes[arguments.count++] = bytes[r];
+    total += bytes[r];
+  }
+  if (total == 0)
+    return Status::ok();
+  // A thread a chunk, up to one block of 128 threads per SM.
+  const int64_t chunks = (total + kPrefetchChunk - 1) / kPrefetchChunk;
+  return detail::launchDependent(prefetchL2Kernel, dim3(blocksFor(chunks, 128, kSMs)), dim3(128),
+                                 0, stream, arguments);
+}
+
 } // namespace moec::rt::cuda

@@ -473,3 +473,61 @@ func.func @attention_num_heads(%q: tensor<?x32xf32>, %k: tensor<?x16xf32>, %pos:
          : tensor<?x32xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x32xf32>
   return %a : tensor<?x32xf32>
 }
+
+// -----
+
+// moe.prefetch: weights (1 to 8), the rows that give the step's token count.
+// CHECK-LABEL: func.func @prefetch
+// CHECK: moe.prefetch(%arg0, %arg1) rows(%arg2) {bytes = array<i64: 64, 32>, max_rows = 64 : i64} : (tensor<4x16xbf16>, tensor<8x4xf32>), tensor<?xi64>
+func.func @prefetch(%w: tensor<4x16xbf16>, %v: tensor<8x4xf32>, %ids: tensor<?xi64>) {
+  moe.prefetch(%w, %v) rows(%ids) {bytes = array<i64: 64, 32>, max_rows = 64 : i64} : (tensor<4x16xbf16>, tensor<8x4xf32>), tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @prefetch_counts(%w: tensor<4x16xbf16>, %ids: tensor<?xi64>) {
+  // expected-error @+1 {{has 1 weights but 2 byte counts}}
+  moe.prefetch(%w) rows(%ids) {bytes = array<i64: 64, 32>, max_rows = 64 : i64} : (tensor<4x16xbf16>), tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @prefetch_past_the_weight(%w: tensor<4x16xbf16>, %ids: tensor<?xi64>) {
+  // expected-error @+1 {{reads 144 bytes of weight 0, which holds 128}}
+  moe.prefetch(%w) rows(%ids) {bytes = array<i64: 144>, max_rows = 64 : i64} : (tensor<4x16xbf16>), tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @prefetch_dynamic(%w: tensor<?x16xbf16>, %ids: tensor<?xi64>) {
+  // expected-error @+1 {{weight 0 must have a static shape}}
+  moe.prefetch(%w) rows(%ids) {bytes = array<i64: 16>, max_rows = 64 : i64} : (tensor<?x16xbf16>), tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @prefetch_none(%ids: tensor<?xi64>) {
+  // expected-error @+1 {{takes 1 to 8 weights, not 0}}
+  "moe.prefetch"(%ids) <{bytes = array<i64>, max_rows = 64 : i64}> : (tensor<?xi64>) -> ()
+  return
+}
+
+// -----
+
+func.func @prefetch_scalar_rows(%w: tensor<4x16xbf16>, %n: tensor<i64>) {
+  // expected-error @+1 {{rows must have a token dimension}}
+  moe.prefetch(%w) rows(%n) {bytes = array<i64: 16>, max_rows = 64 : i64} : (tensor<4x16xbf16>), tensor<i64>
+  return
+}
+
+// -----
+
+func.func @prefetch_max_rows(%w: tensor<4x16xbf16>, %ids: tensor<?xi64>) {
+  // expected-error @+1 {{attribute 'max_rows' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  moe.prefetch(%w) rows(%ids) {bytes = array<i64: 16>, max_rows = 0 : i64} : (tensor<4x16xbf16>), tensor<?xi64>
+  return
+}
