@@ -280,7 +280,7 @@ LogicalResult evalAttention(AttentionOp op, Operands in, Results &out, KVCache &
 
 bool isModelOp(Operation *op) {
   return isa<EmbeddingOp, RMSNormOp, AddRMSNormOp, RotaryOp, AttentionOp, ElementwiseOp,
-             ReduceRowsOp, PrefetchOp>(op);
+             ReduceRowsOp>(op);
 }
 
 LogicalResult evalModelOp(Operation *op, Operands in, Results &out, KVCache &cache,
@@ -295,7 +295,6 @@ LogicalResult evalModelOp(Operation *op, Operands in, Results &out, KVCache &cac
       .Case<AddRMSNormOp>([&](AddRMSNormOp o) { return evalAddRMSNorm(o, in, out); })
       .Case<RotaryOp>([&](RotaryOp o) { return evalRotary(o, in, out); })
       .Case<AttentionOp>([&](AttentionOp o) { return evalAttention(o, in, out, cache); })
-      .Case<PrefetchOp>([](PrefetchOp) { return success(); }) // a cache hint: no value
       .Default([](Operation *other) {
         return other->emitOpError("is not an op of whole models");
       });

@@ -85,9 +85,6 @@ void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
   }
   if (options.planStreams)
     pm.addPass(createMoEPlanStreams());
-  // After the stream plan: the side stream's ops take no part in it.
-  if (options.prefetchWeights)
-    pm.addPass(createMoEPlanWeightPrefetch());
 }
 
 namespace {
@@ -126,10 +123,6 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
                               llvm::cl::desc("with precision=bf16: the KV cache's element "
                                              "type, bf16 (default) or f32"),
                               llvm::cl::init("bf16")};
-  Option<bool> weightPrefetch{*this, "weight-prefetch",
-                              llvm::cl::desc("with target=cuda: moe-plan-weight-prefetch "
-                                             "(default true)"),
-                              llvm::cl::init(true)};
   Option<bool> legalize{*this, "legalize",
                         llvm::cl::desc("moe-legalize-for-codegen after the last phase"),
                         llvm::cl::init(false)};
@@ -155,7 +148,6 @@ void moec::registerPipeline() {
         options.mxfp4Experts = stop == Phase::Grouped && cl.expertWeights == "mxfp4";
         options.bf16ExpertOutputs = options.bf16ExpertWeights && cl.expertOutputs == "bf16";
         options.planStreams = grouped && cl.target == "cuda";
-        options.prefetchWeights = grouped && cl.target == "cuda" && cl.weightPrefetch;
         options.bf16Models = grouped && cl.target == "cuda" && cl.precision == "bf16";
         options.f32KVCache = cl.kvCache == "f32";
         // A target's printer reads only func, arith, tensor and moe ops.

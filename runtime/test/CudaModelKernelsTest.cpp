@@ -90,43 +90,6 @@ protected:
 // embedding, rmsNorm, rotary, add
 //===----------------------------------------------------------------------===//
 
-// moe.prefetch: a hint that changes nothing. Between two dependent kernels it
-// keeps their order (the second reads what the first wrote); ranges of many
-// chunks, one line and none are taken; bad ranges are refused before any launch.
-TEST_F(CudaModelKernels, PrefetchL2KeepsTheStreamOrderAndRefusesBadRanges) {
-  const int64_t count = (int64_t(3) << 20) + 4; // 12 MiB and a line: 193 chunks of 64 KiB
-  std::vector<float> a = randomVector(count, rng), b = randomVector(count, rng);
-  DeviceBuffer dA = upload(a), dB = upload(b), sum = poisoned(4 * count),
-               twice = poisoned(4 * count);
-  ASSERT_OK(cuda::add(dA.dataAs<float>(), dB.dataAs<float>(), count, sum.dataAs<float>(),
-                      nullptr));
-  const void *ranges[] = {dA.data(), sum.data(), dB.data()};
-  const int64_t bytes[] = {4 * count, 4 * count, 16};
-  ASSERT_OK(cuda::prefetchL2(ranges, bytes, 3, nullptr));
-  ASSERT_OK(cuda::add(sum.dataAs<float>(), sum.dataAs<float>(), count, twice.dataAs<float>(),
-                      nullptr));
-  const int64_t none[] = {0};
-  ASSERT_OK(cuda::prefetchL2(ranges, none, 1, nullptr));
-  ASSERT_OK(cuda::prefetchL2(ranges, bytes, 0, nullptr));
-  ASSERT_OK(synchronize());
-  std::vector<float> got = download<float>(twice, count);
-  for (int64_t i = 0; i < count; ++i)
-    ASSERT_EQ(got[i], 2.0f * (a[i] + b[i])) << "element " << i;
-  EXPECT_EQ(download<float>(dA, count), a); // read, never written
-
-  const void *misaligned[] = {static_cast<const char *>(dA.data()) + 8};
-  const int64_t line[] = {16}, partial[] = {20};
-  Status bad = cuda::prefetchL2(misaligned, line, 1, nullptr);
-  EXPECT_NE(bad.message().find("range 0 (16 bytes) is not whole 16-byte lines"),
-            std::string::npos)
-      << bad.message();
-  bad = cuda::prefetchL2(ranges, partial, 1, nullptr);
-  EXPECT_NE(bad.message().find("range 0 (20 bytes)"), std::string::npos) << bad.message();
-  bad = cuda::prefetchL2(ranges, bytes, cuda::kMaxPrefetchRanges + 1, nullptr);
-  EXPECT_NE(bad.message().find("9 ranges, not 0 to 8"), std::string::npos) << bad.message();
-  ASSERT_OK(synchronize());
-}
-
 TEST_F(CudaModelKernels, EmbeddingCopiesRowsAndZerosIdsOutsideTheTable) {
   int64_t vocab = 37, hidden = 300, n = 11;
   std::vector<float> table = randomVector(vocab * hidden, rng);

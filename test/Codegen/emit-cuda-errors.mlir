@@ -81,11 +81,6 @@
 // CACHE-UNKNOWN: moec: unknown --kv-cache='f16' (bf16, f32)
 // RUN: not moec compile %fixtures/models/mixtral/checkpoint --kv-cache=bf16 2>&1 | FileCheck %s --check-prefix=CACHE-NOTARGET
 // CACHE-NOTARGET: moec: --kv-cache needs --target=cuda
-// RUN: not moec compile %fixtures/models/mixtral/checkpoint --target=cuda --weight-prefetch=maybe -o %t/a 2>&1 | FileCheck %s --check-prefix=PREFETCH-UNKNOWN
-// PREFETCH-UNKNOWN: moec: unknown --weight-prefetch='maybe' (on, off)
-// RUN: not moec compile %fixtures/models/mixtral/checkpoint --target=cpu --weight-prefetch=on -o %t/a 2>&1 | FileCheck %s --check-prefix=PREFETCH-CPU
-// RUN: not moec compile %fixtures/models/mixtral/checkpoint --weight-prefetch=off 2>&1 | FileCheck %s --check-prefix=PREFETCH-CPU
-// PREFETCH-CPU: moec: --weight-prefetch needs --target=cuda
 // RUN: not ls %t/a
 
 //--- unknown-op.mlir

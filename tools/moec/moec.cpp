@@ -33,7 +33,6 @@ static const char usage[] =
     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda -o ARTIFACT "
     "[--max-tokens=N] [--weights=embedded|external] [--expert-weights=f32|bf16|mxfp4]\n"
     "         [--expert-outputs=f32|bf16] [--precision=bf16|f32] [--kv-cache=bf16|f32] "
-    "[--weight-prefetch=on|off] "
     "[--runtime-dir=DIR]\n"
     "       moec compile MODEL.(onnx|mlir) --target=cpu|cuda --emit=exe -o FILE "
     "[...]\n"

@@ -54,13 +54,6 @@ private:
     line("MOEC_RETURN_IF_ERROR(" + name.str() + "(" + llvm::join(args, ", ") + "));");
   }
 
-  void printPrefetch(const std::string &ranges, const std::string &bytes, size_t count,
-                     const std::string &rows, int64_t maxRows) override {
-    line("if (" + rows + " <= " + std::to_string(maxRows) + ")");
-    line("  MOEC_RETURN_IF_ERROR(prefetchL2(" + ranges + ", " + bytes + ", " +
-         std::to_string(count) + ", " + streamExpr + "));");
-  }
-
   void decl(const Twine &text) override { decls += "  " + text.str() + "\n"; }
   void copyInLine(const Twine &text) { copyIn += "  " + text.str() + "\n"; }
   void copyOutLine(const Twine &text) { copyOut += "  " + text.str() + "\n"; }

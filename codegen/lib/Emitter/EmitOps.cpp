@@ -135,29 +135,6 @@ static std::string arrayOf(ArrayRef<std::string> values) {
       .str();
 }
 
-LogicalResult Emitter::emitPrefetch(moe::PrefetchOp op) {
-  comment(op);
-  FailureOr<ValueInfo *> rows = operand(op, op.getRows(), "the rows", false);
-  if (failed(rows))
-    return failure();
-  if ((*rows)->dims.empty())
-    return unsupported(op, "the rows need a token dimension");
-  std::vector<std::string> ranges, bytes;
-  for (auto [i, weight] : llvm::enumerate(op.getWeights())) {
-    FailureOr<ValueInfo *> w = operand(op, weight, "weight " + std::to_string(i), true, false,
-                                       isBF16(weight));
-    if (failed(w))
-      return failure();
-    if (!(*w)->weightOffset)
-      return unsupported(op, "only constant weights are prefetched");
-    ranges.push_back("static_cast<const void *>(" + (*w)->var + ")");
-    bytes.push_back("int64_t{" + std::to_string(op.getBytes()[i]) + "}");
-  }
-  printPrefetch(arrayOf(ranges), arrayOf(bytes), ranges.size(), dimExpr((*rows)->dims[0]),
-                static_cast<int64_t>(op.getMaxRows()));
-  return success();
-}
-
 LogicalResult Emitter::emitMultiLinear(moe::MultiLinearOp op) {
   comment(op);
   bool bf16 = isBF16(op.getWeights()[0]);

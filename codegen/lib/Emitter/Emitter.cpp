@@ -544,7 +544,6 @@ LogicalResult Emitter::run() {
         })
         .Case<moe::LinearOp>([&](auto op) { return emitLinear(op); })
         .Case<moe::MultiLinearOp>([&](auto op) { return emitMultiLinear(op); })
-        .Case<moe::PrefetchOp>([&](auto op) { return emitPrefetch(op); })
         .Case<moe::RouteOp>([&](auto op) { return emitRoute(op); })
         .Case<moe::SortOp>([&](auto op) { return emitSort(op); })
         .Case<moe::PermuteOp>([&](auto op) { return emitPermute(op); })

@@ -108,11 +108,6 @@ protected:
   /// (statements that return the communicator's error).
   virtual void printAllReduce(const ValueInfo &in, const ValueInfo &out,
                               const std::string &count) {}
-  /// moe.prefetch: `ranges` (C++ arrays of the weights' addresses and byte
-  /// counts, `count` of each) read into the L2 cache when `rows` <= `maxRows`.
-  /// A hint: a target without a cache to fill prints nothing.
-  virtual void printPrefetch(const std::string &ranges, const std::string &bytes, size_t count,
-                             const std::string &rows, int64_t maxRows) {}
   /// One kernel call (`pool`: the CPU kernel takes the thread pool).
   virtual void printKernel(mlir::StringRef name, std::vector<std::string> args, bool pool) = 0;
   /// A pointer declaration (CUDA keeps them apart from the kernel calls).
@@ -281,7 +276,6 @@ protected:
   mlir::LogicalResult emitView(mlir::Operation *op);
   mlir::LogicalResult emitLinear(moe::LinearOp op);
   mlir::LogicalResult emitMultiLinear(moe::MultiLinearOp op);
-  mlir::LogicalResult emitPrefetch(moe::PrefetchOp op);
   mlir::LogicalResult emitAddRMSNorm(moe::AddRMSNormOp op);
   mlir::LogicalResult emitRoute(moe::RouteOp op);
   mlir::LogicalResult emitSort(moe::SortOp op);

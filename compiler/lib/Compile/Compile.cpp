@@ -95,12 +95,6 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
     return fail("unknown --precision='" + precision + "' (bf16, f32)");
   if (precision == "bf16" && target != "cuda")
     return fail("--precision=bf16 needs --target=cuda (the CPU target keeps f32)");
-  if (options.weightPrefetch) {
-    if (*options.weightPrefetch != "on" && *options.weightPrefetch != "off")
-      return fail("unknown --weight-prefetch='" + *options.weightPrefetch + "' (on, off)");
-    if (target != "cuda")
-      return fail("--weight-prefetch needs --target=cuda");
-  }
   if (options.kvCache) {
     if (*options.kvCache != "f32" && *options.kvCache != "bf16")
       return fail("unknown --kv-cache='" + *options.kvCache + "' (bf16, f32)");
@@ -185,8 +179,6 @@ llvm::Error moec::validate(const CompileOptions &options) {
     return fail("--precision needs --target");
   if (options.kvCache)
     return fail("--kv-cache needs --target=cuda");
-  if (options.weightPrefetch)
-    return fail("--weight-prefetch needs --target=cuda");
   return llvm::Error::success();
 }
 
@@ -207,8 +199,6 @@ moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
     pipeline.bf16Models =
         options.target == "cuda" && options.precision.value_or("bf16") == "bf16";
     pipeline.f32KVCache = options.kvCache == "f32";
-    pipeline.prefetchWeights =
-        options.target == "cuda" && options.weightPrefetch.value_or("on") == "on";
     pipeline.maxBatch = options.maxBatch.value_or(pipeline.maxBatch);
     pipeline.maxSeq = options.maxSeq.value_or(pipeline.maxSeq);
   }

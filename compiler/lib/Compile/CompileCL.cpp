@@ -106,12 +106,6 @@ struct CompileCLOptions {
       cl::desc("with --target=cuda --precision=bf16, a whole model's KV cache: 'bf16' "
                "(default) or 'f32'"),
       cl::init("bf16")};
-  Flag<std::string> weightPrefetch{
-      "weight-prefetch",
-      cl::desc("with --target=cuda, a whole model: 'on' (default) starts reading each decode "
-               "projection's weights into the L2 cache while the kernels before it leave "
-               "memory idle (moe-plan-weight-prefetch); 'off' does not"),
-      cl::init("on")};
 };
 
 llvm::ManagedStatic<CompileCLOptions> clOptions;
@@ -154,6 +148,5 @@ moec::CompileOptions moec::compileOptionsFromCL() {
   options.expertOutputs = given(flags.expertOutputs);
   options.precision = given(flags.precision);
   options.kvCache = given(flags.kvCache);
-  options.weightPrefetch = given(flags.weightPrefetch);
   return options;
 }

@@ -95,27 +95,6 @@ LogicalResult AddRMSNormOp::verify() {
                               getWeightOffset());
 }
 
-LogicalResult PrefetchOp::verify() {
-  ArrayRef<int64_t> bytes = getBytes();
-  if (getWeights().empty() || getWeights().size() > 8)
-    return emitOpError() << "takes 1 to 8 weights, not " << getWeights().size();
-  if (bytes.size() != getWeights().size())
-    return emitOpError() << "has " << getWeights().size() << " weights but " << bytes.size()
-                         << " byte counts";
-  if (cast<RankedTensorType>(getRows().getType()).getRank() < 1)
-    return emitOpError("rows must have a token dimension");
-  for (auto [i, weight] : llvm::enumerate(getWeights())) {
-    auto type = cast<RankedTensorType>(weight.getType());
-    if (!type.hasStaticShape())
-      return emitOpError() << "weight " << i << " must have a static shape";
-    int64_t size = type.getNumElements() * type.getElementTypeBitWidth() / 8;
-    if (bytes[i] <= 0 || bytes[i] > size)
-      return emitOpError() << "reads " << bytes[i] << " bytes of weight " << i << ", which holds "
-                           << size;
-  }
-  return success();
-}
-
 LogicalResult RotaryOp::verify() {
   ShapeChecker shapes(*this);
   if (failed(shapes.expect(getInput(), "input", {"N", "C"})) ||

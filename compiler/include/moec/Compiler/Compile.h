@@ -80,9 +80,6 @@ struct CompileOptions {
   /// --kv-cache: with --precision=bf16, the KV cache's rows in bf16 (default)
   /// or f32.
   std::optional<std::string> kvCache;
-  /// --weight-prefetch: with --target=cuda, whole models' decode projections
-  /// read their weights from L2, started ahead (on, the default) or not (off).
-  std::optional<std::string> weightPrefetch;
 };
 
 /// Checks the options as `moec compile` does before reading the model; the

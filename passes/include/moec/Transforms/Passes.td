@@ -225,29 +225,6 @@ def MoEPlanStreams : Pass<"moe-plan-streams", "::mlir::ModuleOp"> {
   let dependentDialects = ["::moec::moe::MoEDialect"];
 }
 
-def MoEPlanWeightPrefetch : Pass<"moe-plan-weight-prefetch", "::mlir::ModuleOp"> {
-  let summary = "Start reading decode projections' weights into L2 while memory idles (moe.prefetch)";
-  let description = [{
-    In whole models (functions with `moe.kv_cache` and a `moe.embedding` of
-    the function's token ids): each `moe.linear` or `moe.multi_linear` on the
-    main stream whose weights are constants gets a `moe.prefetch` of them
-    right after the closest earlier op that streams weights on the main
-    stream (`moe.linear`, `moe.multi_linear`, `moe.grouped_matmul`), or before
-    the function's first op when there is none, when some op other than a
-    view or constant runs in between. It reads at most `l2-bytes` bytes of
-    the weights in order and only for steps of at most `max-rows` tokens.
-    Ops on the side stream (`moe.stream`) are not considered. Semantics are
-    unchanged. Run by `moec compile --target=cuda` for whole models.
-  }];
-  let options = [
-    Option<"l2Bytes", "l2-bytes", "int64_t", "32 << 20",
-           "the most bytes one prefetch reads (a part of the L2 cache)">,
-    Option<"maxRows", "max-rows", "int64_t", "64",
-           "steps of more tokens skip the prefetch (the few-rows kernels' range)">,
-  ];
-  let dependentDialects = ["::moec::moe::MoEDialect"];
-}
-
 def MoEPlanKVCache : Pass<"moe-plan-kv-cache", "::mlir::ModuleOp"> {
   let summary = "Size the KV cache of a whole model (moe.kv_cache on its function)";
   let description = [{

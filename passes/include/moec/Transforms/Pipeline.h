@@ -56,9 +56,6 @@ struct PipelineOptions {
   bool f32KVCache = false;
   /// moe-plan-streams: the shared expert's side stream (--target=cuda).
   bool planStreams = false;
-  /// moe-plan-weight-prefetch: decode projections' weights read into L2
-  /// ahead of their kernels (--target=cuda, --weight-prefetch=on).
-  bool prefetchWeights = false;
   /// moe-legalize-for-codegen: only func, arith, tensor and moe ops remain.
   bool legalizeForCodegen = false;
   /// moe-plan-kv-cache (with legalizeForCodegen): a whole model's KV cache,

@@ -91,26 +91,6 @@ def MoE_RotaryOp : MoE_Op<"rotary", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_PrefetchOp : MoE_Op<"prefetch"> {
-  let summary = "a hint: start reading constant weights into the GPU's L2 cache";
-  let description = [{
-    When `rows` (any tensor whose first dimension is the step's token count)
-    has at most `max_rows` rows, starts reading the first `bytes[i]` bytes of
-    each constant `weights[i]` (1 to 8 of them) into the device's L2 cache and goes on at
-    once: a later projection's loads then hit the cache. It defines nothing
-    and changes no value; the interpreter and the CPU target skip it.
-    `moe-plan-weight-prefetch` places it where the kernels before that
-    projection leave the memory idle.
-  }];
-  let arguments = (ins Variadic<MoE_FloatTensor>:$weights, AnyRankedTensor:$rows,
-                       DenseI64ArrayAttr:$bytes,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$max_rows);
-  let assemblyFormat = [{
-    `(` $weights `)` `rows` `(` $rows `)` attr-dict `:` `(` type($weights) `)` `,` type($rows)
-  }];
-  let hasVerifier = 1;
-}
-
 def MoE_AttentionOp : MoE_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "causal attention of a step's tokens over the KV cache";
   let description = [{

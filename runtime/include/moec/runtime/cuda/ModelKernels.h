@@ -180,17 +180,6 @@ Status attention(DeviceKVCache &cache, int64_t slot, const float *query, const f
 /// The residual sum: out[i] = a[i] + b[i]; out may be a or b.
 Status add(const float *a, const float *b, int64_t count, float *out, cudaStream_t stream);
 
-/// The most ranges of one prefetchL2 call.
-inline constexpr int kMaxPrefetchRanges = 8;
-
-/// moe.prefetch: starts reading `count` device ranges (`bytes[i]` bytes from
-/// `ranges[i]`, 16-byte aligned, whole 16-byte lines) into the L2 cache and
-/// returns without waiting for them; nothing is written. Launched as a
-/// dependent kernel, it completes only after its predecessor, so a kernel
-/// after it waits for both.
-Status prefetchL2(const void *const *ranges, const int64_t *bytes, int count,
-                  cudaStream_t stream);
-
 } // namespace moec::rt::cuda
 
 #endif // MOEC_RUNTIME_CUDA_MODELKERNELS_H
