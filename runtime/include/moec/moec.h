@@ -60,7 +60,9 @@ moec_model *moec_load(const char *artifact_dir);
 /* An expert-parallel group: the rank this process runs as, the number of
  * ranks, and the all-reduce that sums `count` floats at `data` over the ranks
  * in place, every rank getting the same bits (`stream`: NULL for host memory,
- * else a pointer to the cudaStream_t that orders device memory `data`); it
+ * else the cudaStream_t itself, cast to void *, that orders device memory
+ * `data`: the all-reduce is queued on it, and may be captured into a CUDA
+ * graph there, as a CUDA model's is); it
  * returns 0, or nonzero with a NUL-terminated message in `error` (at most
  * `error_bytes`). The runtime's communicators fill one (the host's over TCP,
  * NCCL's on GPUs); `context` is theirs. */
