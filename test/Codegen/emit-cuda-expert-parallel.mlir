@@ -17,6 +17,8 @@
 // BLOCK: Status allReduceSum(const moec_communicator &comm, float *data, int64_t count,
 // BLOCK: comm.all_reduce_sum_f32(comm.context, data, static_cast<uint64_t>(count),
 // BLOCK-NEXT: static_cast<void *>(stream), why, sizeof(why))
+// BLOCK: Status waitForGroup(const moec_communicator &comm, cudaStream_t stream) {
+// BLOCK: if (comm.wait && comm.wait(comm.context, static_cast<void *>(stream), why, sizeof(why)) != 0)
 // BLOCK: const moec_communicator *comm = state.comm;
 // BLOCK: auto compute = [&]() -> Status {
 // BLOCK: sortByExpert({{.*}}, 2 * T, 4, comm->rank * 4,
@@ -26,6 +28,8 @@
 // BLOCK: return Status::ok();
 // BLOCK-NEXT: };
 // BLOCK: state.graphs.run(T, stream, compute
+// BLOCK: MOEC_RETURN_IF_ERROR(waitForGroup(*comm, stream));
+// BLOCK-NEXT: MOEC_CUDA_TRY(cudaStreamSynchronize(stream));
 // BLOCK: const moec_communicator *comm, void **state,
 // BLOCK-NEXT: char *error, size_t errorBytes) {
 // BLOCK-NEXT: if (!comm || comm->size != 2 || comm->rank < 0 || comm->rank >= comm->size || !comm->all_reduce_sum_f32)

@@ -75,6 +75,12 @@ typedef struct moec_communicator {
   /* The same for bf16 values (their bits), summed in f32 and rounded once. */
   int (*all_reduce_sum_bf16)(void *context, uint16_t *data, uint64_t count, void *stream,
                              char *error, size_t error_bytes);
+  /* Waits until the work queued on `stream` (a cudaStream_t, as above) so far
+   * is done, ending within the group's timeout, with the group's error, where
+   * a peer died or stalled inside a collective; 0 or nonzero as above. NULL
+   * where there is nothing to watch: the caller waits as it would alone. A
+   * CUDA model ends each run with it instead of a plain synchronisation. */
+  int (*wait)(void *context, void *stream, char *error, size_t error_bytes);
 } moec_communicator;
 
 /* Loads an artifact compiled for `comm->size` expert-parallel ranks (moec

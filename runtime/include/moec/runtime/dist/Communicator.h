@@ -33,6 +33,13 @@ public:
   virtual Status allReduceSum(float *data, size_t count, void *stream) = 0;
   /// The same for bf16 values (their bits in uint16_t).
   virtual Status allReduceSumBF16(uint16_t *data, size_t count, void *stream) = 0;
+  /// Waits for the work queued on `stream` (device memory), failing within
+  /// the timeout when a peer died inside a collective. Host memory's
+  /// all-reduces are done when they return: nothing to wait for.
+  virtual Status synchronize(void *stream) {
+    (void)stream;
+    return Status::ok();
+  }
 };
 
 } // namespace moec::rt::dist

@@ -59,7 +59,7 @@ public:
   Status allReduceSumBF16(uint16_t *data, size_t count, void *stream) override;
   /// Waits, with the timeout, for the work enqueued on `stream`, checking
   /// NCCL's asynchronous errors; aborts the communicator on either failing.
-  Status synchronize(void *stream);
+  Status synchronize(void *stream) override;
   /// The NCCL library opened (MOEC_NCCL_LIBRARY's value, libnccl.so.2 or the path found).
   std::string library() const;
 
