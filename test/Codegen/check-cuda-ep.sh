@@ -70,7 +70,7 @@ check() {
   [[ $precision == bf16 ]] && tolerance=(--rtol 1e-2 --atol 1e-2 --scale-atol)
   [[ $ranks == 1 ]] && tolerance=(--rtol 0 --atol 0)
   [[ $* == *--generate* ]] && tolerance=(--rtol 0 --atol 0) # greedy tokens: identical
-  local label="$name $* (ep $ranks vs one GPU)" env=()
+  local label="$name on $(basename "$inputs" .npz)${*:+ $*} ($ranks rank(s) vs one GPU)" env=()
   if [[ ${1:-} == eager ]]; then
     env=(MOEC_CUDA_GRAPHS=0)
     shift
