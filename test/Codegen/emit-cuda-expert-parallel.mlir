@@ -12,6 +12,7 @@
 // RUN: moec compile %fixtures/mixtral/model.onnx --ep-size=2 --target=cuda --emit=mlir -o %t/mixtral.mlir
 // RUN: moec-translate --emit-cuda %t/mixtral.mlir -o %t/mixtral.cu
 // RUN: FileCheck %s --check-prefix=BLOCK < %t/mixtral.cu
+// BLOCK-NOT: comm->rank == 0
 // BLOCK: struct State {
 // BLOCK: const moec_communicator *comm = nullptr;
 // BLOCK: Status allReduceSum(const moec_communicator &comm, float *data, int64_t count,
@@ -36,12 +37,16 @@
 // BLOCK-NEXT: this model runs on 2 expert-parallel ranks and needs their communicator
 // BLOCK: created->comm = comm;
 
-// A shared expert (DeepSeek-V3) still runs on the side stream; rank 0 alone
-// adds it, so the sum holds it once.
+// A shared expert (DeepSeek-V3) still runs on the side stream, on rank 0
+// alone, which alone adds it, so the sum holds it once.
 // RUN: moec compile %fixtures/deepseek_v3/model.onnx --ep-size=4 --target=cuda --emit=mlir -o %t/deepseek.mlir
 // RUN: moec-translate --emit-cuda %t/deepseek.mlir -o %t/deepseek.cu
 // RUN: FileCheck %s --check-prefix=SHARED < %t/deepseek.cu
 // SHARED: cudaStream_t side = state.model.sideStream();
+// SHARED-NEXT: if (comm->rank == 0) { // the shared expert counts on rank 0 alone
+// SHARED: linear({{.*}}, side));
+// SHARED: linear({{.*}}, side));
+// SHARED-NEXT: }
 // SHARED: sortByExpert({{.*}}, 4 * T, 4, comm->rank * 4,
 // SHARED: state.model.joinSide()
 // SHARED: combineRows({{.*}}, (comm->rank == 0 ? v{{[0-9]+}} : nullptr), nullptr, v{{[0-9]+}}, stream));

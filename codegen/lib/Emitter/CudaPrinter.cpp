@@ -251,11 +251,33 @@ LogicalResult CudaPrinter::emitOps(llvm::function_ref<LogicalResult(Operation &)
          "combine).");
     line("MOEC_RETURN_IF_ERROR(state.model.forkSide());");
     line("cudaStream_t side = state.model.sideStream();");
+    // In a program for every expert-parallel rank, a side branch that only
+    // combines with ep_size read (their addend counts on rank 0) runs on rank 0
+    // alone: the other ranks would compute it for nothing.
+    // (The views of inputs that both streams read have no kernel.)
+    bool rankZeroOnly = llvm::all_of(body, [&](Operation &op) {
+      if (!onSide(op) || op.hasAttr(moe::kStreamInputViewAttr))
+        return true;
+      return llvm::all_of(op.getUsers(), [&](Operation *user) {
+        auto combine = dyn_cast<moe::CombineOp>(user);
+        return onSide(*user) ||
+               (combine && combine.getEpSize() &&
+                llvm::none_of(op.getResults(), [&](Value v) { return v == combine.getRows(); }));
+      });
+    });
+    rankZeroOnly = rankZeroOnly && llvm::any_of(body, [](Operation &op) {
+                     auto combine = dyn_cast<moe::CombineOp>(op);
+                     return combine && combine.getEpSize();
+                   });
+    if (rankZeroOnly)
+      line("if (comm->rank == 0) { // the shared expert counts on rank 0 alone");
     streamExpr = "side";
     for (Operation &op : body)
       if (onSide(op) && failed(emitOp(op)))
         return failure();
     streamExpr = "stream";
+    if (rankZeroOnly)
+      line("}");
   }
   bool joined = !side;
   for (Operation &op : body) {
