@@ -73,7 +73,10 @@ struct MoEPartitionExperts : moec::impl::MoEPartitionExpertsBase<MoEPartitionExp
                                  << int64_t(epSize) << ", ep-rank = " << int64_t(epRank);
       return signalPassFailure();
     }
-    if (epSize == 1)
+    // One rank's program of a group of one is the program itself; the
+    // program for every rank of a group of one reads its rank and all-reduces
+    // as any group's does.
+    if (epSize == 1 && epRank >= 0)
       return;
     SmallVector<SortOp> sorts;
     getOperation().walk([&](SortOp sort) { sorts.push_back(sort); });

@@ -51,14 +51,13 @@ void moec::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // MXFP4 experts (weight-only): e2m1 values, an e8m0 scale per 32 along K.
   if (options.stopAfter == Phase::Grouped && options.mxfp4Experts)
     pm.addPass(createMoEQuantizeExpertsMXFP4());
-  // Then the ranks' experts, of the weights as they are cast: the casts see
-  // constants, and a rank's share of codes and scales is a slice along the
-  // experts.
-  if (options.epSize > 1) {
-    pm.addPass(createMoEPartitionExperts({options.epSize, options.epRank}));
-    pm.addPass(createCanonicalizerPass());
-  }
   addCodegenPolicy(pm, options);
+}
+
+bool moec::partitionsExperts(const PipelineOptions &options) {
+  // A group of one is the every-rank program too (its rank and all-reduce at
+  // run time); one rank's program of a group of one is the plain program.
+  return options.epSize > 1 || (options.epSize == 1 && options.epRank < 0);
 }
 
 void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
@@ -83,6 +82,17 @@ void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
       pm.addPass(createMoEFuseResidualNorm());
     }
   }
+  // Then the ranks' experts, of the weights as they are cast (FP8, MXFP4 and
+  // bf16 alike): the casts see constants, and a rank's share of codes and
+  // scales is a slice along the experts. One rank's program (ep-rank) drops
+  // the other experts' constants, which the canonicalizer erases; the
+  // program for every rank leaves nothing dead.
+  if (partitionsExperts(options)) {
+    pm.addPass(createMoEPartitionExperts({options.epSize, options.epRank}));
+    if (options.epRank >= 0)
+      pm.addPass(createCanonicalizerPass());
+  }
+  // The stream plan reads the program as it runs: after the partition.
   if (options.planStreams)
     pm.addPass(createMoEPlanStreams());
 }
@@ -92,8 +102,10 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<std::string> compileTo{*this, "compile-to",
                                 llvm::cl::desc("the last phase: input, moe, grouped or fp8"),
                                 llvm::cl::init("grouped")};
-  Option<int64_t> epSize{*this, "ep-size", llvm::cl::desc("expert-parallel ranks"),
-                         llvm::cl::init(1)};
+  Option<int64_t> epSize{*this, "ep-size",
+                         llvm::cl::desc("expert-parallel ranks; 0 (default): none, 1: a group "
+                                        "of one (the program for every rank)"),
+                         llvm::cl::init(0)};
   Option<int64_t> epRank{*this, "ep-rank",
                          llvm::cl::desc("this rank; -1: one program for every rank"),
                          llvm::cl::init(-1)};

@@ -317,7 +317,7 @@ Status checkFills(const Manifest &manifest, const std::vector<size_t> &filled,
     if (weight.offset % kWeightsAlignment != 0)
       return Status::error(at + "offset " + std::to_string(weight.offset) +
                            " is not a multiple of " + std::to_string(kWeightsAlignment));
-    if (weight.shard && manifest.epSize < 2)
+    if (weight.shard && manifest.epSize < 1)
       return Status::error(at + "is a shard, but the manifest has no expert_parallel line");
     if (weight.fill == Fill::Stored) {
       // A shard's file bytes are every rank's slice, one after another.
@@ -424,7 +424,7 @@ Status parseManifest(std::string_view text, const std::string &path, Manifest &o
       ok = fields >> a && parseCount(a, manifest.imageBytes) &&
            manifest.imageBytes >= kWeightsHeaderBytes;
     } else if (key == "expert_parallel") {
-      ok = fields >> a && parseCount(a, count) && count >= 2 &&
+      ok = fields >> a && parseCount(a, count) && count >= 1 &&
            count <= static_cast<uint64_t>(kMaxRanks);
       manifest.epSize = static_cast<int64_t>(count);
     } else if (key == "random_seed") {

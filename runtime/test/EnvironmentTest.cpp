@@ -94,5 +94,33 @@ TEST(DistEnvironment, RefusesWhatDoesNotFit) {
   }
 }
 
+// A rank's GPU, through CUDA_VISIBLE_DEVICES: unset, its local rank; one
+// entry, kept; several, the local rank's; empty (no GPU), kept.
+TEST(DistEnvironment, VisibleDevicesForRank) {
+  struct Case {
+    const char *visible;
+    int localRank;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {nullptr, 0, "0"},      {nullptr, 3, "3"},          {"5", 0, "5"},
+      {"5", 2, "5"},          {"4,5,6", 1, "5"},          {"4, 5 ,6", 2, "6"},
+      {"GPU-a,GPU-b", 1, "GPU-b"}, {"", 1, ""},
+  };
+  for (const Case &c : cases) {
+    std::string out = "unset";
+    Status status = dist::visibleDevicesForRank(c.visible, c.localRank, out);
+    ASSERT_TRUE(status.isOk()) << status.message();
+    EXPECT_EQ(out, c.expected) << (c.visible ? c.visible : "(unset)") << " rank " << c.localRank;
+  }
+  std::string out;
+  Status status = dist::visibleDevicesForRank("0,1", 2, out);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("CUDA_VISIBLE_DEVICES='0,1' names 2 devices, none for local "
+                                  "rank 2"),
+            std::string::npos)
+      << status.message();
+}
+
 } // namespace
 } // namespace moec::rt::test

@@ -180,7 +180,7 @@ TEST_F(ModelTest, ExpertParallelEntriesChecked) {
   entries = std::string(kEntries) + "weights_image 8192\n";
   expect("weight w f32 [4,4] 256 64 constant 0x1p+0 shard\n",
          "is a shard, but the manifest has no expert_parallel line");
-  for (const char *bad : {"expert_parallel 1\n", "expert_parallel 65537\n", "expert_parallel x\n"}) {
+  for (const char *bad : {"expert_parallel 0\n", "expert_parallel 65537\n", "expert_parallel x\n"}) {
     entries = std::string(kEntries) + bad;
     expect("", "malformed 'expert_parallel' entry");
   }

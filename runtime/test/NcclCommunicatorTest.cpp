@@ -62,6 +62,48 @@ TEST(NcclCommunicator, OneRankLeavesTheDataAsItIs) {
   EXPECT_TRUE(nvls && std::string(nvls) == "0");
 }
 
+// As a CUDA model runs it: the all-reduce captured into a CUDA graph on the
+// model's stream after a copy, the graph launched, and the run's end waited
+// for through the C struct's wait (the copy shows the graph ran).
+TEST(NcclCommunicator, OneRankInsideACudaGraph) {
+  TestServer server;
+  auto statuses = runThreads(server.port, 1, milliseconds(30000), [](TcpStore &store) {
+    std::unique_ptr<NcclCommunicator> comm;
+    MOEC_RETURN_IF_ERROR(createOn(store, 0, milliseconds(30000), comm));
+    moec_communicator abi{};
+    dist::fillCommunicatorABI(*comm, abi);
+    std::mt19937 rng(2);
+    std::vector<float> host = randomVector(1031, rng);
+    DeviceBuffer source = upload(host);
+    DeviceBuffer data = upload(std::vector<float>(host.size(), -1.0f));
+    cudaStream_t stream = nullptr;
+    MOEC_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    MOEC_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    MOEC_CUDA_TRY(cudaMemcpyAsync(data.dataAs<float>(), source.dataAs<float>(),
+                                  sizeof(float) * host.size(), cudaMemcpyDeviceToDevice, stream));
+    char error[512] = "";
+    int reduced = abi.all_reduce_sum_f32(abi.context, data.dataAs<float>(), host.size(),
+                                         static_cast<void *>(stream), error, sizeof(error));
+    cudaGraph_t graph = nullptr;
+    MOEC_CUDA_TRY(cudaStreamEndCapture(stream, &graph));
+    if (reduced != 0)
+      return Status::error(std::string("captured all-reduce: ") + error);
+    cudaGraphExec_t exec = nullptr;
+    MOEC_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 3; ++replay)
+      MOEC_CUDA_TRY(cudaGraphLaunch(exec, stream));
+    if (abi.wait(abi.context, static_cast<void *>(stream), error, sizeof(error)) != 0)
+      return Status::error(std::string("wait: ") + error);
+    if (download<float>(data, host.size()) != host)
+      return Status::error("the graph's result differs from its input");
+    MOEC_CUDA_TRY(cudaGraphExecDestroy(exec));
+    MOEC_CUDA_TRY(cudaGraphDestroy(graph));
+    MOEC_CUDA_TRY(cudaStreamDestroy(stream));
+    return Status::ok();
+  });
+  EXPECT_TRUE(statuses[0].isOk()) << statuses[0].message();
+}
+
 TEST(NcclCommunicator, ARankThatNeverComesFailsSetUpInTime) {
   TestServer server;
   auto start = Clock::now();

@@ -15,6 +15,14 @@
 // RUN: moec-run %t/gpt_oss --ep=2 --inputs %fixtures/gpt_oss/inputs.npz --expected-outputs %fixtures/gpt_oss/expected.npz --scale-atol | FileCheck %s --check-prefix=GPTOSS
 // GPTOSS: output [1, 7, 64]: {{.*}}: ok
 
+// A group of one (--ep-size=1, --ep 1) runs through the same path: one rank,
+// the store, the handshake and the communicator; a plain load refuses it.
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --ep-size=1 --target=cpu -o %t/deepseek1
+// RUN: grep -c "^expert_parallel 1$" %t/deepseek1/manifest.txt
+// RUN: moec-run %t/deepseek1 --ep 1 --inputs %fixtures/deepseek_v3/inputs.npz --expected-outputs %fixtures/deepseek_v3/expected.npz --scale-atol | FileCheck %s --check-prefix=DS
+// RUN: not moec-run %t/deepseek1 --inputs %fixtures/deepseek_v3/inputs.npz 2>&1 | FileCheck %s --check-prefix=PLAIN1
+// PLAIN1: error: {{.*}}deepseek1: is compiled for 1 expert-parallel ranks; load it as one of them
+
 // Cast experts are shared out as cast: FP8 (e4m3 codes and block scales) and
 // MXFP4 (e2m1 codes and e8m0 scales) shards on N ranks give the one-device
 // artifact's outputs, up to the order of the ranks' sum.
@@ -38,7 +46,7 @@
 // serves the store on the port given: one of the shell's pid, so that two runs
 // of this test at once do not meet).
 // RUN: env MOEC_DIST_TIMEOUT=1 WORLD_SIZE=4 RANK=0 MASTER_ADDR=127.0.0.1 not bash -c 'MASTER_PORT=$((20000 + $$ %% 40000)) exec "$0" "$@"' moec-run %t/deepseek --inputs %fixtures/deepseek_v3/inputs.npz 2>&1 | FileCheck %s --check-prefix=MISSING
-// MISSING: error: rank 0 of 4: {{.*}}rank(s) 1, 2, 3 did not connect within 1 s
+// MISSING: error: rank 0 of 4: handshake of rank 0 of 4: 1 of 4 processes joined within 1 s; rank(s) 1, 2, 3 missing
 
 // Ranks that load different artifacts are refused at start, each naming both.
 // RUN: moec compile %fixtures/deepseek_v3/model.onnx --ep-size=2 --target=cpu -o %t/deepseek2

@@ -5,6 +5,8 @@
 // RUN: moec-opt %s --moec-pipeline="compile-to=grouped expert-weights=bf16 target=cuda legalize=true" | FileCheck %s --check-prefix=POLICY
 // RUN: moec-opt %s --moec-pipeline="compile-to=grouped expert-weights=bf16 expert-outputs=bf16" | FileCheck %s --check-prefix=OUTPUTS
 // RUN: moec-opt %s --moec-pipeline="compile-to=moe expert-weights=bf16 target=cuda" | FileCheck %s --check-prefix=MOE
+// RUN: moec-opt %s --moec-pipeline="compile-to=grouped ep-size=2 expert-weights=bf16 target=cuda" | FileCheck %s --check-prefix=EP
+// RUN: moec-opt %s --moec-pipeline="compile-to=grouped ep-size=1 expert-weights=bf16 target=cuda" | FileCheck %s --check-prefix=EP1
 
 // DEFAULT-LABEL: func.func @block
 // DEFAULT-NOT: bf16
@@ -29,6 +31,35 @@
 // OUTPUTS-NOT: moe.stream
 // OUTPUTS: moe.grouped_matmul {{.*}} -> tensor<?x32xbf16>
 // OUTPUTS-NOT: moe.stream
+
+// Expert parallelism after the casts: the bf16 experts are what each rank's
+// moe.ep_shard takes its slice of (the cast saw the constants); the router
+// stays f32, the shared expert on the side stream is bf16 too, and the
+// combine is all-reduced.
+// EP-LABEL: func.func @block
+// EP-DAG: %[[WD:.*]] = arith.constant {{.*}} : tensor<16x32x16xbf16>
+// EP-DAG: %[[WGU:.*]] = arith.constant {{.*}} : tensor<16x32x32xbf16>
+// EP: moe.linear {{.*}} : tensor<?x32xf32>, tensor<16x32xf32> -> tensor<?x16xf32>
+// EP: moe.sort {{.*}} {ep_size = 2 : i64, num_experts = 8 : i64}
+// EP: moe.permute {{.*}} -> tensor<?x32xbf16>
+// EP: %[[S1:.*]] = moe.ep_shard %[[WGU]] {ep_size = 2 : i64} : tensor<16x32x32xbf16> -> tensor<8x32x32xbf16>
+// EP: moe.grouped_matmul %{{.*}}, %[[S1]], %{{.*}} : tensor<?x32xbf16>, tensor<8x32x32xbf16>, tensor<8xi32> -> tensor<?x16xbf16>
+// EP: %[[S2:.*]] = moe.ep_shard %[[WD]] {ep_size = 2 : i64} : tensor<16x32x16xbf16> -> tensor<8x32x16xbf16>
+// EP: moe.grouped_matmul %{{.*}}, %[[S2]], %{{.*}} : tensor<?x16xbf16>, tensor<8x32x16xbf16>, tensor<8xi32> -> tensor<?x32xf32>
+// EP: moe.linear {{.*}}moe.stream = 1 : i64{{.*}} : tensor<?x32xf32>, tensor<64x32xbf16> -> tensor<?x32xbf16>
+// EP: %[[Y:.*]] = moe.combine {{.*}} {ep_size = 2 : i64}
+// EP: %[[R:.*]] = moe.all_reduce %[[Y]] {ep_size = 2 : i64}
+// EP: return %[[R]]
+// EP-NOT: xf32> -> tensor<8x
+
+// A group of one is the program for every rank too (the rank and the
+// all-reduce at run time), with bf16 experts.
+// EP1-LABEL: func.func @block
+// EP1: moe.sort {{.*}} {ep_size = 1 : i64, num_experts = 16 : i64}
+// EP1: moe.ep_shard %{{.*}} {ep_size = 1 : i64} : tensor<16x32x32xbf16> -> tensor<16x32x32xbf16>
+// EP1: moe.ep_shard %{{.*}} {ep_size = 1 : i64} : tensor<16x32x16xbf16> -> tensor<16x32x16xbf16>
+// EP1: moe.combine {{.*}} {ep_size = 1 : i64}
+// EP1: moe.all_reduce %{{.*}} {ep_size = 1 : i64}
 
 // MOE-LABEL: func.func @block
 // MOE-NOT: bf16

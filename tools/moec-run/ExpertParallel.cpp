@@ -26,7 +26,8 @@ namespace moec::tools {
 bool launchedAsRank() {
   const char *world = std::getenv("WORLD_SIZE");
   const char *ompi = std::getenv("OMPI_COMM_WORLD_SIZE");
-  return (world && std::strcmp(world, "1") != 0) || (ompi && std::strcmp(ompi, "1") != 0);
+  return (world && std::strcmp(world, "1") != 0) || (ompi && std::strcmp(ompi, "1") != 0) ||
+         (world && std::getenv(dist::kStoreServedVariable));
 }
 
 int superviseRanks(int ranks, int argc, char **argv, const std::string &programName) {

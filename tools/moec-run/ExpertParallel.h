@@ -16,9 +16,11 @@
 //   outputs; every rank computes them.
 //
 // A rank's side is the runtime's dist::RankGroup. A CPU artifact all-reduces
-// host memory (HostCommunicator); CUDA artifacts do not print expert-parallel
-// programs yet. MOEC_DIST_TIMEOUT (seconds) bounds every wait: a rank that
-// dies or never joins ends the others with an error.
+// host memory (HostCommunicator), a CUDA artifact device memory through NCCL
+// (NcclCommunicator), each rank on the GPU its LOCAL_RANK picks through
+// CUDA_VISIBLE_DEVICES (RankGroup.h). `--ep 1` is a group of one through the
+// same path. MOEC_DIST_TIMEOUT (seconds) bounds every wait: a rank that dies
+// or never joins ends the others with an error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +32,8 @@
 namespace moec::tools {
 
 /// Whether the environment makes this process one rank of a job (WORLD_SIZE
-/// or OMPI_COMM_WORLD_SIZE above 1).
+/// or OMPI_COMM_WORLD_SIZE above 1, or a rank the supervisor started, one of
+/// a group of one too).
 bool launchedAsRank();
 
 /// `moec-run --ep N`: starts N ranks of this program with `argv` (the --ep

@@ -413,7 +413,7 @@ int main(int argc, char **argv) {
     return rc;
 
   bool asRank = moec::tools::launchedAsRank();
-  if (options.ep > 1 && !asRank) {
+  if (options.ep >= 1 && !asRank) {
     // The supervisor: N copies of this command line, without --ep, as ranks.
     std::vector<char *> rankArgs;
     for (int i = 0; i < argc; ++i) {

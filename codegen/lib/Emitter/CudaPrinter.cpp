@@ -13,7 +13,10 @@
 // whole model's step keeps its KV cache on the device (DeviceKVCache in the
 // State), checks its token ids, positions and sequences on the host before
 // queuing anything where the host can read them, and reuses workspace slots
-// as the CPU does when no op runs on the side stream.
+// as the CPU does when no op runs on the side stream. A program for every
+// expert-parallel rank reads its rank from the loader's communicator
+// (State::comm) and queues moe.all_reduce through it on the model's stream,
+// inside the run's CUDA graph.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,6 +115,13 @@ private:
                     const ValueInfo &out) override;
   void printConcat(const ValueInfo &out, ArrayRef<ValueInfo *> parts, int64_t dim,
                    int64_t outer) override;
+  /// One program for every expert-parallel rank: the rank and the all-reduce
+  /// are the loader's communicator's (State::comm), whose all-reduce is queued
+  /// on the model's stream, so it is a node of the run's CUDA graph.
+  bool hasExpertParallelism() const override { return true; }
+  std::string rankExpr() const override { return "comm->rank"; }
+  void printAllReduce(const ValueInfo &in, const ValueInfo &out,
+                      const std::string &count) override;
   void printResult(unsigned index, Value value, const ValueInfo &info, Dim count) override;
   void assemble(llvm::raw_ostream &os) override;
 
@@ -241,11 +251,33 @@ LogicalResult CudaPrinter::emitOps(llvm::function_ref<LogicalResult(Operation &)
          "combine).");
     line("MOEC_RETURN_IF_ERROR(state.model.forkSide());");
     line("cudaStream_t side = state.model.sideStream();");
+    // In a program for every expert-parallel rank, a side branch that only
+    // combines with ep_size read (their addend counts on rank 0) runs on rank 0
+    // alone: the other ranks would compute it for nothing.
+    // (The views of inputs that both streams read have no kernel.)
+    bool rankZeroOnly = llvm::all_of(body, [&](Operation &op) {
+      if (!onSide(op) || op.hasAttr(moe::kStreamInputViewAttr))
+        return true;
+      return llvm::all_of(op.getUsers(), [&](Operation *user) {
+        auto combine = dyn_cast<moe::CombineOp>(user);
+        return onSide(*user) ||
+               (combine && combine.getEpSize() &&
+                llvm::none_of(op.getResults(), [&](Value v) { return v == combine.getRows(); }));
+      });
+    });
+    rankZeroOnly = rankZeroOnly && llvm::any_of(body, [](Operation &op) {
+                     auto combine = dyn_cast<moe::CombineOp>(op);
+                     return combine && combine.getEpSize();
+                   });
+    if (rankZeroOnly)
+      line("if (comm->rank == 0) { // the shared expert counts on rank 0 alone");
     streamExpr = "side";
     for (Operation &op : body)
       if (onSide(op) && failed(emitOp(op)))
         return failure();
     streamExpr = "stream";
+    if (rankZeroOnly)
+      line("}");
   }
   bool joined = !side;
   for (Operation &op : body) {
@@ -429,6 +461,20 @@ void CudaPrinter::printConcat(const ValueInfo &out, ArrayRef<ValueInfo *> parts,
   }
 }
 
+// The partial sum copied to the result's slot, then summed there in place by
+// the communicator on the same stream (NCCL's all-reduce is captured into the
+// graph as any kernel is).
+void CudaPrinter::printAllReduce(const ValueInfo &in, const ValueInfo &out,
+                                 const std::string &count) {
+  line(llvm::formatv("MOEC_CUDA_TRY(cudaMemcpyAsync({0}, {1}, sizeof(float) * ({2}), "
+                     "cudaMemcpyDeviceToDevice, {3}));",
+                     out.var, in.var, count, streamExpr)
+           .str());
+  line(llvm::formatv("MOEC_RETURN_IF_ERROR(allReduceSum(*comm, {0}, {1}, {2}));", out.var, count,
+                     streamExpr)
+           .str());
+}
+
 // cudaMemcpyDefault: the caller's buffer may be host or device memory
 // (unified addressing tells which), moec.h says so.
 void CudaPrinter::printResult(unsigned index, Value, const ValueInfo &info, Dim count) {
@@ -471,6 +517,9 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
   os << (sorts ? "" : "0") << "};\n\n"
      << "struct State {\n  DeviceModel model;\n  GraphCache graphs;\n"
      << (model ? "  DeviceKVCache cache;\n  DeviceGenerator generator;\n" : "")
+     << (result.epSize ? "  /// The expert-parallel group (the loader's): the rank, the all-reduce.\n"
+                         "  const moec_communicator *comm = nullptr;\n"
+                       : "")
      << "  size_t sortOffset[" << std::max<uint64_t>(sorts, 1) << "] = {}, sortBytes["
      << std::max<uint64_t>(sorts, 1) << "] = {};\n};\n\n"
      << "Status create(State &state, const unsigned char *weights, uint64_t weightsBytes,\n"
@@ -498,8 +547,30 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
       os << "  " << step << "\n";
     os << "  MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));\n";
   }
-  os << "  return Status::ok();\n}\n\n"
-     << "/// `caller`: null (moec_run: the host waits), or the stream of moec_run_async.\n"
+  os << "  return Status::ok();\n}\n\n";
+  if (result.epSize)
+    os << "/// The ranks' partial sums in `data` summed in place on every rank, queued on\n"
+       << "/// `stream` (moec_communicator: the stream's cudaStream_t value).\n"
+       << "Status allReduceSum(const moec_communicator &comm, float *data, int64_t count,\n"
+       << "                    cudaStream_t stream) {\n"
+       << "  char why[1024] = \"\";\n"
+       << "  if (comm.all_reduce_sum_f32(comm.context, data, static_cast<uint64_t>(count),\n"
+       << "                              static_cast<void *>(stream), why, sizeof(why)) != 0)\n"
+       << "    return Status::error(std::string(\"the all-reduce of rank \") + "
+          "std::to_string(comm.rank) +\n"
+       << "                         \" of \" + std::to_string(comm.size) + \" failed: \" + why);\n"
+       << "  return Status::ok();\n}\n\n"
+       << "/// Waits for `stream` through the group (moec_communicator::wait), which ends\n"
+       << "/// within its timeout where a peer died inside a collective.\n"
+       << "Status waitForGroup(const moec_communicator &comm, cudaStream_t stream) {\n"
+       << "  char why[1024] = \"\";\n"
+       << "  if (comm.wait && comm.wait(comm.context, static_cast<void *>(stream), why, "
+          "sizeof(why)) != 0)\n"
+       << "    return Status::error(std::string(\"rank \") + std::to_string(comm.rank) + \" of \" +\n"
+       << "                         std::to_string(comm.size) + \": waiting for the group failed: \" "
+          "+ why);\n"
+       << "  return Status::ok();\n}\n\n";
+  os << "/// `caller`: null (moec_run: the host waits), or the stream of moec_run_async.\n"
      << "/// `checked`: null, or the inputs as the host knows them, for a whole model's checks\n"
      << "/// (moec_artifact_generate's steps on device buffers).\n"
      << "Status run(State &state, const void *const *inputs, void *const *outputs, int64_t T,\n"
@@ -511,6 +582,7 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "                         \" is outside the plan of this library (0 to " << maxTokens << ")\");\n"
      << modelChecks()
      << "  cudaStream_t stream = state.model.stream();\n"
+     << (result.epSize ? "  const moec_communicator *comm = state.comm;\n" : "")
      << "  const unsigned char *weights = state.model.weights();\n"
      << "  unsigned char *workspace = state.model.workspace();\n"
      << "  unsigned char *sortWorkspace = workspace + kPlannedBytes;\n"
@@ -530,17 +602,28 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
      << "  if (caller) // the caller's stream goes on once the outputs are written; the host does not wait\n"
      << "    return state.model.releaseCaller(*caller);\n"
      << "  // The one host synchronisation: the outputs are where the caller wants them after it.\n"
+     << (result.epSize ? "  // Through the group: a peer that died inside a collective ends the wait.\n"
+                         "  MOEC_RETURN_IF_ERROR(waitForGroup(*comm, stream));\n"
+                       : "")
      << "  MOEC_CUDA_TRY(cudaStreamSynchronize(stream));\n"
      << "  return Status::ok();\n}\n"
      << "} // namespace\n\n"
      << "MOEC_EXPORT int moec_artifact_abi_version() { return MOEC_ARTIFACT_ABI_VERSION; }\n\n"
      << "MOEC_EXPORT int moec_artifact_create(unsigned, const unsigned char *weights,\n"
      << "                                     uint64_t weightsBytes, const moec_weight_plan *plan,\n"
-     << "                                     const moec_communicator *, void **state,\n"
-     << "                                     char *error, size_t errorBytes) {\n"
-     << "  auto *created = new (std::nothrow) State;\n"
+     << "                                     const moec_communicator *comm, void **state,\n"
+     << "                                     char *error, size_t errorBytes) {\n";
+  if (result.epSize)
+    os << "  if (!comm || comm->size != " << result.epSize
+       << " || comm->rank < 0 || comm->rank >= comm->size || !comm->all_reduce_sum_f32)\n"
+       << "    return reportStatus(Status::error(\"this model runs on " << result.epSize
+       << " expert-parallel ranks and needs their communicator\"), error, errorBytes);\n";
+  else
+    os << "  (void)comm;\n";
+  os << "  auto *created = new (std::nothrow) State;\n"
      << "  if (!created)\n"
      << "    return reportStatus(Status::error(\"out of memory\"), error, errorBytes);\n"
+     << (result.epSize ? "  created->comm = comm;\n" : "")
      << "  Status status = create(*created, weights, weightsBytes, plan);\n"
      << "  if (!status) {\n    delete created;\n"
      << "    return reportStatus(status.withContext(\"creating the CUDA model\"), error, errorBytes);\n"

@@ -156,9 +156,9 @@ llvm::Error moec::validate(const CompileOptions &options) {
       return fail("--expert-weights=mxfp4 casts the experts at the end of the grouped phase; "
                   "drop --compile-to=" + *options.compileTo);
   }
-  if (options.epSize < 1)
+  if (options.epSize.value_or(1) < 1)
     return fail("--ep-size must be at least 1");
-  if (options.epRank < -1 || options.epRank >= options.epSize)
+  if (options.epRank < -1 || options.epRank >= options.epSize.value_or(1))
     return fail("--ep-rank must be in [0, --ep-size), or left out for one artifact that "
                 "every rank loads");
   if (!options.target.empty())
@@ -185,7 +185,7 @@ llvm::Error moec::validate(const CompileOptions &options) {
 moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
   PipelineOptions pipeline;
   pipeline.stopAfter = requestedPhase(options).value_or(Phase::Grouped);
-  pipeline.epSize = options.epSize;
+  pipeline.epSize = options.epSize.value_or(0);
   pipeline.epRank = options.epRank;
   pipeline.fp8 = options.fp8;
   pipeline.mxfp4Experts = options.expertWeights == "mxfp4";

@@ -33,7 +33,10 @@ struct CompileCLOptions {
   Flag<std::string> compileTo{
       "compile-to", cl::desc("stop after this phase and print the IR: input, moe, grouped, fp8"),
       cl::init("grouped")};
-  Flag<int64_t> epSize{"ep-size", cl::desc("expert-parallel ranks"), cl::init(1)};
+  Flag<int64_t> epSize{"ep-size",
+                       cl::desc("expert-parallel ranks (1: a group of one, through the same "
+                                "program as N ranks)"),
+                       cl::init(1)};
   Flag<int64_t> epRank{"ep-rank",
                        cl::desc("this rank, in [0, ep-size); left out: one artifact that every "
                                 "rank loads"),
@@ -131,7 +134,8 @@ moec::CompileOptions moec::compileOptionsFromCL() {
   options.inputPath = flags.inputPath;
   options.outputPath = flags.outputPath;
   options.compileTo = given(flags.compileTo);
-  options.epSize = flags.epSize;
+  if (flags.epSize.getNumOccurrences())
+    options.epSize = flags.epSize;
   options.epRank = flags.epRank;
   options.fp8 = flags.fp8;
   options.target = flags.target;

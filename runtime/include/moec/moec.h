@@ -60,7 +60,9 @@ moec_model *moec_load(const char *artifact_dir);
 /* An expert-parallel group: the rank this process runs as, the number of
  * ranks, and the all-reduce that sums `count` floats at `data` over the ranks
  * in place, every rank getting the same bits (`stream`: NULL for host memory,
- * else a pointer to the cudaStream_t that orders device memory `data`); it
+ * else the cudaStream_t itself, cast to void *, that orders device memory
+ * `data`: the all-reduce is queued on it, and may be captured into a CUDA
+ * graph there, as a CUDA model's is); it
  * returns 0, or nonzero with a NUL-terminated message in `error` (at most
  * `error_bytes`). The runtime's communicators fill one (the host's over TCP,
  * NCCL's on GPUs); `context` is theirs. */
@@ -73,6 +75,12 @@ typedef struct moec_communicator {
   /* The same for bf16 values (their bits), summed in f32 and rounded once. */
   int (*all_reduce_sum_bf16)(void *context, uint16_t *data, uint64_t count, void *stream,
                              char *error, size_t error_bytes);
+  /* Waits until the work queued on `stream` (a cudaStream_t, as above) so far
+   * is done, ending within the group's timeout, with the group's error, where
+   * a peer died or stalled inside a collective; 0 or nonzero as above. NULL
+   * where there is nothing to watch: the caller waits as it would alone. A
+   * CUDA model ends each run with it instead of a plain synchronisation. */
+  int (*wait)(void *context, void *stream, char *error, size_t error_bytes);
 } moec_communicator;
 
 /* Loads an artifact compiled for `comm->size` expert-parallel ranks (moec

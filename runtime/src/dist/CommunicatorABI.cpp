@@ -35,6 +35,10 @@ int allReduceBF16(void *context, uint16_t *data, uint64_t count, void *stream, c
                 errorBytes);
 }
 
+int wait(void *context, void *stream, char *error, size_t errorBytes) {
+  return report(static_cast<Communicator *>(context)->synchronize(stream), error, errorBytes);
+}
+
 } // namespace
 
 void fillCommunicatorABI(Communicator &communicator, moec_communicator &out) {
@@ -43,6 +47,7 @@ void fillCommunicatorABI(Communicator &communicator, moec_communicator &out) {
   out.size = communicator.size();
   out.all_reduce_sum_f32 = allReduceF32;
   out.all_reduce_sum_bf16 = allReduceBF16;
+  out.wait = wait;
 }
 
 } // namespace moec::rt::dist

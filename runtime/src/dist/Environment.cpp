@@ -2,9 +2,11 @@
 
 #include "moec/runtime/dist/Environment.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 namespace moec::rt::dist {
 namespace {
@@ -95,6 +97,43 @@ Status parseDistEnvironment(const std::function<const char *(const char *)> &loo
 
 Status readDistEnvironment(DistEnvironment &out) {
   return parseDistEnvironment([](const char *name) { return std::getenv(name); }, out);
+}
+
+Status visibleDevicesForRank(const char *visible, int localRank, std::string &out) {
+  if (!visible) {
+    out = std::to_string(localRank);
+    return Status::ok();
+  }
+  std::vector<std::string> entries;
+  std::string all = visible;
+  for (size_t at = 0; at < all.size();) {
+    size_t end = std::min(all.find(',', at), all.size());
+    std::string entry = all.substr(at, end - at);
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    if (!entry.empty())
+      entries.push_back(entry);
+    at = end + 1;
+  }
+  if (entries.size() <= 1) {
+    out = all;
+    return Status::ok();
+  }
+  if (static_cast<size_t>(localRank) >= entries.size())
+    return Status::error("CUDA_VISIBLE_DEVICES='" + all + "' names " +
+                         std::to_string(entries.size()) + " devices, none for local rank " +
+                         std::to_string(localRank));
+  out = entries[static_cast<size_t>(localRank)];
+  return Status::ok();
+}
+
+Status selectRankDevice(int localRank) {
+  std::string visible;
+  MOEC_RETURN_IF_ERROR(
+      visibleDevicesForRank(std::getenv("CUDA_VISIBLE_DEVICES"), localRank, visible));
+  if (setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1) != 0)
+    return Status::error("cannot set CUDA_VISIBLE_DEVICES");
+  return Status::ok();
 }
 
 } // namespace moec::rt::dist

@@ -1037,9 +1037,10 @@ func.func @sort_every_rank_id_range(%ids: tensor<4x2xi32>) -> tensor<8xi32> {
 
 // moe.all_reduce
 
-func.func @all_reduce_one_rank(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
-  // expected-error @+1 {{attribute 'ep_size' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 2}}
-  %y = moe.all_reduce %x {ep_size = 1 : i64} : tensor<4x16xf32>
+// A group of one is a group (the every-rank program of --ep-size=1); none is not.
+func.func @all_reduce_no_rank(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{attribute 'ep_size' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 1}}
+  %y = moe.all_reduce %x {ep_size = 0 : i64} : tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
 

@@ -239,6 +239,19 @@ func.func @every_rank_partition(%w: tensor<8x64x32xbf16>, %ids: tensor<?x2xi32>,
   return %local, %y : tensor<2x64x32xbf16>, tensor<?x64xf32>
 }
 
+// A group of one (--ep-size=1): the program for every rank, of one rank.
+// CHECK-LABEL: func.func @group_of_one
+// CHECK: moe.ep_shard %{{[a-z0-9_]+}} {ep_size = 1 : i64} : tensor<8x64x32xbf16> -> tensor<8x64x32xbf16>
+// CHECK: moe.sort %{{[a-z0-9_]+}} {ep_size = 1 : i64, num_experts = 8 : i64}
+// CHECK: moe.all_reduce %{{[a-z0-9_]+}} {ep_size = 1 : i64} : tensor<?x64xf32>
+func.func @group_of_one(%w: tensor<8x64x32xbf16>, %ids: tensor<?x2xi32>, %rows: tensor<?x64xf32>)
+    -> (tensor<8x64x32xbf16>, tensor<?xi32>, tensor<?x64xf32>) {
+  %local = moe.ep_shard %w {ep_size = 1 : i64} : tensor<8x64x32xbf16> -> tensor<8x64x32xbf16>
+  %p, %o, %n = moe.sort %ids {num_experts = 8 : i64, ep_size = 1 : i64} : tensor<?x2xi32> -> tensor<?xi32>, tensor<8xi32>, tensor<i32>
+  %y = moe.all_reduce %rows {ep_size = 1 : i64} : tensor<?x64xf32>
+  return %local, %p, %y : tensor<8x64x32xbf16>, tensor<?xi32>, tensor<?x64xf32>
+}
+
 // CHECK-LABEL: func.func @all_reduce
 // CHECK: moe.all_reduce %{{[a-z0-9_]+}} {ep_size = 8 : i64} : tensor<?x64xbf16>
 func.func @all_reduce(%partial: tensor<?x64xbf16>) -> tensor<?x64xbf16> {

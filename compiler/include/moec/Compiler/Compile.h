@@ -46,8 +46,10 @@ struct CompileOptions {
   /// --compile-to: input, moe, grouped, fp8. Unset: grouped, or fp8 with --fp8.
   std::optional<std::string> compileTo;
   /// --ep-size, --ep-rank: expert parallelism; ep-rank -1 (no --ep-rank): one
-  /// program for every rank, which reads its rank at run time.
-  int64_t epSize = 1;
+  /// program for every rank, which reads its rank at run time. Unset: a
+  /// single-device program; --ep-size=1 is a group of one, the program for
+  /// every rank of it.
+  std::optional<int64_t> epSize;
   int64_t epRank = -1;
   /// --fp8: the experts cast to e4m3 with 128x128 block scales.
   bool fp8 = false;

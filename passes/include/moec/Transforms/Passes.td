@@ -91,7 +91,9 @@ def MoEPartitionExperts : Pass<"moe-partition-experts", "::mlir::ModuleOp"> {
     ep-rank = -1 (the default) partitions for every rank at once: the sorts and
     the combines carry `ep_size` and read the rank at run time, and the stacked
     weights pass through `moe.ep_shard` (one artifact, each rank loading its
-    slice). A given ep-rank slices constant weights at compile time.
+    slice). A given ep-rank slices constant weights at compile time. With
+    ep-size = 1, ep-rank = 0 leaves the program as it is, and ep-rank = -1
+    makes the program for a group of one (its rank and all-reduce at run time).
   }];
   let options = [
     Option<"epSize", "ep-size", "int64_t", "1", "number of expert-parallel ranks">,

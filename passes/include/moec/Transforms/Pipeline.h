@@ -34,7 +34,9 @@ llvm::StringRef phaseName(Phase phase);
 
 struct PipelineOptions {
   Phase stopAfter = Phase::Grouped;
-  int64_t epSize = 1;
+  /// Expert-parallel ranks (moe-partition-experts, after the casts): 0, none;
+  /// 1, a group of one, which with epRank -1 is the program for every rank.
+  int64_t epSize = 0;
   /// -1: one program for every rank (moe-partition-experts).
   int64_t epRank = -1;
   /// Cast the experts to FP8 (the fp8 phase); stopAfter must then be FP8.
@@ -68,8 +70,13 @@ struct PipelineOptions {
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Adds the codegen policy steps that `options` asks for (bf16 storage,
-/// legalisation, stream plan); buildPipeline ends with them.
+/// legalisation, the experts' partition, stream plan); buildPipeline ends
+/// with them.
 void addCodegenPolicy(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Whether `options` partition the experts: more than one rank, or a group
+/// of one as the program for every rank.
+bool partitionsExperts(const PipelineOptions &options);
 
 /// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B
 /// expert-weights=f32|bf16|mxfp4 expert-outputs=f32|bf16 target=none|cpu|cuda

@@ -194,7 +194,7 @@ def MoE_SortOp : MoE_Op<"sort", [Pure]> {
     MoE_IndexTensor:$expert_ids,
     ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
     DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$first_expert,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$ep_size);
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$ep_size);
   let results = (outs MoE_I32Tensor:$permutation, MoE_I32Tensor:$offsets,
                       MoE_I32Tensor:$num_valid);
   let assemblyFormat = [{
@@ -294,7 +294,7 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure, AttrSizedOperandSegments]> {
                        MoE_FloatTensor:$weights, MoE_I32Tensor:$num_valid,
                        Optional<MoE_FloatTensor>:$addend,
                        Optional<MoE_FloatTensor>:$addend_gate,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$ep_size);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>>:$ep_size);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
     $rows `,` $permutation `,` $weights `,` $num_valid
@@ -372,7 +372,7 @@ def MoE_EPShardOp : MoE_Op<"ep_shard", [Pure]> {
     stored whole, and each rank's loader maps only its slice.
   }];
   let arguments = (ins AnyRankedTensor:$input,
-                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$ep_size);
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$ep_size);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -385,7 +385,7 @@ def MoE_AllReduceOp : MoE_Op<"all_reduce", [SameOperandsAndResultType]> {
     on every rank is their element-wise sum. Not pure: it communicates.
   }];
   let arguments = (ins MoE_FloatTensor:$input,
-                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$ep_size);
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$ep_size);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }

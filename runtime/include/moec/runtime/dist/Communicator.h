@@ -27,11 +27,19 @@ public:
   virtual int size() const = 0;
 
   /// data[i] = the sum over ranks of data[i], on every rank, in place. `stream`
-  /// is the cudaStream_t that orders the operation for device memory, null
-  /// for host memory (each implementation says which it takes).
+  /// is the cudaStream_t (the handle itself) that orders the operation for
+  /// device memory, null for host memory (each implementation says which it
+  /// takes).
   virtual Status allReduceSum(float *data, size_t count, void *stream) = 0;
   /// The same for bf16 values (their bits in uint16_t).
   virtual Status allReduceSumBF16(uint16_t *data, size_t count, void *stream) = 0;
+  /// Waits for the work queued on `stream` (device memory), failing within
+  /// the timeout when a peer died inside a collective. Host memory's
+  /// all-reduces are done when they return: nothing to wait for.
+  virtual Status synchronize(void *stream) {
+    (void)stream;
+    return Status::ok();
+  }
 };
 
 } // namespace moec::rt::dist

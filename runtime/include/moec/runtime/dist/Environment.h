@@ -39,6 +39,17 @@ Status parseDistEnvironment(const std::function<const char *(const char *)> &loo
 /// Reads this process's environment.
 Status readDistEnvironment(DistEnvironment &out);
 
+/// The CUDA_VISIBLE_DEVICES a rank runs with, from the process's `visible`
+/// (null: unset). Each model.so carries its own CUDA runtime on device 0, so
+/// a rank's GPU is chosen by what the process sees: unset, the local rank's
+/// device; one entry (the launcher or the user gave this process its GPU),
+/// kept; several, the local rank's entry among them, an error when there is
+/// none; empty (no GPU), kept.
+Status visibleDevicesForRank(const char *visible, int localRank, std::string &out);
+/// Sets CUDA_VISIBLE_DEVICES so: before the process's first CUDA call, which
+/// reads it once.
+Status selectRankDevice(int localRank);
+
 } // namespace moec::rt::dist
 
 #endif // MOEC_RUNTIME_DIST_ENVIRONMENT_H

@@ -1,10 +1,16 @@
 //===- NcclCommunicator.h - all-reduce of device memory with NCCL -*- C++ -*-===//
 //
-// CUDA builds only (library moec_dist_nccl, which links NCCL; this header
-// needs neither NCCL's nor CUDA's headers). Rank 0 makes NCCL's unique id and
-// publishes it in the store; every rank then joins with ncclCommInitRank on
-// its device. NCCL_NVLS_ENABLE is set to 0 where unset: NVLink multicast
-// stays off.
+// Part of moec_dist, which links neither NCCL nor CUDA: NCCL (libnccl.so.2)
+// and the CUDA driver (libcuda.so.1) are opened at run time. NCCL is
+// MOEC_NCCL_LIBRARY when set, else the loader's libnccl.so.2 (a copy already
+// loaded, say by torch, too), else pip's nvidia-nccl package beside the
+// Python environments in sight (VIRTUAL_ENV, CONDA_PREFIX, each python3 on
+// PATH), else a CUDA toolkit's; none is an error saying where it looked. A
+// runtime built without nccl.h refuses to create one. Rank 0 makes NCCL's
+// unique id and publishes it in the store; every rank then joins with
+// ncclCommInitRank on its device, and one eager all-reduce of one value
+// settles NCCL's connections before any CUDA graph captures a collective.
+// NCCL_NVLS_ENABLE is set to 0 where unset: NVLink multicast stays off.
 //
 // The communicator is NCCL's non-blocking kind, so no call can wait forever:
 // set-up, each enqueue and (with `watch`) each all-reduce's completion are
@@ -24,6 +30,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 namespace moec::rt::dist {
 
@@ -46,12 +53,15 @@ public:
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  /// Device memory; `stream` is the cudaStream_t to run on (null: the default stream).
+  /// Device memory; `stream` is the cudaStream_t (its value) to run on (null:
+  /// the legacy default stream).
   Status allReduceSum(float *data, size_t count, void *stream) override;
   Status allReduceSumBF16(uint16_t *data, size_t count, void *stream) override;
   /// Waits, with the timeout, for the work enqueued on `stream`, checking
   /// NCCL's asynchronous errors; aborts the communicator on either failing.
-  Status synchronize(void *stream);
+  Status synchronize(void *stream) override;
+  /// The NCCL library opened (MOEC_NCCL_LIBRARY's value, libnccl.so.2 or the path found).
+  std::string library() const;
 
   struct State;
 

@@ -4,13 +4,23 @@
 // and the Python package both use it): the job's place from the environment
 // (Environment.h: torchrun's and mpirun's variables), the TCP store (rank 0
 // serves it, unless a supervisor does: MOEC_EP_STORE_SERVED), the handshake
-// that every rank loads the same artifact for the same group, and the host
+// that every rank loads the same artifact for the same group, and the
 // communicator behind the moec_communicator the loader takes
-// (moec_load_expert_parallel).
+// (moec_load_expert_parallel), made at the first load of an artifact of its
+// target: a CPU artifact all-reduces host memory over TCP (HostCommunicator),
+// a CUDA artifact device memory through NCCL (NcclCommunicator).
 //
-// A CPU artifact all-reduces host memory over TCP. A rank that fails calls
-// abort(): the others' waits end at once with its message; a rank that never
-// joins ends the others within the environment's timeout.
+// The GPU of a rank: each model.so carries its own CUDA runtime, which uses
+// device 0 of what the process sees, so join() sets CUDA_VISIBLE_DEVICES
+// before anything of CUDA runs: unset, to the local rank (LOCAL_RANK, or
+// moec-run --ep's rank); a list of several devices, to the local rank's entry;
+// one device (the process was given its GPU), kept. A process that used CUDA
+// before joining (torch, say) has read the variable already: set it yourself
+// then, one device per process.
+//
+// A rank that fails calls abort(): the others' waits end at once with its
+// message; a rank that never joins ends the others within the environment's
+// timeout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,12 +41,14 @@ namespace moec::rt::dist {
 inline constexpr const char *kStoreServedVariable = "MOEC_EP_STORE_SERVED";
 
 /// An artifact directory's identity for the handshake (its manifest's bytes,
-/// hashed) and the group size its manifest names (1 when it names none).
-Status artifactIdentity(const std::string &artifact, std::string &identity, int &epSize);
+/// hashed), the group size its manifest names (1 when it names none) and, if
+/// asked, its target (cpu, cuda).
+Status artifactIdentity(const std::string &artifact, std::string &identity, int &epSize,
+                        std::string *target = nullptr);
 
 class RankGroup {
 public:
-  /// Joins the job the environment describes: the store, the communicator.
+  /// Joins the job the environment describes: the rank's GPU (above), the store.
   static Status join(const DistEnvironment &environment, std::unique_ptr<RankGroup> &out);
   ~RankGroup();
   RankGroup(const RankGroup &) = delete;
