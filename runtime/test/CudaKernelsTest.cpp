@@ -1521,8 +1521,25 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
     ASSERT_NO_FATAL_FAILURE(
         checkFP8(5, 272, {0, 3, 3, 40, 41}, 45, {200, 272},
                  {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
-                  cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma, cuda::FP8Tile::WgmmaPingpong},
+                  cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma, cuda::FP8Tile::WgmmaPingpong,
+                  cuda::FP8Tile::Decode8, cuda::FP8Tile::Decode16},
                  operands));
+}
+
+/// The register-streaming decode tiles (FP8DecodeTile.cuh) at the edges of
+/// their steps, scale blocks and K split: K of one partial step (12, 4-byte
+/// loads), of a block and a 16-byte tail (144), of nine blocks over the K
+/// warps (1040, and 1044 with 4-byte loads); N whose gated halves end inside
+/// a 16-row group (200: the up rows' scale block changes between a lane's two
+/// rows) and inside a column tile (392); one row (T = 1), and 16 rows of one
+/// expert beside 5 of another, experts without rows and sentinel slots after.
+TEST(CudaKernels, FP8DecodeTilesMatchCpu) {
+  const std::vector<cuda::FP8Tile> tiles = {cuda::FP8Tile::Decode8, cuda::FP8Tile::Decode16};
+  for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random}) {
+    ASSERT_NO_FATAL_FAILURE(checkFP8(4, 200, {0, 0, 1, 1}, 3, {12, 144, 1040}, tiles, operands));
+    ASSERT_NO_FATAL_FAILURE(
+        checkFP8(5, 392, {0, 16, 16, 21, 21}, 24, {144, 1040, 1044}, tiles, operands));
+  }
 }
 
 /// Prefill: experts of 0, 1, 129, 300 and 420 rows, where Auto takes the wgmma
@@ -1534,7 +1551,9 @@ TEST(CudaKernels, FP8GroupedMatmulPrefill) {
   for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random})
     ASSERT_NO_FATAL_FAILURE(checkFP8(
         6, 392, {0, 1, 130, 430, 430, 850}, 859, {272, 528},
-        {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32, cuda::FP8Tile::WgmmaPingpong}, operands));
+        {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32, cuda::FP8Tile::WgmmaPingpong,
+         cuda::FP8Tile::Decode16},
+        operands));
 }
 
 } // namespace

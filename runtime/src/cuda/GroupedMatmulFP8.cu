@@ -15,6 +15,7 @@
 
 #include "E4M3.cuh"
 #include "ExpertTiles.cuh"
+#include "FP8DecodeTile.cuh"
 #include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
 #include "InvertPermutation.h"
@@ -54,13 +55,7 @@ __device__ inline void mma16832(float (&c)[4], const unsigned (&a)[4], unsigned 
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-struct Problem {
-  Layout layout;
-  const uint8_t *lhs;
-  const float *lhsScales;
-  const uint8_t *weights;
-  const float *weightScales;
-};
+using Problem = FP8Problem;
 
 /// One 16-byte chunk of a row, as one 16-byte or four 4-byte async copies,
 /// zero-filled past `valid` bytes.
@@ -323,6 +318,8 @@ const char *fp8TileName(FP8Tile tile) {
   case FP8Tile::Wgmma: return "wgmma128x128";
   case FP8Tile::WgmmaPingpong:
     return "wgmma64x128pp";
+  case FP8Tile::Decode8: return "dec8";
+  case FP8Tile::Decode16: return "dec16";
   }
   return "?";
 }
@@ -435,6 +432,8 @@ Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStrea
 #else
     return Status::error("groupedMatmulFP8: the wgmma tiles need a runtime built with CUTLASS");
 #endif
+  case FP8Tile::Decode8: return fp8decode::launchDecodeTile<8, 1, 4, 4>(p, slots, stream);
+  case FP8Tile::Decode16: return fp8decode::launchDecodeTile<16, 1, 4, 4>(p, slots, stream);
   case FP8Tile::Tok8: return launch<8, 6>(p, slots, stream);
   case FP8Tile::Tok16: return launch<16, 5>(p, slots, stream);
   case FP8Tile::Tok32:
