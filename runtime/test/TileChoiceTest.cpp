@@ -70,8 +70,8 @@ TEST(TileChoice, ChooseBF16TileFollowsTheMeasurements) {
 /// 64x128 pingpong tiles at T = 1024 for gpt-oss, DeepSeek-V3 (32 rows per
 /// expert) and Qwen3 (64), 128x128 cooperative ones for Mixtral (256) and at
 /// T = 8192; the pingpong tiles from 16 slots (Qwen3 at T = 128: 8
-/// rows; gpt-oss at T = 16: one row per touched expert), below only where the
-/// mma.sync grid is shallow; the mma.sync tiles without offsets.
+/// rows; gpt-oss at T = 16: one row per touched expert), the decode tile
+/// below 16 slots; the mma.sync tiles without offsets from 16 slots.
 TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   using cuda::FP8Tile;
   const bool cutlass = cuda::fp8TileAvailable(FP8Tile::Wgmma);
@@ -88,12 +88,16 @@ TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   // gpt-oss's gate/up at T = 16: 64 slots over 128 experts.
   EXPECT_EQ(cuda::chooseFP8Tile(16 * 4, 128, 2880, 5760, true),
             cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);
-  // T = 1: Qwen3's gate/up on the 8-row tile; Mixtral's down (2 experts x 32
-  // blocks, K = 14336) on the pingpong one.
-  EXPECT_EQ(cuda::chooseFP8Tile(8, 128, 2048, 1536, true), FP8Tile::Tok8);
-  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 14336, 4096, true),
+  // Below 16 slots the decode tile: T = 1 (Qwen3's gate/up, Mixtral's down
+  // and gate/up, DeepSeek-V3's shared expert without offsets), gpt-oss at
+  // T = 3 (12 slots); 16 slots (Qwen3 at T = 2) on the pingpong tiles.
+  EXPECT_EQ(cuda::chooseFP8Tile(8, 128, 2048, 1536, true), FP8Tile::Decode8);
+  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 14336, 4096, true), FP8Tile::Decode8);
+  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 4096, 28672, true), FP8Tile::Decode8);
+  EXPECT_EQ(cuda::chooseFP8Tile(1, 1, 7168, 4096, false), FP8Tile::Decode8);
+  EXPECT_EQ(cuda::chooseFP8Tile(12, 128, 2880, 5760, true), FP8Tile::Decode8);
+  EXPECT_EQ(cuda::chooseFP8Tile(16, 128, 2048, 1536, true),
             cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);
-  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 4096, 28672, true), FP8Tile::Tok8);
   EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, false), FP8Tile::Tok16);
 }
 

@@ -85,6 +85,20 @@ template <int PREFETCH> __device__ inline uint4 loadWeights16(const uint8_t *p) 
                  : "l"(p));
   return v;
 }
+/// copyAsync16 with the L2 fetching the surrounding 128 (PREFETCH 1) or 256
+/// (2) bytes.
+template <int PREFETCH>
+__device__ inline void copyAsync16Prefetch(void *shared, const void *global, int bytes) {
+  unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  if constexpr (PREFETCH == 2)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(global), "r"(bytes));
+  else if constexpr (PREFETCH == 1)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(global), "r"(bytes));
+  else
+    copyAsync16(shared, global, bytes);
+}
 /// 16 bytes of a row the previous kernel wrote (read after the launch's wait).
 __device__ inline uint4 loadRow16(const uint8_t *p) {
   uint4 v;
@@ -361,7 +375,7 @@ template <int TT> __host__ __device__ constexpr int asyncStepBytes() { return (4
 /// its own (so no lane reads another's bytes: no barrier in the loop), for
 /// more bytes in flight than registers hold. The scales keep their ring in
 /// registers.
-template <int TOK, int RW, int KS, int DEPTH, bool VEC16>
+template <int TOK, int RW, int KS, int DEPTH, bool VEC16, int PREFETCH>
 __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeAsyncKernel(FP8Problem problem) {
   static_assert(DEPTH % 2 == 0 && DEPTH >= 2, "a block's two steps share a scale slot");
   constexpr int TT = TOK / 8;
@@ -381,7 +395,7 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeAsyncKernel(FP8Problem 
   auto copy16 = [&](unsigned char *dst, const uint8_t *row, int64_t kk, const void *fallback) {
     if constexpr (VEC16) {
       bool valid = row && kk < k;
-      copyAsync16(dst, valid ? row + kk : fallback, valid ? 16 : 0);
+      copyAsync16Prefetch<PREFETCH>(dst, valid ? row + kk : fallback, valid ? 16 : 0);
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -474,8 +488,8 @@ Status launchDecodeTile(FP8Problem problem, int64_t slots, cudaStream_t stream) 
   const bool vec16 = problem.layout.k % 16 == 0;
   const dim3 grid(static_cast<unsigned>(blocks)), block(32 * RW * KS);
   if constexpr (ASYNC) {
-    auto *kernel = vec16 ? fp8DecodeAsyncKernel<TOK, RW, KS, DEPTH, true>
-                         : fp8DecodeAsyncKernel<TOK, RW, KS, DEPTH, false>;
+    auto *kernel = vec16 ? fp8DecodeAsyncKernel<TOK, RW, KS, DEPTH, true, PREFETCH>
+                         : fp8DecodeAsyncKernel<TOK, RW, KS, DEPTH, false, PREFETCH>;
     constexpr int kShared = RW * KS * DEPTH * asyncStepBytes<TOK / 8>();
     MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
     return detail::launchDependent(kernel, grid, block, kShared, stream, problem);

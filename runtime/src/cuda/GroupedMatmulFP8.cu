@@ -196,6 +196,28 @@ Status launch(const Problem &problem, int64_t slots, cudaStream_t stream) {
                      stream);
 }
 
+/// The decode tile (FP8DecodeTile.cuh) as measured on the H200 at T = 1
+/// (bench/fp8_decode.cu, bench/results/h200-fp8-decode.txt): blocks of one
+/// warp of 32 weight rows, K split over 2 warps, or over 4 from 32 blocks of
+/// 128 (longer rows: fewer, longer streams per warp where K is short, more
+/// warps where it is long), rings of 4 steps in registers, the L2 fetching
+/// 128 bytes per weight load. K over 2 warps: Qwen3's gate/up (K = 2048) 16.2
+/// against 21.7 µs over 4, its down 11.9 against 16.7, DeepSeek-V3's down
+/// (2048) 52.8 against 58.8. Over 4: Mixtral's down (K = 14336, 256 rows
+/// of blocks) 48.2 against 57.5 over 2, its gate/up 91.0 against 86.8 and
+/// DeepSeek-V3's (7168) 90.6 against 84.0 (split 2 better, the L2 hint
+/// measured on split 4 only: 83.5 and 80.4). The 128-byte L2 fetch: 3-16 %
+/// faster at every T = 1 shape (Mixtral's down 48.2 -> 40.5 µs). Tried and
+/// slower or level: two or four row warps a block, splits of 1 and 8, rings
+/// of 2 or 6 steps, rings in shared memory filled by cp.async (deeper, but
+/// 2-20 % slower at most shapes; Mixtral's gate/up 78.0 µs against 83.5).
+constexpr int64_t kDecodeSplit4MinBlocks = 32;
+Status launchDecode(const Problem &p, int64_t slots, cudaStream_t stream) {
+  if ((p.layout.k + 127) / 128 >= kDecodeSplit4MinBlocks)
+    return fp8decode::launchDecodeTile<8, 1, 4, 4, false, 1>(p, slots, stream);
+  return fp8decode::launchDecodeTile<8, 1, 2, 4, false, 1>(p, slots, stream);
+}
+
 /// The e4m3 scale of row[first, last) (a 128-column group), computed by one
 /// warp: amax / 448 by shuffles (1e-12 at least; NaN if any element is NaN).
 __device__ inline float groupScale(const float *row, int64_t first, int64_t last, int lane) {
@@ -319,7 +341,6 @@ const char *fp8TileName(FP8Tile tile) {
   case FP8Tile::WgmmaPingpong:
     return "wgmma64x128pp";
   case FP8Tile::Decode8: return "dec8";
-  case FP8Tile::Decode16: return "dec16";
   }
   return "?";
 }
@@ -343,13 +364,21 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
   // under one wave and K is long: Mixtral's down at T = 1, 64 blocks 14336
   // deep, 89.6 µs against 51.4. The mma.sync tiles stay for moe.linear (no
   // offsets) and runtimes without CUTLASS.
+  //
+  // Below 16 slots (decode at T = 1, and up to T = 7 for top-2 and top-4
+  // models) the register-streaming decode tile (launchDecode above), which
+  // measured ahead of the 8-row shared-memory tile at every T = 1 shape but
+  // DeepSeek-V3's gate/up (level) and ahead of the pingpong tile where its
+  // grid is shallow (Mixtral's down at T = 1: 40.5 against 52.0 µs). From 16
+  // slots it is slower than the pingpong tiles at every shape (Qwen3's gate/up
+  // at T = 16 level, down 60.3 against 53.3 µs).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
+  if (slots < kFP8WgmmaMinSlots && rows <= 8)
+    return FP8Tile::Decode8;
   FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
-  bool shallowGrid = touched * ((n + 127) / 128) < detail::kSMs && k > 4096;
-  if ((slots >= kFP8WgmmaMinSlots || shallowGrid) && offsets &&
-      detail::groupedMatmulFP8CutlassSupports(k, n))
+  if (slots >= kFP8WgmmaMinSlots && offsets && detail::groupedMatmulFP8CutlassSupports(k, n))
     tile = rows >= kFP8CooperativeMinRows ? FP8Tile::Wgmma : FP8Tile::WgmmaPingpong;
 #else
   (void)k, (void)n, (void)offsets;
@@ -432,8 +461,7 @@ Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStrea
 #else
     return Status::error("groupedMatmulFP8: the wgmma tiles need a runtime built with CUTLASS");
 #endif
-  case FP8Tile::Decode8: return fp8decode::launchDecodeTile<8, 1, 4, 4>(p, slots, stream);
-  case FP8Tile::Decode16: return fp8decode::launchDecodeTile<16, 1, 4, 4>(p, slots, stream);
+  case FP8Tile::Decode8: return launchDecode(p, slots, stream);
   case FP8Tile::Tok8: return launch<8, 6>(p, slots, stream);
   case FP8Tile::Tok16: return launch<16, 5>(p, slots, stream);
   case FP8Tile::Tok32:

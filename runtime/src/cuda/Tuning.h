@@ -102,9 +102,9 @@ Status groupedMatmulMXFP4(const Lhs *lhs, int64_t slots, int64_t k, const uint8_
 /// the other's mainloop). Auto takes WgmmaPingpong from kFP8WgmmaMinSlots
 /// slots (below, where the mma.sync grid would be shallow) and Wgmma from
 /// kFP8CooperativeMinRows rows per touched expert.
-/// Decode8 and Decode16 are the register-streaming decode tiles
-/// (FP8DecodeTile.cuh) of 8 and 16 rows.
-enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong, Decode8, Decode16 };
+/// Decode8: the register-streaming decode tile of 8 rows (FP8DecodeTile.cuh),
+/// what Auto takes below kFP8WgmmaMinSlots slots.
+enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong, Decode8 };
 /// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
 inline bool isWgmmaTile(FP8Tile tile) {
   return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
