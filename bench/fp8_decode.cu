@@ -177,22 +177,28 @@ struct Variant {
   int tok;
   Status (*launch)(cuda::FP8Problem, int64_t, cudaStream_t);
 };
-template <int TOK, int RW, int KS, int DEPTH, bool ASYNC = false, int PREFETCH = 0>
+template <int TOK, int RW, int KS, int DEPTH, bool ASYNC = false, int PREFETCH = 0,
+          int MINWARPS = 0>
 Variant variant() {
   return {std::string(ASYNC ? "async" : "dec") + std::to_string(TOK) + "r" + std::to_string(RW) +
               "k" + std::to_string(KS) + "d" + std::to_string(DEPTH) +
-              (PREFETCH ? "p" + std::to_string(64 << PREFETCH) : ""),
-          TOK, cuda::fp8decode::launchDecodeTile<TOK, RW, KS, DEPTH, ASYNC, PREFETCH>};
+              (PREFETCH ? "p" + std::to_string(64 << PREFETCH) : "") +
+              (MINWARPS ? "w" + std::to_string(MINWARPS) : ""),
+          TOK, cuda::fp8decode::launchDecodeTile<TOK, RW, KS, DEPTH, ASYNC, PREFETCH, MINWARPS>};
 }
 const std::vector<Variant> &variants() {
   // Rings in registers, then in shared memory; the runtime's Decode8 is
-  // dec8r1k2d4p128 below 32 blocks of K and dec8r1k4d4p128 from there.
+  // dec8r1k2d4p128 below 32 blocks of K and dec8r1k4d4p128 from there, its
+  // Decode8Async async8r1k4d4p128 and async8r1k4d6p128. 'w12': registers
+  // capped for 12 warps an SM.
   static const std::vector<Variant> all = {
-      variant<8, 1, 2, 4, false, 1>(),  variant<8, 1, 4, 4, false, 1>(),
-      variant<8, 2, 2, 4, false, 1>(),  variant<8, 1, 4, 2, false, 1>(),
-      variant<8, 1, 2, 6, false, 1>(),  variant<8, 1, 4, 4, false, 2>(),
-      variant<8, 1, 4, 6, true, 1>(),   variant<8, 1, 4, 4, true, 1>(),
-      variant<8, 2, 2, 6, true, 1>(),   variant<8, 1, 2, 8, true, 1>(),
+      variant<8, 1, 2, 4, false, 1>(),     variant<8, 1, 2, 4, false, 1, 12>(),
+      variant<8, 1, 4, 4, false, 1>(),     variant<8, 1, 4, 4, false, 1, 12>(),
+      variant<8, 2, 2, 4, false, 1>(),     variant<8, 1, 4, 2, false, 1>(),
+      variant<8, 1, 2, 6, false, 1>(),     variant<8, 1, 4, 4, false, 2>(),
+      variant<8, 1, 4, 6, true, 1>(),      variant<8, 1, 4, 4, true, 1>(),
+      variant<8, 2, 2, 6, true, 1>(),      variant<8, 1, 2, 8, true, 1>(),
+      variant<8, 1, 2, 4, true, 1>(),
   };
   return all;
 }
@@ -367,14 +373,13 @@ void run(const Shape &shape, int64_t tokens, std::mt19937 &rng, cudaStream_t str
   };
   cuda::FP8Tile chosen = cuda::chooseFP8Tile(slots, e, k, n, true);
   for (cuda::FP8Tile tile : {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
-                             cuda::FP8Tile::Tok32, cuda::FP8Tile::WgmmaPingpong}) {
+                             cuda::FP8Tile::Tok32, cuda::FP8Tile::WgmmaPingpong,
+                             cuda::FP8Tile::Decode8, cuda::FP8Tile::Decode8Async}) {
     if ((tile == cuda::FP8Tile::Tok16 || tile == cuda::FP8Tile::Tok32) && tokens < 128)
-      continue;
-    if (tile == cuda::FP8Tile::WgmmaPingpong && chosen == tile)
       continue;
     std::string name = std::string("fp8 ") + cuda::fp8TileName(tile == cuda::FP8Tile::Auto ? chosen : tile) +
                        (tile == cuda::FP8Tile::Auto ? "*" : "");
-    if (tile == cuda::FP8Tile::Tok8 && chosen == tile)
+    if (tile != cuda::FP8Tile::Auto && chosen == tile)
       continue;
     fp8(name, [&, tile](const int32_t *o, bool settled, cudaStream_t s) {
       require(cuda::groupedMatmulFP8({rowsFP8.dataAs<uint8_t>(), slots, dRowScales.dataAs<float>(),

@@ -1528,17 +1528,18 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
                  operands));
 }
 
-/// The register-streaming decode tile (FP8DecodeTile.cuh) at the edges of
-/// its steps, scale blocks and K split: K of one partial step (12, 4-byte
+/// The decode tiles (FP8DecodeTile.cuh, rings in registers and in shared
+/// memory) at the edges of their steps, scale blocks and K split: K of one partial step (12, 4-byte
 /// loads), of a block and a 16-byte tail (144), of nine blocks over two K
-/// warps (1040, and 1044 with 4-byte loads), of 33 over four (4112); N whose
+/// warps (1040, and 1044 with 4-byte loads), of 33 over four (4112: rings
+/// of 6 in shared memory); N whose
 /// gated halves end inside a 16-row group (200: the up rows' scale block
 /// changes between a lane's two rows) and inside a column tile (392); one row
 /// (T = 1), and 16 rows of one expert (two row tiles) beside 5 of another,
 /// experts without rows and sentinel slots after; one expert without offsets
 /// (moe.linear).
 TEST(CudaKernels, FP8DecodeTileMatchesCpu) {
-  const std::vector<cuda::FP8Tile> tiles = {cuda::FP8Tile::Decode8};
+  const std::vector<cuda::FP8Tile> tiles = {cuda::FP8Tile::Decode8, cuda::FP8Tile::Decode8Async};
   for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random}) {
     ASSERT_NO_FATAL_FAILURE(checkFP8(4, 200, {0, 0, 1, 1}, 3, {12, 144, 1040}, tiles, operands));
     ASSERT_NO_FATAL_FAILURE(

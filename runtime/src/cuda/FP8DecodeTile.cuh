@@ -160,11 +160,12 @@ template <int TT> struct BlockScales {
 /// 128-deep block kPart, kPart + KS, ... (64 bytes of K each).
 template <int TT, int RW, int KS> struct Lane {
   const uint8_t *weightRow[2][2];
-  const float *scaleRow[2][2];
+  const float *expertScales;  // the expert's weight scales
+  int scaleRow[2][2];         // the weight rows' offsets in them (-1 past N)
   const uint8_t *tokenRow[TT];
   const float *tokenScales[TT][2];
-  int64_t k, steps;
-  int kPart, t;
+  int64_t k;
+  int steps, kPart, t;
   float acc[2][TT][4], partial[2][TT][4];
 
   __device__ Lane(const FP8Problem &problem, int64_t columnTile, int64_t expert, int64_t firstRow,
@@ -174,6 +175,7 @@ template <int TT, int RW, int KS> struct Lane {
     const int g = lane / 4;
     const int64_t kBlocks = (k + kBlockK - 1) / kBlockK;
     const int64_t nBlocks = (p.n + kBlockK - 1) / kBlockK;
+    expertScales = problem.weightScales + expert * nBlocks * kBlocks;
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
@@ -181,9 +183,7 @@ template <int TT, int RW, int KS> struct Lane {
         int64_t row =
             weightRowOf<RW>(p, columnTile, rowWarp * kRowsPerWarp + half * 16 + g + 8 * r);
         weightRow[half][r] = row >= 0 ? problem.weights + (expert * p.n + row) * k : nullptr;
-        scaleRow[half][r] = row >= 0 ? problem.weightScales +
-                                           (expert * nBlocks + row / kBlockK) * kBlocks
-                                     : nullptr;
+        scaleRow[half][r] = row >= 0 ? static_cast<int>(row / kBlockK * kBlocks) : -1;
       }
 #pragma unroll
     for (int tt = 0; tt < TT; ++tt) {
@@ -196,7 +196,7 @@ template <int TT, int RW, int KS> struct Lane {
             scaled < rows ? problem.lhsScales + (firstRow + scaled) * kBlocks : nullptr;
       }
     }
-    steps = kPart < kBlocks ? 2 * ((kBlocks - 1 - kPart) / KS + 1) : 0;
+    steps = kPart < kBlocks ? static_cast<int>(2 * ((kBlocks - 1 - kPart) / KS + 1)) : 0;
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
@@ -206,24 +206,25 @@ template <int TT, int RW, int KS> struct Lane {
           acc[half][tt][i] = partial[half][tt][i] = 0.0f;
   }
 
-  __device__ int64_t blockOf(int64_t s) const { return kPart + KS * (s >> 1); }
+  __device__ int blockOf(int s) const { return kPart + KS * (s >> 1); }
   /// The lane's byte of step s in each row; K (nothing) past the last step.
-  __device__ int64_t byteOf(int64_t s) const {
-    return s < steps ? blockOf(s) * kBlockK + (s & 1) * kStepK + 16 * t : k;
+  __device__ int64_t byteOf(int s) const {
+    return s < steps ? int64_t(blockOf(s)) * kBlockK + (s & 1) * kStepK + 16 * t : k;
   }
 
-  __device__ void loadWeightScales(BlockScales<TT> &scales, int64_t s) const {
+  __device__ void loadWeightScales(BlockScales<TT> &scales, int s) const {
     bool valid = s < steps;
-    int64_t b = blockOf(s);
+    int b = blockOf(s);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
-        scales.w[half][r] = valid && scaleRow[half][r] ? loadScale(scaleRow[half][r] + b) : 0.0f;
+        scales.w[half][r] =
+            valid && scaleRow[half][r] >= 0 ? loadScale(expertScales + scaleRow[half][r] + b) : 0.0f;
   }
-  __device__ void loadTokenScales(BlockScales<TT> &scales, int64_t s) const {
+  __device__ void loadTokenScales(BlockScales<TT> &scales, int s) const {
     bool valid = s < steps;
-    int64_t b = blockOf(s);
+    int b = blockOf(s);
 #pragma unroll
     for (int tt = 0; tt < TT; ++tt)
 #pragma unroll
@@ -297,9 +298,11 @@ __device__ void reduceAndStore(const Layout &p, Lane<TT, RW, KS> &lane, int64_t 
 
 /// The decode tile with its ring in registers: TOK rows of one expert by
 /// 32·RW weight rows, K split over KS warps, DEPTH steps (even) a warp;
-/// PREFETCH as for loadWeights16.
-template <int TOK, int RW, int KS, int DEPTH, bool VEC16, int PREFETCH>
-__global__ void __launch_bounds__(32 * RW * KS) fp8DecodeKernel(FP8Problem problem) {
+/// PREFETCH as for loadWeights16; MINWARPS (0: any) warps an SM at least,
+/// registers capped to fit them.
+template <int TOK, int RW, int KS, int DEPTH, bool VEC16, int PREFETCH, int MINWARPS>
+__global__ void __launch_bounds__(32 * RW * KS, MINWARPS ? MINWARPS / (RW * KS) : 1)
+    fp8DecodeKernel(FP8Problem problem) {
   static_assert(DEPTH % 2 == 0 && DEPTH >= 2, "a block's two steps share a scale slot");
   constexpr int TT = TOK / 8; // token tiles
   const Layout &p = problem.layout;
@@ -310,8 +313,9 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeKernel(FP8Problem probl
     return;
   Lane<TT, RW, KS> lane(problem, columnTile, expert, firstRow, rows, rowWarp, warp / RW,
                         threadIdx.x % 32);
-  const int64_t k = lane.k, steps = lane.steps;
-  auto loadWeights = [&](Step<TT> &step, int64_t s) {
+  const int64_t k = lane.k;
+  const int steps = lane.steps;
+  auto loadWeights = [&](Step<TT> &step, int s) {
     int64_t kk = lane.byteOf(s);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
@@ -319,7 +323,7 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeKernel(FP8Problem probl
       for (int r = 0; r < 2; ++r)
         step.w[half][r] = load16<VEC16, true, PREFETCH>(lane.weightRow[half][r], kk, k);
   };
-  auto loadRows = [&](Step<TT> &step, int64_t s) {
+  auto loadRows = [&](Step<TT> &step, int s) {
     int64_t kk = lane.byteOf(s);
 #pragma unroll
     for (int tt = 0; tt < TT; ++tt)
@@ -345,10 +349,10 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeKernel(FP8Problem probl
   // Each step computes on its ring slot, then refills it DEPTH steps ahead (the
   // MMAs first: they wait for the slot's bytes, the refill needs its registers);
   // a block's scales are refilled once its second step has promoted them.
-  for (int64_t base = 0; base < steps; base += DEPTH) {
+  for (int base = 0; base < steps; base += DEPTH) {
 #pragma unroll
     for (int i = 0; i < DEPTH; ++i) {
-      const int64_t s = base + i;
+      const int s = base + i;
       if (s >= steps) // steps and DEPTH are even: whole blocks
         break;
       lane.compute(ring[i]);
@@ -389,7 +393,8 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeAsyncKernel(FP8Problem 
     return;
   Lane<TT, RW, KS> lane(problem, columnTile, expert, firstRow, rows, rowWarp, warp / RW,
                         threadIdx.x % 32);
-  const int64_t k = lane.k, steps = lane.steps;
+  const int64_t k = lane.k;
+  const int steps = lane.steps;
   unsigned char *ring = shared + warp * DEPTH * kStep + (threadIdx.x % 32) * 16;
 
   auto copy16 = [&](unsigned char *dst, const uint8_t *row, int64_t kk, const void *fallback) {
@@ -404,7 +409,7 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeAsyncKernel(FP8Problem 
       }
     }
   };
-  auto loadWeights = [&](int64_t s, int stage) {
+  auto loadWeights = [&](int s, int stage) {
     int64_t kk = lane.byteOf(s);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
@@ -413,7 +418,7 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeAsyncKernel(FP8Problem 
         copy16(ring + stage * kStep + (half * 2 + r) * 512, lane.weightRow[half][r], kk,
                problem.weights);
   };
-  auto loadRows = [&](int64_t s, int stage) {
+  auto loadRows = [&](int s, int stage) {
     int64_t kk = lane.byteOf(s);
 #pragma unroll
     for (int tt = 0; tt < TT; ++tt)
@@ -454,10 +459,10 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeAsyncKernel(FP8Problem 
     if (i % 2 == 0)
       lane.loadTokenScales(scales[i / 2], i);
   }
-  for (int64_t base = 0; base < steps; base += DEPTH) {
+  for (int base = 0; base < steps; base += DEPTH) {
 #pragma unroll
     for (int i = 0; i < DEPTH; ++i) {
-      const int64_t s = base + i;
+      const int s = base + i;
       if (s >= steps)
         break;
       waitGroup<DEPTH - 2>();
@@ -480,8 +485,9 @@ __global__ void __launch_bounds__(32 * RW * KS) fp8DecodeAsyncKernel(FP8Problem 
 }
 
 /// Launches the decode tile for `slots` rows (K % 4 == 0): its ring in
-/// shared memory (ASYNC) or in registers.
-template <int TOK, int RW, int KS, int DEPTH, bool ASYNC = false, int PREFETCH = 0>
+/// shared memory (ASYNC) or in registers (MINWARPS as for fp8DecodeKernel).
+template <int TOK, int RW, int KS, int DEPTH, bool ASYNC = false, int PREFETCH = 0,
+          int MINWARPS = 0>
 Status launchDecodeTile(FP8Problem problem, int64_t slots, cudaStream_t stream) {
   int64_t blocks = 0;
   MOEC_RETURN_IF_ERROR(planGrid(problem.layout, slots, TOK, RW, "groupedMatmulFP8", blocks));
@@ -494,8 +500,8 @@ Status launchDecodeTile(FP8Problem problem, int64_t slots, cudaStream_t stream) 
     MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
     return detail::launchDependent(kernel, grid, block, kShared, stream, problem);
   } else {
-    auto *kernel = vec16 ? fp8DecodeKernel<TOK, RW, KS, DEPTH, true, PREFETCH>
-                         : fp8DecodeKernel<TOK, RW, KS, DEPTH, false, PREFETCH>;
+    auto *kernel = vec16 ? fp8DecodeKernel<TOK, RW, KS, DEPTH, true, PREFETCH, MINWARPS>
+                         : fp8DecodeKernel<TOK, RW, KS, DEPTH, false, PREFETCH, MINWARPS>;
     return detail::launchDependent(kernel, grid, block, 0, stream, problem);
   }
 }

@@ -103,8 +103,9 @@ Status groupedMatmulMXFP4(const Lhs *lhs, int64_t slots, int64_t k, const uint8_
 /// slots (below, where the mma.sync grid would be shallow) and Wgmma from
 /// kFP8CooperativeMinRows rows per touched expert.
 /// Decode8: the register-streaming decode tile of 8 rows (FP8DecodeTile.cuh),
-/// what Auto takes below kFP8WgmmaMinSlots slots.
-enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong, Decode8 };
+/// what Auto takes below kFP8WgmmaMinSlots slots; Decode8Async the same with
+/// its rings in shared memory.
+enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong, Decode8, Decode8Async };
 /// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
 inline bool isWgmmaTile(FP8Tile tile) {
   return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
