@@ -196,34 +196,44 @@ Status launch(const Problem &problem, int64_t slots, cudaStream_t stream) {
                      stream);
 }
 
-/// The decode tile (FP8DecodeTile.cuh) as measured on the H200 at T = 1
-/// (bench/fp8_decode.cu, bench/results/h200-fp8-decode.txt): blocks of one
-/// warp of 32 weight rows, K split over 2 warps, or over 4 from 32 blocks of
-/// 128 (longer rows: fewer, longer streams per warp where K is short, more
-/// warps where it is long), rings of 4 steps in registers, the L2 fetching
-/// 128 bytes per weight load. K over 2 warps: Qwen3's gate/up (K = 2048) 16.2
-/// against 21.7 µs over 4, its down 11.9 against 16.7, DeepSeek-V3's down
-/// (2048) 52.8 against 58.8. Over 4: Mixtral's down (K = 14336, 256 rows
-/// of blocks) 48.2 against 57.5 over 2, its gate/up 91.0 against 86.8 and
-/// DeepSeek-V3's (7168) 90.6 against 84.0 (split 2 better, the L2 hint
-/// measured on split 4 only: 83.5 and 80.4). The 128-byte L2 fetch: 3-16 %
-/// faster at every T = 1 shape (Mixtral's down 48.2 -> 40.5 µs). Tried and
-/// slower or level: two or four row warps a block, splits of 1 and 8, rings
-/// of 2 or 6 steps, rings in shared memory filled by cp.async (deeper, but
-/// 2-20 % slower at most shapes; Mixtral's gate/up 78.0 µs against 83.5).
+/// The decode tiles (FP8DecodeTile.cuh), as measured on the H200
+/// (bench/fp8_decode.cu; bench/results/h200-fp8-decode.txt, its "pdl" column:
+/// graphs of launches with settled offsets, as artifacts run them). Blocks of
+/// one warp of 32 weight rows; the L2 fetching 128 bytes per weight load (3-16
+/// % faster than without at every T = 1 shape: Mixtral's down 48.2 -> 40.5
+/// µs). K split over 4 warps from kDecodeSplit4MinBlocks blocks of 128, and
+/// from 16 where the grid has few blocks (fewer than 3 K-split-2 warps an SM:
+/// gpt-oss's down at T = 1, 11.3 against 13.7 µs; Qwen3's gate/up 8.1 against
+/// 8.7); over 2 below (fewer, longer streams per warp where K is short:
+/// Qwen3's down, K = 768, 5.0 against 6.9 µs at T = 1, 16.7 against 23.4 at
+/// T = 4; DeepSeek-V3's, 31.7 against 36.5). The shared-memory rings
+/// (Decode8Async: 4 steps, 6 where K is split 4 ways from 32 blocks) keep more
+/// bytes in flight than registers do: 6-62 % faster at T = 1 on the same split
+/// (Qwen3's down 5.0 against 8.1 µs, Mixtral's gate/up 62.0 against 72.8);
+/// the register rings (Decode8: 4 steps) where a long K meets few blocks
+/// (Mixtral's down at T = 1, 256 blocks: 32.5 against 33.8 µs, and 39.9
+/// against 47.5 with the L2 flushed). Tried and slower or level: two or
+/// four row warps a block, splits of 1 and 8, rings of 2 or 6 steps in
+/// registers and of 8 in shared memory, registers capped for 12 warps an SM,
+/// a 256-byte L2 fetch.
 constexpr int64_t kDecodeSplit4MinBlocks = 32;
+constexpr int64_t kDecodeFewBlocksSplit4MinBlocks = 16;
 Status launchDecode(const Problem &p, int64_t slots, cudaStream_t stream) {
   if ((p.layout.k + 127) / 128 >= kDecodeSplit4MinBlocks)
     return fp8decode::launchDecodeTile<8, 1, 4, 4, false, 1>(p, slots, stream);
   return fp8decode::launchDecodeTile<8, 1, 2, 4, false, 1>(p, slots, stream);
 }
-/// The decode tile with its rings in shared memory: K over 4 warps, rings of
-/// 6 steps from 32 blocks of K (Mixtral's gate/up 78.0 µs, the fastest
-/// there), of 4 below.
 Status launchDecodeAsync(const Problem &p, int64_t slots, cudaStream_t stream) {
-  if ((p.layout.k + 127) / 128 >= kDecodeSplit4MinBlocks)
+  const Layout &l = p.layout;
+  int64_t kBlocks = (l.k + 127) / 128;
+  if (kBlocks >= kDecodeSplit4MinBlocks)
     return fp8decode::launchDecodeTile<8, 1, 4, 6, true, 1>(p, slots, stream);
-  return fp8decode::launchDecodeTile<8, 1, 4, 4, true, 1>(p, slots, stream);
+  // The blocks with rows, one per touched expert and column tile of 32 rows.
+  int64_t columns = l.gated() ? kRowsPerWarp / 2 : kRowsPerWarp;
+  int64_t blocks = std::min(l.experts, slots) * ((l.width + columns - 1) / columns);
+  if (kBlocks >= kDecodeFewBlocksSplit4MinBlocks && 2 * blocks < 6 * detail::kSMs)
+    return fp8decode::launchDecodeTile<8, 1, 4, 4, true, 1>(p, slots, stream);
+  return fp8decode::launchDecodeTile<8, 1, 2, 4, true, 1>(p, slots, stream);
 }
 
 /// The e4m3 scale of row[first, last) (a 128-column group), computed by one
@@ -374,17 +384,22 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
   // deep, 89.6 µs against 51.4. The mma.sync tiles stay for moe.linear (no
   // offsets) and runtimes without CUTLASS.
   //
-  // Below 16 slots (decode at T = 1, and up to T = 7 for top-2 and top-4
-  // models) the register-streaming decode tile (launchDecode above), which
-  // measured ahead of the 8-row shared-memory tile at every T = 1 shape but
-  // DeepSeek-V3's gate/up (level) and ahead of the pingpong tile where its
-  // grid is shallow (Mixtral's down at T = 1: 40.5 against 52.0 µs). From 16
-  // slots it is slower than the pingpong tiles at every shape (Qwen3's gate/up
-  // at T = 16 level, down 60.3 against 53.3 µs).
+  // Up to 4 rows per touched expert below kFP8DecodeMaxSlots slots, and up to
+  // 8 below kFP8WgmmaMinSlots, the decode tiles (launchDecodeAsync above;
+  // launchDecode's register rings where K is at least 32 blocks deep and the
+  // grid at most two blocks an SM). Against the pingpong tiles in graphs with
+  // settled offsets, T = 2-8 for Qwen3 and DeepSeek-V3 (16-64 slots), 16 for
+  // gpt-oss (64) and Mixtral (32): 4-39 % faster everywhere but Mixtral's
+  // down at T = 16 (level) and DeepSeek-V3's at 8 (3 %; its gate/up 5 %
+  // faster); at 128 slots (Qwen3 and DeepSeek-V3 at T = 16) the pingpong
+  // tiles win the down projections (Qwen3: 43.3 against 47.7 µs).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
-  if (slots < kFP8WgmmaMinSlots && rows <= 8)
-    return FP8Tile::Decode8;
+  if ((rows <= 4 && slots < kFP8DecodeMaxSlots) || (rows <= 8 && slots < kFP8WgmmaMinSlots)) {
+    bool shallow = touched * ((n + 31) / 32) <= 2 * detail::kSMs;
+    return (k + 127) / 128 >= kDecodeSplit4MinBlocks && shallow ? FP8Tile::Decode8
+                                                                 : FP8Tile::Decode8Async;
+  }
   FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
   if (slots >= kFP8WgmmaMinSlots && offsets && detail::groupedMatmulFP8CutlassSupports(k, n))
