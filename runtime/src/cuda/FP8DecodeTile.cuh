@@ -4,32 +4,37 @@
 // block) and e4m3 rows (one scale per row and 128 columns) at a few rows per
 // expert, where the call is a stream of the touched experts' weight bytes.
 //
-// The shared-memory tiles (GroupedMatmulFP8.cu) streamed them at 30-48 % of
-// copy at T = 1: each 128-deep stage fetched its scales from global memory
-// inside the compute step, so every stage waited a memory latency with the
-// pipeline's loads stalled behind it, and a block of 128 weight rows left a
-// decode grid of a few experts under one wave. This tile has neither:
+// The 8-row shared-memory tile (GroupedMatmulFP8.cu) streamed them at 30-48 %
+// of copy at T = 1: each 128-deep stage fetched its scales from global memory
+// inside its compute step, and a block of 128 weight rows left a decode grid
+// of a few experts under one wave. These tiles have neither:
 //
-//  * Weights go straight from global memory into the MMA's A fragments
-//    (mma.sync m16n8k32 e4m3, "swap AB": weights on M, tokens on N): lane
-//    (g, t) of a warp reads 16 bytes of weight rows g and g + 8 of each of its
-//    two m16 tiles, at byte 16t of a 64-byte step, and those 16 bytes are the
-//    A operand of two MMAs. The MMA's K order is free as long as the rows
-//    agree, so the lane reads the same 16 bytes of token g's row as its B
-//    operand. No shared memory, no ldmatrix, no synchronisation in the loop.
-//  * A ring of DEPTH steps in registers keeps 2 KB a warp in flight per step,
-//    the scales of each 128-deep block among them (loaded with its first
+//  * The weights' bytes are the MMA's A fragments as they are (mma.sync
+//    m16n8k32 e4m3, "swap AB": weights on M, tokens on N): lane (g, t) of a
+//    warp reads 16 bytes of weight rows g and g + 8 of each of its two m16
+//    tiles, at byte 16t of a 64-byte step, and those 16 bytes are the A
+//    operand of two MMAs. The MMA's K order is free as long as the rows agree,
+//    so the lane reads the same 16 bytes of token g's row as its B operand. No
+//    ldmatrix, no barrier in the loop.
+//  * Each lane's bytes wait in a ring of DEPTH steps, 2 KB a warp a step:
+//    in registers (fp8DecodeKernel), or in shared memory of the lane's own,
+//    filled by cp.async (fp8DecodeAsyncKernel: more bytes in flight, and no
+//    lane reads another's, so no barrier either). The L2 may fetch 128 or 256
+//    bytes around each weight load (PREFETCH). The scales of each 128-deep
+//    block travel in a ring of registers beside (loaded with the block's first
 //    step, applied after its second: the partial sums are promoted into the
 //    f32 accumulators with the weight row's and the token's scales, as the
 //    shared-memory tiles and DeepGEMM do).
 //  * A block is RW warps of 32 weight rows times KS warps splitting K (128-deep
 //    blocks dealt round-robin), reduced through shared memory at the end: small
-//    blocks, many of them, each SM holding many warps' loads. The tiling is
-//    otherwise ExpertTiles.cuh's (row tiles ranked on the device, gate and up
-//    rows paired per warp, the epilogue in registers).
+//    blocks, many of them. The tiling is otherwise ExpertTiles.cuh's (row
+//    tiles ranked on the device, gate and up rows paired per warp, the
+//    epilogue in registers).
 //
-// With settled offsets the first DEPTH steps' weights are requested before
-// the dependent launch's wait, the rows after it.
+// With settled offsets the first steps' weights are requested before the
+// dependent launch's wait, the rows after it. GroupedMatmulFP8.cu
+// (launchDecode, launchDecodeAsync) says which configurations run where, and
+// why; bench/fp8_decode.cu times them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOEC_RUNTIME_SRC_CUDA_FP8DECODETILE_CUH

@@ -378,21 +378,18 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
   // mma.sync tile in all 16 cases, gpt-oss gate/up at T = 128 543 against
   // 679 µs). The slots, not the rows per expert, tell decode from T = 16: both
   // have one row per touched expert by that estimate when the experts outnumber
-  // the slots. Below 16 slots (T = 1) the 8-row tile is 4-18 % faster, but
-  // where its grid, a block per 128 weight rows of each touched expert, is
-  // under one wave and K is long: Mixtral's down at T = 1, 64 blocks 14336
-  // deep, 89.6 µs against 51.4. The mma.sync tiles stay for moe.linear (no
-  // offsets) and runtimes without CUTLASS.
+  // the slots. The mma.sync tiles stay for moe.linear (no offsets) and
+  // runtimes without CUTLASS.
   //
   // Up to 4 rows per touched expert below kFP8DecodeMaxSlots slots, and up to
   // 8 below kFP8WgmmaMinSlots, the decode tiles (launchDecodeAsync above;
   // launchDecode's register rings where K is at least 32 blocks deep and the
   // grid at most two blocks an SM). Against the pingpong tiles in graphs with
-  // settled offsets, T = 2-8 for Qwen3 and DeepSeek-V3 (16-64 slots), 16 for
-  // gpt-oss (64) and Mixtral (32): 4-39 % faster everywhere but Mixtral's
-  // down at T = 16 (level) and DeepSeek-V3's at 8 (3 %; its gate/up 5 %
-  // faster); at 128 slots (Qwen3 and DeepSeek-V3 at T = 16) the pingpong
-  // tiles win the down projections (Qwen3: 43.3 against 47.7 µs).
+  // settled offsets, T = 2-8 for Qwen3 and DeepSeek-V3 (16-64 slots), up to
+  // 16 for gpt-oss (64) and Mixtral (32): 2-39 % less time (Qwen3's gate/up
+  // at T = 2 15.4 against 25.3 µs), Mixtral's gate/up at T = 16 level; at 128
+  // slots (Qwen3 and DeepSeek-V3 at T = 16) the pingpong tiles win the down
+  // projections (Qwen3: 43.3 against 47.7 µs).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
   if ((rows <= 4 && slots < kFP8DecodeMaxSlots) || (rows <= 8 && slots < kFP8WgmmaMinSlots)) {
