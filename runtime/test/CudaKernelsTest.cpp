@@ -1368,6 +1368,8 @@ enum class FP8Operands {
 /// The FP8 grouped matmul against cpu::groupedMatmulFP8 on the same codes and
 /// scales, for each K, tile and epilogue, into NaN-poisoned output whose
 /// sentinel tail must stay unwritten. The wgmma tiles need K % 16 == 0.
+/// !deviceOffsets: one expert whose rows are all S (moe.linear), no offsets
+/// passed to the device (the CPU's are {S}).
 ///
 /// With Random operands, QGMMA (CUTLASS's kernel) is allowed 2^-4 of the
 /// output's RMS: Hopper's FP8 tensor cores add e4m3 products with about 14
@@ -1379,7 +1381,7 @@ enum class FP8Operands {
 /// QGMMA's layouts, scales and tails to the f32 tiles' 1e-4.
 void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t S,
               const std::vector<int64_t> &depths, const std::vector<cuda::FP8Tile> &tiles,
-              FP8Operands operands = FP8Operands::Random) {
+              FP8Operands operands = FP8Operands::Random, bool deviceOffsets = true) {
   std::mt19937 rng(23);
   const int64_t valid = offsets.back();
   cpu::ThreadPool pool(2);
@@ -1420,8 +1422,8 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
         DeviceBuffer dOut = poisoned(S * width * 4);
         ASSERT_OK(cuda::groupedMatmulFP8({dLq.dataAs<uint8_t>(), S, dLs.dataAs<float>(), K,
                                           dWq.dataAs<uint8_t>(), dWs.dataAs<float>(), E, N,
-                                          dOffsets.dataAs<int32_t>(), dBias.dataAs<float>(),
-                                          epilogue},
+                                          deviceOffsets ? dOffsets.dataAs<int32_t>() : nullptr,
+                                          dBias.dataAs<float>(), epilogue},
                                          dOut.dataAs<float>(), nullptr, tile));
         ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
         std::vector<float> got = download<float>(dOut, S * width);
@@ -1521,8 +1523,29 @@ TEST(CudaKernels, FP8GroupedMatmulMatchesCpu) {
     ASSERT_NO_FATAL_FAILURE(
         checkFP8(5, 272, {0, 3, 3, 40, 41}, 45, {200, 272},
                  {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok8, cuda::FP8Tile::Tok16,
-                  cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma, cuda::FP8Tile::WgmmaPingpong},
+                  cuda::FP8Tile::Tok32, cuda::FP8Tile::Wgmma, cuda::FP8Tile::WgmmaPingpong,
+                  cuda::FP8Tile::Decode8},
                  operands));
+}
+
+/// The decode tiles (FP8DecodeTile.cuh, rings in registers and in shared
+/// memory) at the edges of their steps, scale blocks and K split: K of one partial step (12, 4-byte
+/// loads), of a block and a 16-byte tail (144), of nine blocks over two K
+/// warps (1040, and 1044 with 4-byte loads), of 33 over four (4112: rings
+/// of 6 in shared memory); N whose
+/// gated halves end inside a 16-row group (200: the up rows' scale block
+/// changes between a lane's two rows) and inside a column tile (392); one row
+/// (T = 1), and 16 rows of one expert (two row tiles) beside 5 of another,
+/// experts without rows and sentinel slots after; one expert without offsets
+/// (moe.linear).
+TEST(CudaKernels, FP8DecodeTileMatchesCpu) {
+  const std::vector<cuda::FP8Tile> tiles = {cuda::FP8Tile::Decode8, cuda::FP8Tile::Decode8Async};
+  for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random}) {
+    ASSERT_NO_FATAL_FAILURE(checkFP8(4, 200, {0, 0, 1, 1}, 3, {12, 144, 1040}, tiles, operands));
+    ASSERT_NO_FATAL_FAILURE(
+        checkFP8(5, 392, {0, 16, 16, 21, 21}, 24, {144, 1044, 4112}, tiles, operands));
+    ASSERT_NO_FATAL_FAILURE(checkFP8(1, 392, {11}, 11, {1040}, tiles, operands, false));
+  }
 }
 
 /// Prefill: experts of 0, 1, 129, 300 and 420 rows, where Auto takes the wgmma
@@ -1534,7 +1557,9 @@ TEST(CudaKernels, FP8GroupedMatmulPrefill) {
   for (FP8Operands operands : {FP8Operands::ExactSums, FP8Operands::Random})
     ASSERT_NO_FATAL_FAILURE(checkFP8(
         6, 392, {0, 1, 130, 430, 430, 850}, 859, {272, 528},
-        {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32, cuda::FP8Tile::WgmmaPingpong}, operands));
+        {cuda::FP8Tile::Auto, cuda::FP8Tile::Tok32, cuda::FP8Tile::WgmmaPingpong,
+         cuda::FP8Tile::Decode8},
+        operands));
 }
 
 } // namespace

@@ -70,8 +70,8 @@ TEST(TileChoice, ChooseBF16TileFollowsTheMeasurements) {
 /// 64x128 pingpong tiles at T = 1024 for gpt-oss, DeepSeek-V3 (32 rows per
 /// expert) and Qwen3 (64), 128x128 cooperative ones for Mixtral (256) and at
 /// T = 8192; the pingpong tiles from 16 slots (Qwen3 at T = 128: 8
-/// rows; gpt-oss at T = 16: one row per touched expert), below only where the
-/// mma.sync grid is shallow; the mma.sync tiles without offsets.
+/// rows), the decode tiles below (gpt-oss at T = 16: one row per touched
+/// expert); the mma.sync tiles without offsets from 128 slots.
 TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   using cuda::FP8Tile;
   const bool cutlass = cuda::fp8TileAvailable(FP8Tile::Wgmma);
@@ -85,15 +85,25 @@ TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
   EXPECT_EQ(cuda::chooseFP8Tile(8192, 1, 2880, 2880, false), FP8Tile::Tok32);
   EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, true),
             cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok16);
-  // gpt-oss's gate/up at T = 16: 64 slots over 128 experts.
-  EXPECT_EQ(cuda::chooseFP8Tile(16 * 4, 128, 2880, 5760, true),
+  // The decode tiles up to 4 rows per touched expert below 128 slots: T = 1
+  // (Qwen3's gate/up, Mixtral's gate/up), gpt-oss at T = 3 and 16 (64 slots),
+  // Qwen3 at T = 2 (16), Mixtral at T = 16 (32 slots, 4 rows); their register
+  // rings where K is 32 blocks deep or more over at most two blocks an SM
+  // (Mixtral's down at T = 1, DeepSeek-V3's shared expert without offsets).
+  EXPECT_EQ(cuda::chooseFP8Tile(8, 128, 2048, 1536, true), FP8Tile::Decode8Async);
+  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 4096, 28672, true), FP8Tile::Decode8Async);
+  EXPECT_EQ(cuda::chooseFP8Tile(12, 128, 2880, 5760, true), FP8Tile::Decode8Async);
+  EXPECT_EQ(cuda::chooseFP8Tile(16 * 4, 128, 2880, 5760, true), FP8Tile::Decode8Async);
+  EXPECT_EQ(cuda::chooseFP8Tile(16, 128, 2048, 1536, true), FP8Tile::Decode8Async);
+  EXPECT_EQ(cuda::chooseFP8Tile(16 * 2, 8, 14336, 4096, true), FP8Tile::Decode8Async);
+  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 14336, 4096, true), FP8Tile::Decode8);
+  EXPECT_EQ(cuda::chooseFP8Tile(1, 1, 7168, 4096, false), FP8Tile::Decode8);
+  // From 128 slots (Qwen3's and DeepSeek-V3's T = 16), and from 5 rows per
+  // touched expert at 16 slots or more (Mixtral at T = 32), the pingpong tiles.
+  EXPECT_EQ(cuda::chooseFP8Tile(16 * 8, 128, 768, 2048, true),
             cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);
-  // T = 1: Qwen3's gate/up on the 8-row tile; Mixtral's down (2 experts x 32
-  // blocks, K = 14336) on the pingpong one.
-  EXPECT_EQ(cuda::chooseFP8Tile(8, 128, 2048, 1536, true), FP8Tile::Tok8);
-  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 14336, 4096, true),
-            cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok8);
-  EXPECT_EQ(cuda::chooseFP8Tile(2, 8, 4096, 28672, true), FP8Tile::Tok8);
+  EXPECT_EQ(cuda::chooseFP8Tile(32 * 2, 8, 14336, 4096, true),
+            cutlass ? FP8Tile::WgmmaPingpong : FP8Tile::Tok16);
   EXPECT_EQ(cuda::chooseFP8Tile(128 * 8, 128, 2048, 1536, false), FP8Tile::Tok16);
 }
 

@@ -28,7 +28,7 @@
 // FP8-EXPERTS: // (fused into the moe.quantize below)
 // Both after launches that hang off the sort (settled offsets: their first
 // weights are requested before the programmatic wait).
-// FP8-EXPERTS: groupedMatmulFP8QuantizedSettledOffsets([[Q]], 2 * T, [[S]], 64, {{w[0-9]+}}, {{w[0-9]+}}, 8, 80, [[OFFSETS:v[0-9]+]], nullptr, Epilogue{true, {{.*}}}, [[Q2:v[0-9]+]], [[S2:v[0-9]+]], {{v[0-9]+}}, 640, stream)
+// FP8-EXPERTS: groupedMatmulFP8QuantizedSettledOffsets([[Q]], 2 * T, [[S]], 64, {{w[0-9]+}}, {{w[0-9]+}}, 8, 80, [[OFFSETS:v[0-9]+]], nullptr, Epilogue{true, {{.*}}}, [[Q2:v[0-9]+]], [[S2:v[0-9]+]], {{v[0-9]+}}, 5120, stream)
 // FP8-EXPERTS-NOT: quantizeE4M3(
 // FP8-EXPERTS: groupedMatmulFP8SettledOffsets([[Q2]], 2 * T, [[S2]], 40, {{w[0-9]+}}, {{w[0-9]+}}, 8, 64, [[OFFSETS]], nullptr, Epilogue{},
 

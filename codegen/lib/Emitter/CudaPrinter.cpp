@@ -400,10 +400,10 @@ LogicalResult CudaPrinter::emitMatmulQuantize(moe::QuantizeOp op, moe::GroupedMa
       defineCodes(op, fp8MatmulRows(matmul));
   if (failed(codes))
     return failure();
-  // Decode's f32 gate/up result (the mma.sync tiles', up to kDecodeSlots
-  // rows) in the workspace: an allocation in the captured graph would keep
-  // this kernel and the next from launching under their predecessors.
-  constexpr uint64_t kDecodeSlots = 16; // runtime: kFP8WgmmaMinSlots
+  // Decode's f32 gate/up result (the decode tiles', up to kDecodeSlots rows)
+  // in the workspace: an allocation in the captured graph would keep this
+  // kernel and the next from launching under their predecessors.
+  constexpr uint64_t kDecodeSlots = 128; // runtime: kFP8DecodeMaxSlots
   Dim rows = fp8MatmulRows(matmul);
   uint64_t maxRows = bytesAtMaxTokens(rows, 1);
   uint64_t scratchFloats = std::min(maxRows, kDecodeSlots) *

@@ -216,12 +216,15 @@ __device__ inline int64_t weightRowOf(const Layout &p, int64_t columnTile, int v
 
 /// Bias, epilogue and store of the accumulators: acc[half][t][i] is m-tile
 /// `half`, token tile t, mma accumulator i (weight row lane/4 + 8·(i >= 2),
-/// token 8t + 2·(lane%4) + (i & 1)).
+/// token 8t + 2·(lane%4) + (i & 1)). `warp`: the warp's place among the
+/// block's WARPS row warps (-1: its index in the block).
 template <int TOKEN_TILES, int WARPS = kWarps>
 __device__ void storeOutputs(const Layout &p, int64_t expert, int64_t columnTile, int64_t firstRow,
-                             int rows, const float (&acc)[2][TOKEN_TILES][4]) {
+                             int rows, const float (&acc)[2][TOKEN_TILES][4], int warp = -1) {
   constexpr int kBlockRows = weightRowsOf<WARPS>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32;
+  if (warp < 0)
+    warp = threadIdx.x / 32;
   const float *expertBias = p.bias ? p.bias + expert * p.n : nullptr;
   const bool gated = p.gated();
 #pragma unroll

@@ -15,6 +15,7 @@
 
 #include "E4M3.cuh"
 #include "ExpertTiles.cuh"
+#include "FP8DecodeTile.cuh"
 #include "GridSize.h"
 #include "GroupedMatmulCutlass.h"
 #include "InvertPermutation.h"
@@ -54,13 +55,7 @@ __device__ inline void mma16832(float (&c)[4], const unsigned (&a)[4], unsigned 
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-struct Problem {
-  Layout layout;
-  const uint8_t *lhs;
-  const float *lhsScales;
-  const uint8_t *weights;
-  const float *weightScales;
-};
+using Problem = FP8Problem;
 
 /// One 16-byte chunk of a row, as one 16-byte or four 4-byte async copies,
 /// zero-filled past `valid` bytes.
@@ -201,6 +196,46 @@ Status launch(const Problem &problem, int64_t slots, cudaStream_t stream) {
                      stream);
 }
 
+/// The decode tiles (FP8DecodeTile.cuh), as measured on the H200
+/// (bench/fp8_decode.cu; bench/results/h200-fp8-decode.txt, its "pdl" column:
+/// graphs of launches with settled offsets, as artifacts run them). Blocks of
+/// one warp of 32 weight rows; the L2 fetching 128 bytes per weight load (3-16
+/// % faster than without at every T = 1 shape: Mixtral's down 48.2 -> 40.5
+/// µs). K split over 4 warps from kDecodeSplit4MinBlocks blocks of 128, and
+/// from 16 where the grid has few blocks (fewer than 3 K-split-2 warps an SM:
+/// gpt-oss's down at T = 1, 11.3 against 13.7 µs; Qwen3's gate/up 8.1 against
+/// 8.7); over 2 below (fewer, longer streams per warp where K is short:
+/// Qwen3's down, K = 768, 5.0 against 6.9 µs at T = 1, 16.7 against 23.4 at
+/// T = 4; DeepSeek-V3's, 31.7 against 36.5). The shared-memory rings
+/// (Decode8Async: 4 steps, 6 where K is split 4 ways from 32 blocks) keep more
+/// bytes in flight than registers do: 6-62 % faster at T = 1 on the same split
+/// (Qwen3's down 5.0 against 8.1 µs, Mixtral's gate/up 62.0 against 72.8);
+/// the register rings (Decode8: 4 steps) where a long K meets few blocks
+/// (Mixtral's down at T = 1, 256 blocks: 32.5 against 33.8 µs, and 39.9
+/// against 47.5 with the L2 flushed). Tried and slower or level: two or
+/// four row warps a block, splits of 1 and 8, rings of 2 or 6 steps in
+/// registers and of 8 in shared memory, registers capped for 12 warps an SM,
+/// a 256-byte L2 fetch.
+constexpr int64_t kDecodeSplit4MinBlocks = 32;
+constexpr int64_t kDecodeFewBlocksSplit4MinBlocks = 16;
+Status launchDecode(const Problem &p, int64_t slots, cudaStream_t stream) {
+  if ((p.layout.k + 127) / 128 >= kDecodeSplit4MinBlocks)
+    return fp8decode::launchDecodeTile<8, 1, 4, 4, false, 1>(p, slots, stream);
+  return fp8decode::launchDecodeTile<8, 1, 2, 4, false, 1>(p, slots, stream);
+}
+Status launchDecodeAsync(const Problem &p, int64_t slots, cudaStream_t stream) {
+  const Layout &l = p.layout;
+  int64_t kBlocks = (l.k + 127) / 128;
+  if (kBlocks >= kDecodeSplit4MinBlocks)
+    return fp8decode::launchDecodeTile<8, 1, 4, 6, true, 1>(p, slots, stream);
+  // The blocks with rows, one per touched expert and column tile of 32 rows.
+  int64_t columns = l.gated() ? kRowsPerWarp / 2 : kRowsPerWarp;
+  int64_t blocks = std::min(l.experts, slots) * ((l.width + columns - 1) / columns);
+  if (kBlocks >= kDecodeFewBlocksSplit4MinBlocks && 2 * blocks < 6 * detail::kSMs)
+    return fp8decode::launchDecodeTile<8, 1, 4, 4, true, 1>(p, slots, stream);
+  return fp8decode::launchDecodeTile<8, 1, 2, 4, true, 1>(p, slots, stream);
+}
+
 /// The e4m3 scale of row[first, last) (a 128-column group), computed by one
 /// warp: amax / 448 by shuffles (1e-12 at least; NaN if any element is NaN).
 __device__ inline float groupScale(const float *row, int64_t first, int64_t last, int lane) {
@@ -323,6 +358,8 @@ const char *fp8TileName(FP8Tile tile) {
   case FP8Tile::Wgmma: return "wgmma128x128";
   case FP8Tile::WgmmaPingpong:
     return "wgmma64x128pp";
+  case FP8Tile::Decode8: return "dec8";
+  case FP8Tile::Decode8Async: return "dec8async";
   }
   return "?";
 }
@@ -341,18 +378,28 @@ FP8Tile chooseFP8Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool
   // mma.sync tile in all 16 cases, gpt-oss gate/up at T = 128 543 against
   // 679 µs). The slots, not the rows per expert, tell decode from T = 16: both
   // have one row per touched expert by that estimate when the experts outnumber
-  // the slots. Below 16 slots (T = 1) the 8-row tile is 4-18 % faster, but
-  // where its grid, a block per 128 weight rows of each touched expert, is
-  // under one wave and K is long: Mixtral's down at T = 1, 64 blocks 14336
-  // deep, 89.6 µs against 51.4. The mma.sync tiles stay for moe.linear (no
-  // offsets) and runtimes without CUTLASS.
+  // the slots. The mma.sync tiles stay for moe.linear (no offsets) and
+  // runtimes without CUTLASS.
+  //
+  // Up to 4 rows per touched expert below kFP8DecodeMaxSlots slots, and up to
+  // 8 below kFP8WgmmaMinSlots, the decode tiles (launchDecodeAsync above;
+  // launchDecode's register rings where K is at least 32 blocks deep and the
+  // grid at most two blocks an SM). Against the pingpong tiles in graphs with
+  // settled offsets, T = 2-8 for Qwen3 and DeepSeek-V3 (16-64 slots), up to
+  // 16 for gpt-oss (64) and Mixtral (32): 2-39 % less time (Qwen3's gate/up
+  // at T = 2 15.4 against 25.3 µs), Mixtral's gate/up at T = 16 level; at 128
+  // slots (Qwen3 and DeepSeek-V3 at T = 16) the pingpong tiles win the down
+  // projections (Qwen3: 43.3 against 47.7 µs).
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
+  if ((rows <= 4 && slots < kFP8DecodeMaxSlots) || (rows <= 8 && slots < kFP8WgmmaMinSlots)) {
+    bool shallow = touched * ((n + 31) / 32) <= 2 * detail::kSMs;
+    return (k + 127) / 128 >= kDecodeSplit4MinBlocks && shallow ? FP8Tile::Decode8
+                                                                 : FP8Tile::Decode8Async;
+  }
   FP8Tile tile = rows <= 4 ? FP8Tile::Tok8 : rows <= 8 ? FP8Tile::Tok16 : FP8Tile::Tok32;
 #ifdef MOEC_HAVE_CUTLASS
-  bool shallowGrid = touched * ((n + 127) / 128) < detail::kSMs && k > 4096;
-  if ((slots >= kFP8WgmmaMinSlots || shallowGrid) && offsets &&
-      detail::groupedMatmulFP8CutlassSupports(k, n))
+  if (slots >= kFP8WgmmaMinSlots && offsets && detail::groupedMatmulFP8CutlassSupports(k, n))
     tile = rows >= kFP8CooperativeMinRows ? FP8Tile::Wgmma : FP8Tile::WgmmaPingpong;
 #else
   (void)k, (void)n, (void)offsets;
@@ -435,6 +482,8 @@ Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStrea
 #else
     return Status::error("groupedMatmulFP8: the wgmma tiles need a runtime built with CUTLASS");
 #endif
+  case FP8Tile::Decode8: return launchDecode(p, slots, stream);
+  case FP8Tile::Decode8Async: return launchDecodeAsync(p, slots, stream);
   case FP8Tile::Tok8: return launch<8, 6>(p, slots, stream);
   case FP8Tile::Tok16: return launch<16, 5>(p, slots, stream);
   case FP8Tile::Tok32:

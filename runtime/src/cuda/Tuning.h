@@ -99,15 +99,21 @@ Status groupedMatmulMXFP4(const Lhs *lhs, int64_t slots, int64_t k, const uint8_
 /// CUTLASS's sm90 grouped GEMM with blockwise scaling in runtimes built with
 /// CUTLASS: Wgmma with 128x128 cooperative tiles and 1x2 clusters,
 /// WgmmaPingpong with 64x128 pingpong tiles (one warp group's epilogue overlaps
-/// the other's mainloop). Auto takes WgmmaPingpong from kFP8WgmmaMinSlots
-/// slots (below, where the mma.sync grid would be shallow) and Wgmma from
-/// kFP8CooperativeMinRows rows per touched expert.
-enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong };
+/// the other's mainloop). Auto takes WgmmaPingpong where it takes no decode
+/// tile (below) and Wgmma from kFP8CooperativeMinRows rows per touched expert.
+/// Decode8 and Decode8Async: the decode tiles of 8 rows that stream the
+/// weights into MMA fragments (FP8DecodeTile.cuh), through rings in registers
+/// and in shared memory; Auto takes them up to 4 rows per touched expert below
+/// kFP8DecodeMaxSlots slots and up to 8 below kFP8WgmmaMinSlots.
+enum class FP8Tile { Auto, Tok8, Tok16, Tok32, Wgmma, WgmmaPingpong, Decode8, Decode8Async };
 /// Whether `tile` is one of CUTLASS's (TMA + wgmma) tiles.
 inline bool isWgmmaTile(FP8Tile tile) {
   return tile == FP8Tile::Wgmma || tile == FP8Tile::WgmmaPingpong;
 }
 inline constexpr int64_t kFP8WgmmaMinSlots = 16;
+/// The emitter plans decode's f32 gate/up result for this many rows
+/// (CudaPrinter.cpp, kDecodeSlots): keep them equal.
+inline constexpr int64_t kFP8DecodeMaxSlots = 128;
 inline constexpr int64_t kFP8CooperativeMinRows = 128;
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide;
 /// `offsets`: whether there are per-expert offsets (the wgmma tiles need them).
