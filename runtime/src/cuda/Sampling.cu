@@ -21,15 +21,19 @@ unsigned blocksFor(int64_t count, int threads) {
   return static_cast<unsigned>((count + threads - 1) / threads);
 }
 
+/// The key's bits in ascending order of the float (keys are never NaN or -0).
+__device__ uint32_t ascendingBits(float key) {
+  uint32_t bits = __float_as_uint(key);
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+
 /// A (logit, token) pair as one integer whose order is greedy's: the key's
 /// ascending bits above the complement of the token, so the larger key wins
 /// and, among equal keys, the smaller token. NaN counts as -inf and -0 as +0
 /// (one key, as the host's `>` sees them).
 __device__ uint64_t greedyPair(float x, int64_t token) {
   float key = x != x ? -std::numeric_limits<float>::infinity() : (x == 0.0f ? 0.0f : x);
-  uint32_t bits = __float_as_uint(key);
-  uint32_t ascending = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-  return (uint64_t(ascending) << 32) | ~static_cast<uint32_t>(token);
+  return (uint64_t(ascendingBits(key)) << 32) | ~static_cast<uint32_t>(token);
 }
 
 __device__ uint64_t warpMax(uint64_t v) {
@@ -96,12 +100,6 @@ __global__ void greedyFinishKernel(const uint64_t *partial, int64_t rows, int ch
   best = warpMax(best);
   if (lane == 0)
     tokens[row] = static_cast<int64_t>(~static_cast<uint32_t>(best & 0xffffffffu));
-}
-
-/// The key's bits in ascending order of the float (keys are never NaN or -0).
-__device__ uint32_t ascendingBits(float key) {
-  uint32_t bits = __float_as_uint(key);
-  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
 }
 
 __device__ float keyOfAscending(uint32_t ascending) {
