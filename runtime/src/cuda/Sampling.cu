@@ -45,7 +45,7 @@ __device__ uint64_t warpMax(uint64_t v) {
 }
 
 /// Greedy in two launches, so that a row of 150k-200k logits is read by many
-/// SMs (one block per row read it at ~10 GB/s: 68 µs of a decode step): block
+/// SMs (one block per row is one SM's load bandwidth over the whole row): block
 /// (c, r) takes the best pair of chunk c of row r, four independent loads a
 /// thread in flight (grid x: rows, y: chunks); greedyFinishKernel takes the
 /// best of each row's chunks.
