@@ -54,7 +54,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_table import IMPLS, is_config_key, write  # noqa: E402
 from gpu_clocks import ClockSampler  # noqa: E402
-from write_weights import fp8_expert_weights, read_layout, write_weights  # noqa: E402
+from write_weights import (dequantize_mxfp4_into, fp8_expert_weights,  # noqa: E402
+                           mxfp4_expert_weights, read_layout, write_weights)
 
 DEV = "cuda"
 # name: (E, H, I, k, transformers module, block class, config class, config kwargs, shared experts, biases)
@@ -430,6 +431,18 @@ def run_model(name, args, rows):
             write_weights(art8, fp8_expert_weights(art8, moe_weights(name, m, cfg)))
         torch.cuda.empty_cache()  # the cast's temporaries: moec allocates with cudaMalloc
         moec8 = Moec(args.lib, art8)
+    moecx, artx, mxfp4_weights = None, None, {}
+    if args.mxfp4_artifacts:  # MXFP4 experts: the same weights, cast as the compiler would
+        artx = os.path.join(args.mxfp4_artifacts, name)
+        with torch.no_grad():
+            tensors = mxfp4_expert_weights(artx, moe_weights(name, m, cfg))
+            write_weights(artx, tensors)
+            # the codes and scales, kept (on the GPU) for the emulated reference below
+            mxfp4_weights = {key[:-len(".e2m1")]: (tensors[key], tensors[key[:-len(".e2m1")] + ".e8m0_scales"])
+                             for key in tensors if key.endswith(".e2m1")}
+            del tensors
+        torch.cuda.empty_cache()
+        moecx = Moec(args.lib, artx)
     mod_bytes = sum(p.numel() * p.element_size() for p in m.parameters())
     log(f"## {name}: module {mod_bytes / 1e9:.1f} GB bf16; weights.bin written in {t1 - t0:.1f} s "
         f"(build included), moec_load {t2 - t1:.1f} s")
@@ -443,7 +456,16 @@ def run_model(name, args, rows):
             inputs[T] = torch.randn(1, T, H, device=DEV, dtype=torch.bfloat16)
             if mf is not None:
                 refs[T] = out0(mf(inputs[T].float())).reshape(T, H).clone()
-    del mf
+        # The MXFP4 recipe emulated: the same f32 block with its experts' weights
+        # replaced by their dequantised MXFP4 values (issue 34's 1e-2 bound is against this).
+        refs_mx = {}
+        if mf is not None and mxfp4_weights:
+            views = moe_weights(name, mf, cfg)
+            for source, (codes, scales) in mxfp4_weights.items():
+                dequantize_mxfp4_into(views[source], codes, scales)
+            for T in args.tokens:
+                refs_mx[T] = out0(mf(inputs[T].float())).reshape(T, H).clone()
+    del mf, mxfp4_weights
     torch.cuda.empty_cache()
     for T in args.tokens:
         x, ref = inputs[T], refs.get(T)
@@ -488,6 +510,12 @@ def run_model(name, args, rows):
                 # e4m3 routed experts, the shared expert in bf16
                 profiled(moec8, f"{name}-fp8", distinct * pe_bytes / 2 + shared * pe_bytes)
                 del yh8
+            if moecx:  # MXFP4 routed experts (17/32 of a byte a weight), the rest as compiled
+                yhx = buffer(torch.empty(T, H, dtype=torch.float32))
+                moecx.bind(xh, yhx)
+                moecx.run()
+                profiled(moecx, f"{name}-mxfp4", distinct * pe_bytes * 17 / 64 + shared * pe_bytes)
+                del yhx
             del xh, yh
             continue
         if moec8:
@@ -498,6 +526,16 @@ def run_model(name, args, rows):
             r64 = ref.double().ravel()
             fp8 = dict(moec_fp8_rel_err=((y8 - r64).norm() / r64.norm()).item(),
                        moec_fp8_diff=(1 - 2 * (y8 @ r64) / (y8 @ y8 + r64 @ r64)).item())
+        if moecx:
+            yhx = buffer(torch.empty(T, H, dtype=torch.float32))
+            moecx.bind(xh, yhx)
+            moecx.run()
+            yx = yhx.to(DEV).double().ravel()
+            r64, e64 = ref.double().ravel(), refs_mx[T].double().ravel()
+            mx = dict(moec_mxfp4_rel_err=((yx - r64).norm() / r64.norm()).item(),
+                      moec_mxfp4_diff=(1 - 2 * (yx @ r64) / (yx @ yx + r64 @ r64)).item(),
+                      moec_mxfp4_emul_err=((yx - e64).norm() / e64.norm()).item())
+            mx["check_mxfp4"] = "ok" if mx["moec_mxfp4_emul_err"] <= args.mxfp4_rtol else "FAIL"
         y = yh.to(DEV)
         err = ((y - ref).norm() / ref.norm()).item()
         maxabs = (y - ref).abs().max().item()
@@ -505,7 +543,7 @@ def run_model(name, args, rows):
         row = dict(model=name, T=T, distinct=distinct, bytes_GB=bytes_ / 1e9, flops=flops,
                    moec_rel_err=err, moec_max_abs=maxabs, check="ok" if err <= args.rtol else "FAIL")
         row.update(outlier_rows(x.view(-1, H), y, ref, router, K, cfg))
-        for impl in IMPLS:
+        for impl in args.impls:
             torch.cuda.empty_cache()
             gathered = T * K * pe_bytes
             if impl == "batched_mm" and (gathered + mod_bytes > args.batched_mm_limit
@@ -547,6 +585,12 @@ def run_model(name, args, rows):
             row["moec_fp8"], row["moec_fp8_min"], _ = time_wall(moec8.call, args.target_s, row=row, key="moec_fp8")
             if args.profile:
                 profile_kernels(moec8.call, f"{name} T={T} fp8", out=args.out)
+        if moecx:
+            row.update(mx)
+            row["moec_mxfp4"], row["moec_mxfp4_min"], _ = time_wall(moecx.call, args.target_s, row=row,
+                                                                   key="moec_mxfp4")
+            if args.profile:
+                profile_kernels(moecx.call, f"{name} T={T} mxfp4", out=args.out)
         best = [(row[i], i) for i in IMPLS if isinstance(row.get(i), float)]
         if best:
             row["best"], row["best_impl"] = min(best)
@@ -563,10 +607,12 @@ def run_model(name, args, rows):
     moec.free()
     if moec8:
         moec8.free()
-    del m, inputs, refs
+    if moecx:
+        moecx.free()
+    del m, inputs, refs, refs_mx
     torch.cuda.empty_cache()
     if args.remove_weights:  # the disk holds one model's weights at a time
-        for directory in filter(None, [art, art8]):
+        for directory in filter(None, [art, art8, artx]):
             os.remove(os.path.join(directory, "weights.bin"))
 
 
@@ -592,6 +638,14 @@ def main():
                    help="skip batched_mm when gathered weights + module exceed this many bytes")
     p.add_argument("--fp8-artifacts", default="",
                    help="also run these FP8 artifacts (bench/prepare.sh with FP8=1), same weights")
+    p.add_argument("--mxfp4-artifacts", default="",
+                   help="also run these MXFP4 artifacts (bench/prepare.sh with MXFP4=1), same weights; "
+                        "checked against the f32 block with the dequantised weights (--mxfp4-rtol)")
+    p.add_argument("--mxfp4-rtol", type=float, default=1e-2,
+                   help="max relative L2 error of moec's MXFP4 block vs the emulated MXFP4 block")
+    p.add_argument("--impls", default=",".join(IMPLS),
+                   help="transformers' eager experts backends to run, comma-separated; '' for none "
+                        "(moec's own bf16 / FP8 / MXFP4 columns only, with --compiled '')")
     p.add_argument("--compiled", default="grouped_mm:reduce-overhead,grouped_mm:default,"
                                           "grouped_mm:max-autotune-no-cudagraphs,grouped_mm:max-autotune",
                    help="transformers configurations under torch.compile, IMPL:MODE,... (MODE: "
@@ -607,6 +661,10 @@ def main():
                         "alternating (0: none)")
     args = p.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",")]
+    args.impls = [i for i in args.impls.split(",") if i]
+    for impl in args.impls:
+        if impl not in IMPLS:
+            p.error(f"--impls: unknown backend {impl}")
     args.compiled = [tuple(c.split(":")) for c in args.compiled.split(",") if c]
     for impl, mode in args.compiled:
         if impl not in IMPLS or mode not in MODE_SHORT:
@@ -640,7 +698,7 @@ def main():
         write(rows, out, meta)
     if args.ncu:  # nothing checked: the profiles are the result
         return 0
-    return 0 if all(r["check"] == "ok" for r in rows) and rows else 1
+    return 0 if all(r["check"] == "ok" and r.get("check_mxfp4", "ok") == "ok" for r in rows) and rows else 1
 
 
 if __name__ == "__main__":

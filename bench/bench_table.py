@@ -36,6 +36,36 @@ def pct(bytes_, ms):
     return 100 * bytes_ * 1e9 / (ms * 1e-3) / COPY_BPS if isinstance(ms, float) else None
 
 
+def low_precision_table(rows):
+    """moec's FP8 and MXFP4 experts against its own bf16 experts, same run."""
+    rows = [r for r in rows if "moec_fp8" in r or "moec_mxfp4" in r]
+    if not rows:
+        return []
+    L = ["", "moec's low-precision experts against its own bf16 experts, same run and weights: "
+         "ms; x = bf16 time / this time; % copy counts the touched experts' bytes (FP8 1, MXFP4 "
+         "17/32 of a byte a weight); % rate: useful FLOPs against 1280 TFLOP/s (FP8); errors "
+         "as relative L2 against the f32 block, FP8 also DeepGEMM's 1 - 2·Σxy/(Σx²+Σy²), MXFP4 "
+         "also against the f32 block with the dequantised MXFP4 weights (emul.):", "",
+         "| model | T | bf16 | FP8 | x | % copy | % rate | rel L2 | diff | MXFP4 | x | % copy "
+         "| rel L2 | vs emul. |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def num(v, f):
+        return format(v, f) if isinstance(v, float) else ""
+
+    for r in rows:
+        bf, f8, mx = r.get("moec"), r.get("moec_fp8"), r.get("moec_mxfp4")
+        speed = lambda t: f"{bf / t:.2f}" if isinstance(bf, float) and isinstance(t, float) else ""
+        p8, px = pct(r["bytes_GB"] / 2, f8), pct(r["bytes_GB"] * 17 / 64, mx)
+        rate = (f"{100 * r['flops'] / (f8 * 1e-3) / 1280e12:.1f} %"
+                if isinstance(f8, float) and r.get("flops") else "")
+        L.append(f"| {r['model']} | {r['T']} | {fmt(bf)} | {fmt(f8)} | {speed(f8)} | "
+                 f"{num(p8, '.1f')}{' %' if p8 else ''} | {rate} | {num(r.get('moec_fp8_rel_err'), '.2e')} | "
+                 f"{num(r.get('moec_fp8_diff'), '.2e')} | {fmt(mx)} | {speed(mx)} | "
+                 f"{num(px, '.1f')}{' %' if px else ''} | {num(r.get('moec_mxfp4_rel_err'), '.2e')} | "
+                 f"{num(r.get('moec_mxfp4_emul_err'), '.2e')} {r.get('check_mxfp4', '')} |")
+    return L
+
+
 def clock(c):
     """One timed loop's SM clock and power (bench/gpu_clocks.py): 'median MHz (lowest), W, reasons'."""
     if not c:
@@ -46,7 +76,7 @@ def clock(c):
 
 def clock_table(rows, ckeys):
     """SM clock and board power while each configuration's timed loop ran, where recorded."""
-    keys = [k for k in IMPLS + ckeys + ["moec", "moec_fp8"] if any(r.get(k + "_sm") for r in rows)]
+    keys = [k for k in IMPLS + ckeys + ["moec", "moec_fp8", "moec_mxfp4"] if any(r.get(k + "_sm") for r in rows)]
     if not keys:
         return []
     L = ["", "SM clock while each timed loop ran (NVML, sampled every 5 ms): median MHz (lowest), "
@@ -105,7 +135,7 @@ def write(rows, out, meta, quiet=False):
                  f"{fmt(r.get('batched_mm'))} | {fmt(r.get('grouped_mm'))} | {fmt(r.get('moec'))} | "
                  f"{fmt(r.get('moec_blocking'))} | "
                  f"{r.get('ratio', float('nan')):.2f}x ({r.get('best_impl', '')}) | "
-                 f"{pm:.1f} % | {pb:.1f} % | {mm_pct(r.get('flops'), r.get('moec'))} | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}"
+                 f"{pm:.1f} % | {'' if pb is None else f'{pb:.1f} %'} | {mm_pct(r.get('flops'), r.get('moec'))} | {r['check']} ({r['moec_rel_err']:.1e}, {r['moec_max_abs']:.1e}"
                  + (f"; {r['outlier_rows']} rows > 5 %, router top-k gap <= {r['outlier_max_topk_gap']:.1e}"
                     if r.get('outlier_rows') else "") + ") |")
     L += ["", "transformers' CUDA-event medians (the reference script's timing), ms, and bf16 error vs f32:", "",
@@ -113,7 +143,7 @@ def write(rows, out, meta, quiet=False):
     for r in rows:
         L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('eager_events'))} | {fmt(r.get('batched_mm_events'))} | "
                  f"{fmt(r.get('grouped_mm_events'))} | {r.get('grouped_mm_rel_err', float('nan')):.1e} |")
-    if any("moec_fp8" in r for r in rows):
+    if any("moec_fp8" in r and isinstance(r.get("best"), float) for r in rows):
         L += ["", "moec with FP8 experts (e4m3 weights with 128x128 block scales, rows quantised per "
               "token and 128 channels; same weights, cast as moe-quantize-experts-fp8 does), same run: "
               "ms, ratio to transformers' best eager backend (bf16), error against the f32 block "
@@ -122,13 +152,14 @@ def write(rows, out, meta, quiet=False):
               "| FP8 % copy (FP8 bytes) | FP8 rel L2 | FP8 diff |",
               "|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
-            if "moec_fp8" not in r:
+            if "moec_fp8" not in r or not isinstance(r.get("best"), float):
                 continue
             f8 = r["moec_fp8"]
             p8 = pct(r["bytes_GB"] / 2, f8)
             L.append(f"| {r['model']} | {r['T']} | {fmt(r.get('best'))} | {fmt(r.get('moec'))} | "
                      f"{fmt(f8)} | {f8 / r['best']:.2f}x | {f8 / r['moec']:.2f}x | {p8:.1f} % | "
                      f"{r['moec_fp8_rel_err']:.2e} | {r['moec_fp8_diff']:.2e} |")
+    L += low_precision_table(rows)
     ckeys = sorted({k for r in rows for k in r if is_config_key(k)})
     if ckeys:
         L += ["", "transformers' CUDA-event medians of the compiled configurations (queued back to back, "

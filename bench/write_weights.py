@@ -95,6 +95,15 @@ def _write(f, t, name, dtype, shape, size):
                              f"{list(a.shape)}")
         a.tofile(f)
         return
+    if dtype in ("f4e2m1", "f8e8m0"):  # MXFP4 codes (packed rows) and scale bytes, as uint8
+        if hasattr(t, "detach"):
+            t = t.detach().contiguous().cpu().numpy()
+        a = np.ascontiguousarray(np.asarray(t, dtype=np.uint8))
+        if a.nbytes != size:
+            raise ValueError(f"weight {name}: manifest {dtype} {list(shape)} ({size} bytes), "
+                             f"given {a.nbytes} bytes")
+        a.tofile(f)
+        return
     npdtype = {"f32": np.float32, "i32": np.int32, "i64": np.int64}[dtype]
     if hasattr(t, "detach"):  # torch
         import torch
@@ -148,6 +157,75 @@ def fp8_expert_weights(artifact, tensors):
             raise ValueError(f"{artifact}: e4m3 weight {name} is not NAME.e4m3 of a given NAME")
         source = name[:-len(".e4m3")]
         out[name], out[source + ".e4m3_scales"] = quantize_e4m3_blocks(tensors[source])
+        del out[source]
+    return out
+
+
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def quantize_mxfp4(w, chunk_bytes=1 << 30):
+    """moe-quantize-experts-mxfp4's cast of w [E, N, K] (torch; moec/runtime/MXFP4.h):
+    per 32 values along K, the scale byte s of f32(amax / 6) rounded up to a power of
+    two, each value's code the nearest e2m1 of value / 2^(s - 127), ties to even,
+    saturating at 6 (all codes of a block with s = 0 are signed zeros). Returns (codes
+    packed as MXFP4.h stores them, uint8 [E, N, ceil(K/32) * 16]; scales uint8
+    [E, N, ceil(K/32)])."""
+    import torch
+    e, n, k = w.shape
+    kb = -(-k // 32)
+    chunk = max(1, chunk_bytes // (n * kb * 32 * 4 * 4))
+    codes, scales = [], []
+    for e0 in range(0, e, chunk):
+        part = w[e0:e0 + chunk]
+        x = torch.zeros(part.shape[0], n, kb * 32, dtype=torch.float32, device=w.device)
+        x[:, :, :k] = part.float()
+        x = x.view(part.shape[0], n, kb, 32)
+        d = (x.abs().amax(dim=-1) / 6.0).contiguous()
+        s = ((d.view(torch.int32).long() + 0x7FFFFF) & 0x7F800000) >> 23
+        s = s.clamp(max=255)
+        # value / 2^(s - 127), exact in f32 (a power of two; codes of s = 0 are zero)
+        m = (x.abs() * torch.exp2((127 - s).float())[..., None]).masked_fill((s == 0)[..., None], 0)
+        mag = ((m > 0.25).int() + (m >= 0.75).int() + (m > 1.25).int() + (m >= 1.75).int() +
+               (m > 2.5).int() + (m >= 3.5).int() + (m > 5.0).int())
+        code = (mag | (torch.signbit(x).int() << 3)).to(torch.uint8).view(part.shape[0], n, kb * 16, 2)
+        codes.append((code[..., 0] | (code[..., 1] << 4)).contiguous())
+        scales.append(s.to(torch.uint8))
+        del x, m, mag, code
+    return torch.cat(codes), torch.cat(scales).contiguous()
+
+
+def dequantize_mxfp4_into(out, codes, scales, chunk_bytes=1 << 30):
+    """out [E, N, K] (torch, any float dtype, a view is fine) = the values of MXFP4
+    `codes` and `scales` (quantize_mxfp4's), a few experts at a time."""
+    import torch
+    e, n, k = out.shape
+    kb = scales.shape[-1]
+    table = torch.tensor(E2M1_VALUES + tuple(-v for v in E2M1_VALUES), device=codes.device)
+    chunk = max(1, chunk_bytes // (n * kb * 32 * 4 * 3))
+    for e0 in range(0, e, chunk):
+        c = codes[e0:e0 + chunk].long()
+        nibbles = torch.stack([c & 0xF, c >> 4], dim=-1).view(c.shape[0], n, kb, 32)
+        scale = torch.exp2(scales[e0:e0 + chunk].float() - 127)
+        values = table[nibbles] * scale[..., None]
+        out[e0:e0 + chunk].copy_(values.view(c.shape[0], n, kb * 32)[:, :, :k])
+        del c, nibbles, values
+
+
+def mxfp4_expert_weights(artifact, tensors):
+    """`tensors` (by name) with the MXFP4 experts of an artifact compiled with
+    --expert-weights=mxfp4 put in: moe-quantize-experts-mxfp4 names the cast of
+    weight NAME NAME.e2m1 and its scales NAME.e8m0_scales; NAME itself is then no
+    longer in the artifact."""
+    _, layout = read_layout(artifact)
+    out = dict(tensors)
+    for name, dtype, _, _, _ in layout:
+        if dtype != "f4e2m1":
+            continue
+        if not name.endswith(".e2m1") or name[:-len(".e2m1")] not in tensors:
+            raise ValueError(f"{artifact}: e2m1 weight {name} is not NAME.e2m1 of a given NAME")
+        source = name[:-len(".e2m1")]
+        out[name], out[source + ".e8m0_scales"] = quantize_mxfp4(tensors[source])
         del out[source]
     return out
 

@@ -5,9 +5,9 @@
 #        scripts/gpu-prebuilt.sh prepare-models   (here: whole models, below)
 #        scripts/gpu-prebuilt.sh models           (there)
 #
-# SETS (default "f32 loops sentinels fp8 exe", which fits the device machine's 64 MiB
+# SETS (default "f32 loops sentinels fp8 mxfp4 exe", which fits the device machine's 64 MiB
 # upload beside the tracked tree): any of f32, bf16, bf16out (--expert-outputs=bf16 too),
-# loops, sentinels, many (DeepSeek-V3's fixture at 7-640 tokens), fp8, exe; the
+# loops, sentinels, many (DeepSeek-V3's fixture at 7-640 tokens), fp8, mxfp4, exe; the
 # GPU unit tests and tools always go. `run` reports what was not prepared as skipped.
 #
 # `prepare` compiles every fixture and expert-loop case with --target=cuda into
@@ -164,9 +164,9 @@ models)
 prepare)
   set -e
   build=${BUILD_DIR:-build}
-  sets=" ${2:-f32 loops sentinels fp8 exe} "
+  sets=" ${2:-f32 loops sentinels fp8 mxfp4 exe} "
   want() { [[ $sets == *" $1 "* ]]; }
-  rm -rf .device/art .device/bin .device/sentinels-* .device/fp8-* .device/many-tokens-*
+  rm -rf .device/art .device/bin .device/sentinels-* .device/fp8-* .device/mxfp4-* .device/many-tokens-*
   mkdir -p .device/bin .device/art
   exclude=$(git rev-parse --git-path info/exclude) # (a worktree's .git is a file)
   mkdir -p "$(dirname "$exclude")"
@@ -204,10 +204,20 @@ prepare)
   for f in $fixtures $fp8_fixtures partial-blocks prequantized; do
     want fp8 || break
     if [[ $f == partial-blocks || $f == prequantized ]]; then case=(.device/fp8-$f/case --$f); else case=($fx/$f); fi
-    .venv/bin/python test/Codegen/check-fp8-artifact.py "$build/bin" "${case[0]}" 5e-3 0.1 \
+    .venv/bin/python test/Codegen/check-fp8-artifact.py "$build/bin" "${case[0]}" 3.2e-3 8e-2 \
       "${case[@]:1}" --target cuda --work .device/fp8-$f --phase prepare >/dev/null
     # Only what the run phase reads travels (64 MiB in all): not the IR, not model.cu.
     rm -f .device/fp8-$f/fp8.mlir .device/fp8-$f/case/model.mlir .device/fp8-$f/artifact/model.cu
+  done
+  # MXFP4 experts on the GPU (test/Codegen/check-mxfp4-artifact.py): the same split;
+  # the partial-blocks case is also checked against its float64 emulation.
+  for f in $fixtures partial-blocks; do
+    want mxfp4 || break
+    if [[ $f == partial-blocks ]]; then case=(.device/mxfp4-$f/case --write-block); else case=($fx/$f); fi
+    mkdir -p "${case[0]}"
+    .venv/bin/python test/Codegen/check-mxfp4-artifact.py "$build/bin" "${case[@]}" --target cuda \
+      --work .device/mxfp4-$f --phase prepare >/dev/null
+    rm -f .device/mxfp4-$f/mxfp4.mlir .device/mxfp4-$f/case/model.mlir .device/mxfp4-$f/artifact/model.cu
   done
   rm -f .device/art/*/model.cu
   # --emit=exe with the static moec-run above: one file that runs on the GPU machine.
@@ -269,8 +279,18 @@ run)
     if [[ ! -d .device/fp8-$f ]]; then skip=$((skip + 1)); continue; fi
     echo "== fp8 $f"
     if [[ $f == partial-blocks || $f == prequantized ]]; then case=(.device/fp8-$f/case --$f); else case=($fx/$f); fi
-    timeout 60 python3 test/Codegen/check-fp8-artifact.py $B "${case[0]}" 5e-3 0.1 "${case[@]:1}" \
+    timeout 60 python3 test/Codegen/check-fp8-artifact.py $B "${case[0]}" 3.2e-3 8e-2 "${case[@]:1}" \
       --target cuda --work .device/fp8-$f --phase run
+    rc=$?
+    echo "rc=$rc"
+    tally $rc
+  done
+  for f in $fixtures partial-blocks; do
+    if [[ ! -d .device/mxfp4-$f ]]; then skip=$((skip + 1)); continue; fi
+    echo "== mxfp4 $f"
+    if [[ $f == partial-blocks ]]; then case=(.device/mxfp4-$f/case --write-block); else case=($fx/$f); fi
+    timeout 60 python3 test/Codegen/check-mxfp4-artifact.py $B "${case[@]}" --target cuda \
+      --work .device/mxfp4-$f --phase run
     rc=$?
     echo "rc=$rc"
     tally $rc

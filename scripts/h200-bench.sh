@@ -20,9 +20,13 @@
 #            whose weights.bin it reads).
 #   fp8      bench/bench_moe.py with the --fp8 artifacts beside the bf16 ones
 #            (MODELS: default all four; one or two per call at T = 8192).
+#   lowp     bench/bench_moe.py, moec only: the bf16 artifacts beside the --fp8 and
+#            the --expert-weights=mxfp4 ones (MODELS: default all four; TOKENS),
+#            no transformers configuration (IMPLS= to add eager backends).
 #   ncu      one profiled moec call per cell of MODELS (default all four; two
 #            models fit one call; TOKENS as for bench) -> ncu.csv, ncu.md
-#            (bench/ncu_summary.py). FP8=1: each cell's --fp8 build too (MODEL-fp8).
+#            (bench/ncu_summary.py). FP8=1: each cell's --fp8 build too (MODEL-fp8);
+#            MXFP4=1: its --expert-weights=mxfp4 build (MODEL-mxfp4).
 #            Clocks are left alone (--clock-control none).
 #   profile  moec's in-graph timeline per cell of MODELS (TOKENS, default 1024):
 #            kernels, lengths and gaps in a timed run -> timelines.txt.
@@ -61,6 +65,7 @@ prepare)
   EXPERT_WEIGHTS=bf16 bench/prepare.sh $models 8192
   EXPERT_WEIGHTS=bf16 EXPERT_OUTPUTS=bf16 bench/prepare.sh $models 8192
   FP8=1 bench/prepare.sh $models 8192
+  MXFP4=1 bench/prepare.sh $models 8192
   mkdir -p .device/bin
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-upload" \
     "$build/bench/moec-bench-grouped-matmul" .device/bin/
@@ -107,6 +112,15 @@ fp8)
   echo "bench rc=$?"
   grep -E "^\| " "$OUT/bench_moe.md" | head -24
   ;;
+lowp)
+  timeout "${BENCH_LIMIT:-540}" python3 bench/bench_moe.py --artifacts $art --lib $lib \
+    --fp8-artifacts .device/bench/art-fp8 --mxfp4-artifacts .device/bench/art-mxfp4 \
+    --models "${2:-$models}" --tokens "${TOKENS:-1,16,128,1024,8192}" --rtol 1e-2 \
+    --impls "${IMPLS-}" --compiled "" --interleave 0 --target-s "${TARGET_S:-0.3}" \
+    >"$OUT/lowp.log" 2>&1
+  echo "lowp rc=$?"
+  awk '/low-precision/ {f = 1} f && /^\|/ {print; t = 1} f && t && /^$/ {exit}' "$OUT/bench_moe.md"
+  ;;
 ncu)
   # bench_moe.py writes its (empty) tables under $OUT too: elsewhere, to keep
   # the files that come back few.
@@ -115,7 +129,7 @@ ncu)
     --csv --page details --log-file "$OUT/ncu.csv" --metrics \
     gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
     python3 bench/bench_moe.py --ncu --artifacts $art --lib $lib --models "${2:-$models}" \
-    ${FP8:+--fp8-artifacts .device/bench/art-fp8} \
+    ${FP8:+--fp8-artifacts .device/bench/art-fp8} ${MXFP4:+--mxfp4-artifacts .device/bench/art-mxfp4} \
     --tokens "${TOKENS:-1,16,128,1024,8192}" >"$OUT/ncu-bench.log" 2>&1
   echo "ncu rc=$?"
   python3 bench/ncu_summary.py "$OUT/ncu.csv" "$OUT/ncu-bench.log" >"$OUT/ncu.md"

@@ -6,7 +6,7 @@ for the block written here (--write-block), against a float64 emulation of MXFP4
 weights written independently below.
 
 Usage: check-mxfp4-artifact.py BIN_DIR FIXTURE_DIR [--write-block] [--work DIR]
-                               [--target cpu|cuda]
+                               [--target cpu|cuda] [--phase all|prepare|run]
 
 FIXTURE_DIR holds model.onnx (or model.mlir) and inputs.npz. --write-block
 writes a moe.layer into FIXTURE_DIR first whose H = 200 and I = 136 are not
@@ -26,6 +26,11 @@ as inputs, and its float64 emulation.
 * Against the unquantised fp32 reference (--write-block): the MXFP4 error
   itself, printed with its bound (relative L2 <= 0.3; 0.20 measured: e2m1 keeps
   one mantissa bit, and both projections are quantised).
+
+--phase prepare / run split the work for a GPU machine without MLIR
+(scripts/gpu-prebuilt.sh): prepare compiles the cast, the interpreter's output and
+the artifact into --work (and writes the block with --write-block); run, given the
+same FIXTURE_DIR and --work, runs the artifact with BIN_DIR's moec-run and checks.
 """
 import argparse
 import os
@@ -77,47 +82,67 @@ def main():
     p.add_argument("--write-block", action="store_true")
     p.add_argument("--work", help="keep the work here (default: a temporary directory)")
     p.add_argument("--target", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--phase", choices=("all", "prepare", "run"), default="all",
+                   help="prepare needs moec and moec-interp; run needs moec-run and numpy")
     args = p.parse_args()
-    cuda = args.target == "cuda"
-    if args.write_block:
+    if args.write_block and args.phase != "run":
         write_mxfp4_block(args.fixture)
     model = os.path.join(args.fixture, "model.onnx")
     if not os.path.exists(model):
         model = os.path.join(args.fixture, "model.mlir")
     inputs = os.path.join(args.fixture, "inputs.npz")
-    tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
     with tempfile.TemporaryDirectory() as temporary:
         work = args.work or temporary
         os.makedirs(work, exist_ok=True)
-        cast = os.path.join(work, "mxfp4.mlir")
-        subprocess.run([tool("moec"), "compile", model, "--expert-weights=mxfp4", "-o", cast],
-                       check=True)
-        with open(cast) as f:
-            if f.read().count("xf4E2M1FN>, tensor<") < 2:
-                sys.exit("expected the experts' two matmuls with MXFP4 weights")
-        interp_out = os.path.join(work, "interp.npz")
-        subprocess.run([tool("moec-interp"), cast, "--inputs", inputs, "--outputs", interp_out],
-                       check=True)
-        artifact = os.path.join(work, "artifact")
-        done = subprocess.run([tool("moec"), "compile", model, "--expert-weights=mxfp4",
-                               f"--target={args.target}", "-o", artifact],
-                              stderr=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
-            if cuda and ("needs CUDA's compiler" in done.stderr or "built without CUDA" in done.stderr):
-                return 77
-            return 1
-        with open(os.path.join(artifact, "manifest.txt")) as f:
-            manifest = f.read()
-        if " f4e2m1 " not in manifest or " f8e8m0 " not in manifest:
-            sys.exit("the artifact holds no MXFP4 weights (f4e2m1 with f8e8m0 scales)")
-        run_out = os.path.join(work, "run.npz")
-        done = subprocess.run([tool("moec-run"), artifact, "--inputs", inputs, "--outputs", run_out],
-                              stderr=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
-            return 77 if "no CUDA device answers" in done.stderr else 1
-        interp, run = dict(np.load(interp_out)), dict(np.load(run_out))
+        if args.phase in ("all", "prepare"):
+            rc = prepare(args, model, inputs, work)
+            if rc:
+                return rc
+        if args.phase in ("all", "run"):
+            return run_and_check(args, inputs, work)
+    return 0
+
+
+def prepare(args, model, inputs, work):
+    """The cast, the interpreter's output of it and the artifact, into `work`."""
+    tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
+    cast = os.path.join(work, "mxfp4.mlir")
+    subprocess.run([tool("moec"), "compile", model, "--expert-weights=mxfp4", "-o", cast],
+                   check=True)
+    with open(cast) as f:
+        if f.read().count("xf4E2M1FN>, tensor<") < 2:
+            sys.exit("expected the experts' two matmuls with MXFP4 weights")
+    subprocess.run([tool("moec-interp"), cast, "--inputs", inputs, "--outputs",
+                    os.path.join(work, "interp.npz")], check=True)
+    artifact = os.path.join(work, "artifact")
+    done = subprocess.run([tool("moec"), "compile", model, "--expert-weights=mxfp4",
+                           f"--target={args.target}", "-o", artifact],
+                          stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        print(done.stderr, file=sys.stderr)
+        if args.target == "cuda" and ("needs CUDA's compiler" in done.stderr
+                                      or "built without CUDA" in done.stderr):
+            return 77
+        return 1
+    with open(os.path.join(artifact, "manifest.txt")) as f:
+        manifest = f.read()
+    if " f4e2m1 " not in manifest or " f8e8m0 " not in manifest:
+        sys.exit("the artifact holds no MXFP4 weights (f4e2m1 with f8e8m0 scales)")
+    return 0
+
+
+def run_and_check(args, inputs, work):
+    """moec-run on the prepared artifact, checked against the interpreter (and, for
+    the written block, the float64 emulation and the fp32 reference)."""
+    cuda = args.target == "cuda"
+    run_out = os.path.join(work, "run.npz")
+    done = subprocess.run([os.path.join(args.bin, "moec-run"), os.path.join(work, "artifact"),
+                           "--inputs", inputs, "--outputs", run_out],
+                          stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        print(done.stderr, file=sys.stderr)
+        return 77 if "no CUDA device answers" in done.stderr else 1
+    interp, run = dict(np.load(os.path.join(work, "interp.npz"))), dict(np.load(run_out))
 
     failures = 0
     for name, want in interp.items():
