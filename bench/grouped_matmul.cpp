@@ -120,6 +120,7 @@ void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched,
   CHECK(DeviceBuffer::allocate(shape.experts * shape.n * rowBytes, codes));
   CHECK(DeviceBuffer::allocate(shape.experts * shape.n * kBlocks, scales));
   fillRandom(codes); // any byte is two valid codes
+  CHECK(cuda::relayoutMXFP4(codes.dataAs<uint8_t>(), static_cast<int64_t>(codes.size()), nullptr));
   fillScales(scales, rng);
   double bf16Bytes = double(touched) * shape.n * shape.k * 2;
   double mxfp4Bytes = double(touched) * shape.n * (rowBytes + kBlocks);
@@ -149,7 +150,8 @@ void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched,
   cuda::MXFP4Tile chosen =
       cuda::chooseMXFP4Tile(slots, shape.experts, shape.k, shape.n, shape.gated);
   for (cuda::MXFP4Tile tile :
-       {cuda::MXFP4Tile::Tok8, cuda::MXFP4Tile::Tok8Twice, cuda::MXFP4Tile::Tok8Warps2,
+       {cuda::MXFP4Tile::Tok8, cuda::MXFP4Tile::Tok8Twice, cuda::MXFP4Tile::Tok8Quad,
+        cuda::MXFP4Tile::Tok8Split, cuda::MXFP4Tile::Tok8SplitTwice, cuda::MXFP4Tile::Tok8Warps2,
         cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16, cuda::MXFP4Tile::Tok32,
         cuda::MXFP4Tile::Tok64}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.

@@ -1,12 +1,14 @@
 //===- CudaMXFP4Test.cpp - the CUDA MXFP4 grouped matmul against f64 -------===//
 //
 // cuda::groupedMatmulMXFP4 on random MXFP4 weights (codes and scale bytes
-// drawn directly, packed as moec/runtime/MXFP4.h lays them out) against a
+// drawn directly, packed as moec/runtime/MXFP4.h lays them out, re-laid out on
+// the device by cuda::relayoutMXFP4 as a model's create() does) against a
 // float64 reference that dequantises them exactly: every tile, every fused
 // epilogue, f32 and bf16 rows and results, K not a multiple of 32 (a partial
 // last block) nor of the 256-deep stage, N not a multiple of the tiles, idle
-// experts and a NaN-poisoned sentinel tail that must stay unwritten. Every
-// CUDA call is checked.
+// experts and a NaN-poisoned sentinel tail that must stay unwritten, scale
+// bytes past 128 and NaN ones. relayoutMXFP4 itself against the host's
+// encoder (MXFP4Layout.cuh). Every CUDA call is checked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "moec/runtime/cuda/MoEKernels.h"
 
 #include "CudaTestUtil.h"
+#include "MXFP4Layout.cuh"
 #include "TestUtil.h"
 #include "Tuning.h"
 
@@ -152,6 +155,8 @@ void runKernel(cuda::MXFP4Tile tile, bool settled, const std::vector<float> &lhs
   DeviceBuffer dWeights = upload(w.packed), dScales = upload(w.scales),
                dOffsets = upload(offsets),
                dBias = upload(bias.empty() ? std::vector<float>{0.0f} : bias);
+  ASSERT_OK(cuda::relayoutMXFP4(dWeights.dataAs<uint8_t>(), static_cast<int64_t>(w.packed.size()),
+                                nullptr));
   DeviceBuffer dOut = poisoned(S * width * sizeof(Out));
   ASSERT_OK(cuda::groupedMatmulMXFP4(
       dLhs.dataAs<Lhs>(), S, w.k, dWeights.dataAs<uint8_t>(), dScales.dataAs<uint8_t>(),
@@ -195,6 +200,7 @@ std::vector<cpu::Epilogue> allEpilogues() {
 
 const cuda::MXFP4Tile kTiles[] = {
     cuda::MXFP4Tile::Auto,       cuda::MXFP4Tile::Tok8,       cuda::MXFP4Tile::Tok8Twice,
+    cuda::MXFP4Tile::Tok8Quad,   cuda::MXFP4Tile::Tok8Split,  cuda::MXFP4Tile::Tok8SplitTwice,
     cuda::MXFP4Tile::Tok8Warps2, cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16,
     cuda::MXFP4Tile::Tok32,      cuda::MXFP4Tile::Tok64};
 
@@ -312,6 +318,67 @@ TEST(CudaMXFP4, GroupedMatmulDecodeManyExperts) {
   for (int e = 0; e < 64; ++e)
     offsets[e] = end += e % 3;
   checkShape(64, 520, 776, offsets, 4, kUsualScales, 5);
+}
+
+/// A NaN scale byte (0xFF) makes its row's outputs NaN and no other's, in a
+/// whole block and in the partial last one (K = 72: blocks of 32, 32 and 8),
+/// beside scale bytes past 128 in other rows (the warps' two-multiply path)
+/// and usual ones; the other outputs match the reference.
+TEST(CudaMXFP4, GroupedMatmulNaNScale) {
+  const int64_t N = 136, K = 72, S = 11;
+  std::mt19937 rng(6);
+  Weights w = randomWeights(1, N, K, kUsualScales, rng);
+  const int64_t nanRows[] = {5, 77};
+  w.scales[5 * w.kBlocks + 1] = mx::kScaleNaN;
+  w.scales[77 * w.kBlocks + 2] = mx::kScaleNaN;
+  for (int64_t row : {6, 40, 100})
+    w.scales[row * w.kBlocks] = static_cast<uint8_t>(129 + row % 7);
+  std::vector<float> lhs = randomVector(S * K, rng);
+  for (float &x : lhs)
+    x = fromBF16(toBF16(x));
+  std::vector<int32_t> offsets = {static_cast<int32_t>(S)};
+  std::vector<double> want = reference(lhs, w, offsets, {}, cpu::Epilogue{});
+  for (cuda::MXFP4Tile tile : kTiles) {
+    SCOPED_TRACE(cuda::mxfp4TileName(tile));
+    std::vector<float> got;
+    ASSERT_NO_FATAL_FAILURE(
+        (runKernel<float, float>(tile, false, lhs, S, w, offsets, {}, cpu::Epilogue{}, got)));
+    double err = 0, norm = 0;
+    for (int64_t r = 0; r < S; ++r)
+      for (int64_t j = 0; j < N; ++j) {
+        double g = got[r * N + j], v = want[r * N + j];
+        if (j == nanRows[0] || j == nanRows[1]) {
+          ASSERT_TRUE(std::isnan(g)) << "row " << r << ", column " << j << " = " << g;
+          continue;
+        }
+        ASSERT_TRUE(std::isfinite(g)) << "row " << r << ", column " << j << " = " << g;
+        err += (g - v) * (g - v);
+        norm += v * v;
+      }
+    EXPECT_LE(std::sqrt(err / norm), 1e-4);
+  }
+}
+
+/// The device's re-layout is the host encoder's, word by word, over buffers
+/// of a few words to many blocks' worth; it refuses partial or misaligned
+/// words.
+TEST(CudaMXFP4, RelayoutMatchesTheHostEncoder) {
+  std::mt19937 rng(7);
+  for (int64_t words : {1, 3, 4, 1000, 123457}) {
+    std::vector<uint32_t> stored(words);
+    for (uint32_t &x : stored)
+      x = rng();
+    DeviceBuffer device = upload(stored);
+    ASSERT_OK(cuda::relayoutMXFP4(device.dataAs<uint8_t>(), words * 4, nullptr));
+    ASSERT_OK(moec::rt::test::synchronize());
+    std::vector<uint32_t> got = download<uint32_t>(device, words);
+    for (int64_t i = 0; i < words; ++i)
+      ASSERT_EQ(got[i], cuda::kMXFP4Encoder(stored[i])) << words << " words, word " << i;
+  }
+  DeviceBuffer buffer = poisoned(64);
+  EXPECT_FALSE(cuda::relayoutMXFP4(buffer.dataAs<uint8_t>(), 6, nullptr).isOk());
+  EXPECT_FALSE(cuda::relayoutMXFP4(buffer.dataAs<uint8_t>() + 2, 8, nullptr).isOk());
+  ASSERT_OK(cuda::relayoutMXFP4(buffer.dataAs<uint8_t>(), 0, nullptr));
 }
 
 TEST(CudaMXFP4, GroupedMatmulRefusesBadShapes) {

@@ -1,6 +1,7 @@
 //===- TileChoiceTest.cpp - the CUDA runtime's tile rules, without a GPU --===//
 //
-// chooseBF16Tile and chooseFP8Tile are measurements written down as rules
+// chooseBF16Tile, chooseFP8Tile and chooseMXFP4Tile are measurements written
+// down as rules
 // (the kernel bench, bench/grouped_matmul.cpp; the figures are in their
 // comments); these tests pin them at the benchmark models' shapes.
 // They call no CUDA API, so they run everywhere the CUDA runtime builds, CI's
@@ -112,6 +113,30 @@ TEST(TileChoice, ChooseFP8TileFollowsTheMeasurements) {
 /// projections split K until about four blocks per SM (528) run, in at most
 /// 16 slices (one thread-block cluster), wide ones (an LM head) do not split. Its signature has no row count: the plan, and so
 /// every sum's order, cannot depend on M.
+/// chooseMXFP4Tile's rule at the benchmark models' shapes (MOEC_BENCH_MXFP4):
+/// at decode four 4-warp blocks an SM where the grid holds more than two
+/// blocks an SM, two 8-warp K-split blocks where it is thinner (Mixtral's down
+/// at T = 1 and 8: 64 and 256 blocks; every T = 1 but Mixtral's gate/up);
+/// 16-row tiles for Mixtral at T = 64 (16 rows an expert).
+TEST(TileChoice, ChooseMXFP4TileFollowsTheMeasurements) {
+  using cuda::MXFP4Tile;
+  // Qwen3-30B-A3B (top 8 of 128): gate/up N 1536, down N 2048.
+  EXPECT_EQ(cuda::chooseMXFP4Tile(8, 128, 2048, 1536, true), MXFP4Tile::Tok8SplitTwice);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(8, 128, 768, 2048, false), MXFP4Tile::Tok8SplitTwice);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(64, 128, 2048, 1536, true), MXFP4Tile::Tok8Quad);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(512, 128, 768, 2048, false), MXFP4Tile::Tok8Quad);
+  // Mixtral-8x7B (top 2 of 8): gate/up N 28672, down N 4096.
+  EXPECT_EQ(cuda::chooseMXFP4Tile(2, 8, 4096, 28672, true), MXFP4Tile::Tok8Quad);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(2, 8, 14336, 4096, false), MXFP4Tile::Tok8SplitTwice);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(16, 8, 14336, 4096, false), MXFP4Tile::Tok8SplitTwice);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(128, 8, 4096, 28672, true), MXFP4Tile::Tok16);
+  // gpt-oss-120b (top 4 of 128): gate/up N 5760, down N 2880.
+  EXPECT_EQ(cuda::chooseMXFP4Tile(4, 128, 2880, 5760, true), MXFP4Tile::Tok8SplitTwice);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(32, 128, 2880, 2880, false), MXFP4Tile::Tok8Quad);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(256, 128, 2880, 5760, true), MXFP4Tile::Tok8Quad);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(8192 * 4, 128, 2880, 5760, true), MXFP4Tile::Tok64);
+}
+
 TEST(TileChoice, LinearBF16FewRowsPlanCoversKAndFillsTheSMs) {
   // {K, N, row blocks, splits}: Qwen3's q, k/v, o, fused q/k/v and LM head,
   // gpt-oss's K = 2880, and K shorter than one step.

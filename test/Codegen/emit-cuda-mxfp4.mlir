@@ -6,8 +6,10 @@
 // registers to bf16, bf16 tensor cores), which takes the bf16 kernel's
 // arguments with the scales after the codes. The rows stay f32 (the kernel
 // rounds them to bf16 as it multiplies); the gate/up rows keep their layout
-// (no interleaveGateUp: the kernel's tiles read either); after the permute
-// and after the gate/up matmul the settled-offsets variant.
+// (no interleaveGateUp: the kernel's tiles read either), but each weight's
+// codes are re-laid out once on the device when the model is created
+// (relayoutMXFP4: the order the kernel decodes fastest, MXFP4Layout.cuh);
+// after the permute and after the gate/up matmul the settled-offsets variant.
 
 // RUN: rm -rf %t && split-file %s %t
 // RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=mxfp4 --max-tokens=16 -o %t/mixtral
@@ -21,6 +23,10 @@
 // RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral.mlir -o %t/mixtral.cu
 // RUN: FileCheck %s --check-prefix=CODE < %t/mixtral.cu
 // CODE-LABEL: Status create(
+// CODE-NOT: interleaveGateUp
+// CODE: MOEC_RETURN_IF_ERROR(relayoutMXFP4(state.model.mutableWeights() + 2304, 20480, state.model.stream())); // MXFP4 codes
+// CODE-NEXT: MOEC_RETURN_IF_ERROR(relayoutMXFP4(state.model.mutableWeights() + 24064, 16384, state.model.stream())); // MXFP4 codes
+// CODE-NEXT: MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));
 // CODE-NOT: interleaveGateUp
 // CODE-LABEL: Status run(
 // CODE: float *v7 = reinterpret_cast<float *>(workspace + 6144);
@@ -55,6 +61,7 @@
 // RUN: moec compile %t/k40.mlir --target=cuda --emit=mlir -o %t/k40-planned.mlir
 // RUN: moec-translate --emit-cuda --max-tokens=16 %t/k40-planned.mlir -o %t/k40.cu
 // RUN: FileCheck %s --check-prefix=ARGUMENTS < %t/k40.cu
+// ARGUMENTS: MOEC_RETURN_IF_ERROR(relayoutMXFP4(state.model.mutableWeights() + {{[0-9]+}}, 32, state.model.stream())); // MXFP4 codes
 // ARGUMENTS: MOEC_RETURN_IF_ERROR(groupedMatmulMXFP4(in0, T, 40, w0, w1, 1, 1, in1, nullptr, Epilogue{}, v0, stream));
 // ARGUMENTS-NOT: SettledOffsets
 

@@ -21,10 +21,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "EmitterBase.h"
+#include "moec/runtime/MXFP4.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <set>
 
 using namespace mlir;
 
@@ -91,6 +94,7 @@ private:
   std::optional<moe::GateUpLayout>
   interleaveOnDevice(moe::GroupedMatmulOp op, const ValueInfo &weights,
                      std::optional<moe::GateUpLayout> layout) override;
+  void relayoutMXFP4OnDevice(moe::GroupedMatmulOp op, const ValueInfo &weights) override;
   LogicalResult checkFP8Rows(moe::GroupedMatmulOp op, bool fp8Rows) override {
     if (fp8Rows)
       return success();
@@ -142,6 +146,8 @@ private:
   std::vector<uint64_t> sortSlots;
   /// Statements create() runs once the weights are on the device.
   std::vector<std::string> createSteps;
+  /// The offsets of the MXFP4 weights whose codes createSteps re-lays out.
+  std::set<uint64_t> relaidOut;
   /// Every output is written by a kernel (no copies between results), so a
   /// run may use the caller's device buffers in place (inPlaceSetup).
   bool inPlaceCapable = false;
@@ -331,6 +337,21 @@ CudaPrinter::interleaveOnDevice(moe::GroupedMatmulOp op, const ValueInfo &weight
   if (biasOffset)
     step(*biasOffset, 4, "gate/up bias");
   return moe::GateUpLayout::Interleaved;
+}
+
+void CudaPrinter::relayoutMXFP4OnDevice(moe::GroupedMatmulOp, const ValueInfo &weights) {
+  // (The caller has checked that the weights are [E, N, K]; every MXFP4
+  // weight is a constant placed in the image.) Once per weight, however many
+  // matmuls read it.
+  if (!weights.weightOffset || !relaidOut.insert(*weights.weightOffset).second)
+    return;
+  int64_t rows = weights.dims[0].size * weights.dims[1].size;
+  int64_t bytes = rows * rt::mxfp4::packedRowBytes(weights.dims[2].size);
+  createSteps.push_back(llvm::formatv("MOEC_RETURN_IF_ERROR(relayoutMXFP4(state.model."
+                                      "mutableWeights() + {0}, {1}, state.model.stream())); "
+                                      "// MXFP4 codes",
+                                      *weights.weightOffset, bytes)
+                            .str());
 }
 
 /// After the sort that wrote `op`'s offsets, a kernel of its own produced
@@ -541,8 +562,9 @@ void CudaPrinter::assemble(llvm::raw_ostream &os) {
     os << "}" << (cacheBF16 ? ", KVCacheType::BF16" : "") << "));\n";
   }
   if (!createSteps.empty()) {
-    os << "  // Concatenated gate/up rows interleaved once on the device: the kernels below\n"
-       << "  // are given GateUpLayout::Interleaved (docs/design.md, \"Gate/up rows on the GPU\").\n";
+    os << "  // Weights re-laid out once on the device: concatenated gate/up rows interleaved\n"
+       << "  // (the kernels below are given GateUpLayout::Interleaved; docs/design.md, \"Gate/up\n"
+       << "  // rows on the GPU\"), MXFP4 codes put in the order the GPU's kernels read.\n";
     for (const std::string &step : createSteps)
       os << "  " << step << "\n";
     os << "  MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));\n";

@@ -372,6 +372,7 @@ LogicalResult Emitter::emitGroupedMatmulMXFP4(moe::GroupedMatmulOp op) {
   FailureOr<ValueInfo *> out = define(op, op.getResult(), rows, false, /*bf16=*/true);
   if (failed(out))
     return failure();
+  relayoutMXFP4OnDevice(op, **w);
   std::vector<std::string> args = {(*lhs)->var,
                                    dimExpr((*lhs)->dims[1]),
                                    (*w)->var,

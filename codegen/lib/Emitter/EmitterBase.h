@@ -141,6 +141,9 @@ protected:
                      std::optional<moe::GateUpLayout> layout) {
     return layout;
   }
+  /// The MXFP4 grouped matmul `op` reads `weights` (packed codes); a target
+  /// whose kernels read them in another layout re-lays them out at load.
+  virtual void relayoutMXFP4OnDevice(moe::GroupedMatmulOp, const ValueInfo &) {}
   /// An FP8 grouped matmul's rows: FP8 (with scales) or not.
   virtual mlir::LogicalResult checkFP8Rows(moe::GroupedMatmulOp, bool) { return mlir::success(); }
   /// The number of rows of `value` that hold data, as the kernels take it.

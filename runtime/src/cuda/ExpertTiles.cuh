@@ -418,17 +418,18 @@ inline Status planGrid(Layout &p, int64_t slots, int tok, int warps, const char 
   return Status::ok();
 }
 
-/// Plans the grid of `problem.layout` for blocks of `warps` warps and tiles of
-/// `tok` rows, and launches `kernel` with `shared` bytes of dynamic shared
-/// memory.
+/// Plans the grid of `problem.layout` for blocks of `warps` row warps and
+/// tiles of `tok` rows, and launches `kernel` with `shared` bytes of dynamic
+/// shared memory and `warps` · `kSplit` warps a block (kSplit > 1: warps that
+/// share rows and split K).
 template <typename Problem>
 Status launchTiles(void (*kernel)(Problem), Problem problem, int64_t slots, int tok, int shared,
-                   const char *name, cudaStream_t stream, int warps = kWarps) {
+                   const char *name, cudaStream_t stream, int warps = kWarps, int kSplit = 1) {
   int64_t blocks = 0;
   MOEC_RETURN_IF_ERROR(planGrid(problem.layout, slots, tok, warps, name, blocks));
   MOEC_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
   return detail::launchDependent(kernel, dim3(static_cast<unsigned>(blocks)),
-                                 dim3(threadsOf<1> * warps), shared, stream, problem);
+                                 dim3(threadsOf<1> * warps * kSplit), shared, stream, problem);
 }
 
 } // namespace moec::rt::cuda::tiles

@@ -15,19 +15,25 @@
 // holds 256 codes of each weight row (128 bytes, the bf16 stage's shape, 4x
 // the K), their 8 scale bytes, and the same 256 columns of the TOK rows.
 //
-// The dequantisation, per 32-bit word w of 8 codes (code i in nibble i):
-// bf16 bits (mag << 6) | (sign << 15) hold code · 2^-126 exactly (the
-// magnitude bits land in the exponent's two low bits and the mantissa's top
-// bit; code 0.5 becomes a bf16 subnormal), so 4 instructions per pair of codes
-// place codes i and i + 4 in the two halves of a bf16x2, and one bf16x2
-// multiply by 2^(s - 1) (exact: a power of two) scales both. The MMA's K order
-// is free as long as weights and rows agree: a thread's A fragment takes codes
-// (i, i + 4) as one k pair, and its B fragment pairs the row's columns alike
-// (a byte permute of the staged row).
+// The codes are in the GPU's layout (MXFP4Layout.cuh, re-laid out once when
+// a model is created): decodeMXFP4Word turns a 32-bit word of 8 codes into 4
+// bf16x2 of code · 2^-126 with 8 integer instructions, pair p holding
+// columns 2p and 2p + 1 of the word; one bf16x2 multiply by 2^(s - 1) (exact:
+// a power of two; one multiply-add builds it from the scale byte) scales both.
+// Scale bytes past 128 need a second multiply, which only a warp holding one
+// runs. A thread's A fragments take adjacent columns as the MMA's k pairs, so
+// its B fragments are the staged rows' adjacent columns as they lie.
+//
+// The decode tiles (8 rows) run more warps an SM the more the grid can fill:
+// four 4-warp blocks, or on thin grids 8-warp blocks whose two halves (k-groups)
+// take alternate chunks of each stage and add their accumulators at the end
+// (chooseMXFP4Tile).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ExpertTiles.cuh"
+#include "GridSize.h"
+#include "MXFP4Layout.cuh"
 #include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/MXFP4.h"
@@ -36,6 +42,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -60,7 +67,7 @@ template <typename Lhs, int WARPS> constexpr int stageBytes(int tok) {
 template <typename Lhs> struct Problem {
   Layout layout;
   const Lhs *lhs;          // f32 rows, or bf16 rows (BF16)
-  const uint8_t *weights;  // [E, N] rows of rowBytes packed codes
+  const uint8_t *weights;  // [E, N] rows of rowBytes packed codes (MXFP4Layout.cuh)
   const uint8_t *scales;   // [E, N, kBlocks] scale bytes, 4-byte aligned
   int64_t rowBytes, kBlocks;
   const uint8_t *scalesEnd; // one past the last scale byte
@@ -79,39 +86,15 @@ __device__ inline unsigned mulBF16x2(unsigned a, unsigned b) {
   return d;
 }
 
-/// A scale byte's multipliers as bf16x2: `first` = 2^(min(s, 128) - 1) (the
-/// 2^126 that undoes the codes' placement, times 2^(s - 127)); `second`, for
-/// s > 128 only (no bf16 holds 2^128), 2^(s - 128), or NaN for 0xFF.
-struct Scale {
-  unsigned first, second;
-  bool large;
-};
-__device__ inline Scale scaleOf(unsigned s) {
-  unsigned e = min(s, 128u) + 126u; // the exponent field of 2^(min(s, 128) - 1)
-  Scale scale;
-  scale.first = (e << 7) | (e << 23);
-  scale.large = s > 128u;
-  unsigned second = s == mxfp4::kScaleNaN ? 0x7FC0u : (s - 1u) << 7;
-  scale.second = second | (second << 16);
-  return scale;
-}
-
-/// The 8 codes of `w` as 4 bf16x2: pair[i] holds codes i (low half) and i + 4
-/// (high half), times the scale.
-__device__ inline void dequantise(unsigned w, const Scale &scale, unsigned (&pair)[4]) {
-  constexpr unsigned kMagnitude = 0x01C001C0u, kSign = 0x80008000u;
-  pair[0] = ((w << 6) & kMagnitude) | ((w << 12) & kSign);
-  pair[1] = ((w << 2) & kMagnitude) | ((w << 8) & kSign);
-  pair[2] = ((w >> 2) & kMagnitude) | ((w << 4) & kSign);
-  pair[3] = ((w >> 6) & kMagnitude) | (w & kSign);
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    pair[i] = mulBF16x2(pair[i], scale.first);
-  if (scale.large) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      pair[i] = mulBF16x2(pair[i], scale.second);
-  }
+/// bf16x2 of 2^(s - 1) for a scale byte s <= 128: the 2^126 that undoes the
+/// codes' placement (MXFP4Layout.cuh) times 2^(s - 127). One multiply-add:
+/// the exponent field s + 126 in both halves.
+__device__ inline unsigned scaleMultiplier(unsigned s) { return s * 0x00800080u + 0x3F003F00u; }
+/// For s > 128 (no bf16 holds 2^(s - 1)): 2^127 first, then `second` =
+/// 2^(s - 128), or NaN for 0xFF.
+__device__ inline unsigned largeScaleSecond(unsigned s) {
+  unsigned second = s == mxfp4::kScaleNaN ? 0x7FC0u : s > 128u ? (s - 1u) << 7 : 0x3F80u;
+  return second | (second << 16);
 }
 
 /// The staged rows' 16-byte chunk `q` of row `token`, XOR-swizzled so that the
@@ -127,27 +110,35 @@ template <typename Lhs> __device__ inline int rowChunk(int token, int q) {
 }
 
 /// B fragments for one word's two k-steps: columns e .. e + 7 of a staged row
-/// (e = 8·word), paired as the weights are, (e, e + 4), (e + 1, e + 5) for the
-/// first step and (e + 2, e + 6), (e + 3, e + 7) for the second.
+/// (e = 8·word) in adjacent pairs, as decodeMXFP4Word pairs the codes: (e, e +
+/// 1), (e + 2, e + 3) for the first step, (e + 4, e + 5), (e + 6, e + 7) for
+/// the second. bf16 rows: the staged bytes as they are.
 __device__ inline void fragmentsB(const BF16 *rowsTile, int token, int e, unsigned (&b)[4]) {
   uint4 x = *reinterpret_cast<const uint4 *>(rowsTile + rowChunk<BF16>(token, e / 8) * 8);
-  b[0] = __byte_perm(x.x, x.z, 0x5410);
-  b[1] = __byte_perm(x.x, x.z, 0x7632);
-  b[2] = __byte_perm(x.y, x.w, 0x5410);
-  b[3] = __byte_perm(x.y, x.w, 0x7632);
+  b[0] = x.x;
+  b[1] = x.y;
+  b[2] = x.z;
+  b[3] = x.w;
 }
 __device__ inline void fragmentsB(const float *rowsTile, int token, int e, unsigned (&b)[4]) {
   float4 lo = *reinterpret_cast<const float4 *>(rowsTile + rowChunk<float>(token, e / 4) * 4);
   float4 hi = *reinterpret_cast<const float4 *>(rowsTile + rowChunk<float>(token, e / 4 + 1) * 4);
-  b[0] = packBF16(lo.x, hi.x);
-  b[1] = packBF16(lo.y, hi.y);
-  b[2] = packBF16(lo.z, hi.z);
-  b[3] = packBF16(lo.w, hi.w);
+  b[0] = packBF16(lo.x, lo.y);
+  b[1] = packBF16(lo.z, lo.w);
+  b[2] = packBF16(hi.x, hi.y);
+  b[3] = packBF16(hi.z, hi.w);
 }
 
-template <int TOK, int STAGES, int WARPS, typename Lhs>
-__global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulMXFP4Kernel(Problem<Lhs> problem) {
-  constexpr int kBlockThreads = threadsOf<WARPS>;
+/// The kernel: WARPS row warps (32·WARPS weight rows) by TOK rows, each row
+/// warp KSPLIT times over (KSPLIT = 2: the copies take alternate chunks of
+/// each stage and add their accumulators at the end), at least MIN_BLOCKS
+/// blocks an SM (the register bound).
+template <int TOK, int STAGES, int WARPS, int KSPLIT, int MIN_BLOCKS, typename Lhs>
+__global__ void __launch_bounds__(threadsOf<WARPS * KSPLIT>, MIN_BLOCKS)
+    groupedMatmulMXFP4Kernel(Problem<Lhs> problem) {
+  static_assert(KSPLIT == 1 || KSPLIT == 2, "a stage's two chunks a thread go to one or two warps");
+  constexpr int kBlockThreads = threadsOf<WARPS * KSPLIT>;
+  constexpr int kWeightRows = weightRowsOf<WARPS>;
   constexpr int kStageBytes = stageBytes<Lhs, WARPS>(TOK);
   constexpr int kScaleTile = weightTileBytes<WARPS>();
   constexpr int kRowsTile = kScaleTile + scaleTileBytes<WARPS>();
@@ -155,71 +146,107 @@ __global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulMXFP4Kernel(Pro
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTokenTiles = TOK / 8;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int rowWarp = warp % WARPS, kGroup = warp / WARPS;
   int64_t columnTile, expert, firstRow;
   int rows;
-  if (!startTile<TOK, WARPS>(p, columnTile, expert, firstRow, rows))
+  if (!startTile<TOK, WARPS * KSPLIT>(p, columnTile, expert, firstRow, rows))
     return;
 
-  // Loads: 16-byte chunk tid % 8 of 8 weight rows, and the scale words of
-  // weight row tid (as many threads as weight rows), per stage.
+  // The loads, set up once so that a stage costs a few instructions each.
+  // Weights: 16-byte chunk tid % 8 of kWeightLoads tile rows, tid / 8 + i ·
+  // kBlockThreads / 8, at these byte offsets within the expert (under 2^31:
+  // checked on the host). Rows past N load row 0: their results are never
+  // stored, and e2m1 codes are finite.
+  constexpr int kWeightLoads = kWeightRows * 8 / kBlockThreads;
+  constexpr int kLoadRowStep = kBlockThreads / 8;
   const uint8_t *expertWeights = problem.weights + expert * p.n * problem.rowBytes;
-  const uint8_t *weightRow[8];
+  const int weightChunk = tid % 8, weightSwizzle = swizzled(tid / 8, weightChunk);
+  int weightOffset[kWeightLoads];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    int64_t row = weightRowOf<WARPS>(p, columnTile, weightTileRowOfThread<WARPS>(i));
-    weightRow[i] = row >= 0 ? expertWeights + row * problem.rowBytes : nullptr;
+  for (int i = 0; i < kWeightLoads; ++i) {
+    int64_t row = weightRowOf<WARPS>(p, columnTile, tid / 8 + kLoadRowStep * i);
+    weightOffset[i] = static_cast<int>((row >= 0 ? row : 0) * problem.rowBytes) + weightChunk * 16;
   }
-  const int weightChunk = tid % 8;
-  const uint8_t *scaleRow = nullptr; // the word-aligned start of row tid's scales
-  {
+  // Scales: the first kWeightRows threads load row tid's, from its word-aligned
+  // start, with the bytes readable there (to the end of the scales; none past N).
+  const uint8_t *scaleWords = problem.scales;
+  int64_t scaleBytes = 0;
+  if (tid < kWeightRows) {
     int64_t row = weightRowOf<WARPS>(p, columnTile, tid);
-    if (row >= 0)
-      scaleRow = problem.scales + (expert * p.n + row) * problem.kBlocks;
+    if (row >= 0) {
+      uintptr_t start =
+          reinterpret_cast<uintptr_t>(problem.scales + (expert * p.n + row) * problem.kBlocks);
+      scaleWords = reinterpret_cast<const uint8_t *>(start & ~uintptr_t(3));
+      scaleBytes = problem.scalesEnd - scaleWords;
+    }
   }
+  // Rows: chunk q = tid + i · kBlockThreads of the TOK staged rows (row q /
+  // kChunksPerRow, chunk q % kChunksPerRow), whose row and chunk are this
+  // thread's first plus constants; the rows from `rows` on are not read (the
+  // next expert's, or past the end), nor the columns from K on.
   constexpr int kChunkElements = 16 / sizeof(Lhs);
   constexpr int kChunksPerRow = kTileK / kChunkElements;
-  constexpr int kRowChunks = (TOK * kChunksPerRow + kBlockThreads - 1) / kBlockThreads;
-  const Lhs *firstLhs = problem.lhs + firstRow * p.k;
+  constexpr int kRowChunks = TOK * kChunksPerRow / kBlockThreads;
+  static_assert(TOK * kChunksPerRow % kBlockThreads == 0, "the threads share the chunks evenly");
+  constexpr bool kWholeRows = kBlockThreads % kChunksPerRow == 0;
+  static_assert(kWholeRows || kChunksPerRow % kBlockThreads == 0,
+                "a thread's row chunks lie a constant apart");
+  const int firstToken = tid / kChunksPerRow, firstChunk = tid % kChunksPerRow;
+  const Lhs *rowSource = problem.lhs + (firstRow + firstToken) * p.k + firstChunk * kChunkElements;
+  const int64_t columnsLeft = p.k - firstChunk * kChunkElements; // from k0 = 0
+  // Chunk i's row and chunk less this thread's first.
+  auto tokenStep = [](int i) {
+    if constexpr (kWholeRows)
+      return i * (kBlockThreads / kChunksPerRow);
+    else
+      return i / (kChunksPerRow / kBlockThreads);
+  };
+  auto chunkStep = [](int i) {
+    if constexpr (kWholeRows)
+      return 0;
+    else
+      return i % (kChunksPerRow / kBlockThreads) * kBlockThreads;
+  };
 
   const int64_t kTiles = (problem.kBlocks + kStageBlocks - 1) / kStageBlocks;
   auto loadWeights = [&](int64_t kt, int stage) {
     unsigned char *base = shared + stage * kStageBytes;
-    int64_t byte = kt * kTileBytes + weightChunk * 16;
+    const uint8_t *source = expertWeights + kt * kTileBytes;
+    const bool inK = kt * kTileBytes + weightChunk * 16 < problem.rowBytes;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      bool valid = weightRow[i] && byte < problem.rowBytes;
-      copyAsync16(base + swizzled(weightTileRowOfThread<WARPS>(i), weightChunk),
-                  valid ? weightRow[i] + byte : problem.weights, valid ? 16 : 0);
+    for (int i = 0; i < kWeightLoads; ++i) {
+      // (Rows a multiple of 8 apart share the swizzle.)
+      int at = kLoadRowStep % 8 == 0
+                   ? weightSwizzle + kLoadRowStep * i * kTileBytes
+                   : swizzled(tid / 8 + kLoadRowStep * i, weightChunk);
+      copyAsync16(base + at, inK ? source + weightOffset[i] : problem.weights, inK ? 16 : 0);
     }
     // The stage's 8 scale bytes of row tid lie in 3 aligned words; bytes past
     // the row (the next row's, or past the end: not read) are never used.
-    // Rows past N get zeros.
-    uintptr_t first =
-        scaleRow ? reinterpret_cast<uintptr_t>(scaleRow + kt * kStageBlocks) & ~uintptr_t(3) : 0;
+    if (KSPLIT > 1 && tid >= kWeightRows)
+      return;
+    int64_t left = scaleBytes - kt * kStageBlocks;
+    int avail = left >= 12 ? 12 : left > 0 ? static_cast<int>(left) : 0;
 #pragma unroll
     for (int w = 0; w < 3; ++w) {
-      const uint8_t *word = reinterpret_cast<const uint8_t *>(first) + 4 * w;
-      int64_t left = scaleRow ? problem.scalesEnd - word : 0;
-      int bytes = left >= 4 ? 4 : left > 0 ? static_cast<int>(left) : 0;
+      int bytes = min(max(avail - 4 * w, 0), 4);
       copyAsync4Partial(base + kScaleTile + tid * kScaleRowBytes + 4 * w,
-                        bytes ? word : problem.scales, bytes);
+                        bytes ? scaleWords + kt * kStageBlocks + 4 * w : problem.scales, bytes);
     }
   };
   auto loadRows = [&](int64_t kt, int stage) {
     unsigned char *base = shared + stage * kStageBytes;
     int64_t k0 = kt * kTileK;
     Lhs *rowsTile = reinterpret_cast<Lhs *>(base + kRowsTile);
-    // Chunk q: row q / kChunksPerRow, chunk q % kChunksPerRow (computed here
-    // rather than held: registers are the deep tiles' limit).
+    int64_t leftK = columnsLeft - k0;
+    int left = leftK >= kTileK ? kTileK : leftK > 0 ? static_cast<int>(leftK) : 0;
 #pragma unroll
     for (int i = 0; i < kRowChunks; ++i) {
-      int q = tid + i * kBlockThreads, token = q / kChunksPerRow, chunk = q % kChunksPerRow;
-      if (token >= TOK)
-        continue;
-      int64_t kk = k0 + chunk * kChunkElements;
-      bool valid = token < rows && kk < p.k;
+      int token = firstToken + tokenStep(i), chunk = firstChunk + chunkStep(i);
+      int dk = chunkStep(i) * kChunkElements;
+      bool valid = token < rows && dk < left;
       copyAsync16(rowsTile + rowChunk<Lhs>(token, chunk) * kChunkElements,
-                  valid ? firstLhs + token * p.k + kk : problem.lhs, valid ? 16 : 0);
+                  valid ? rowSource + tokenStep(i) * p.k + k0 + dk : problem.lhs, valid ? 16 : 0);
     }
   };
 
@@ -231,7 +258,7 @@ __global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulMXFP4Kernel(Pro
   for (int half = 0; half < 2; ++half)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      int v = warp * kRowsPerWarp + half * 16 + group + 8 * r;
+      int v = rowWarp * kRowsPerWarp + half * 16 + group + 8 * r;
       tileRow[half][r] = v;
       int64_t row = weightRowOf<WARPS>(p, columnTile, v);
       scaleOffset[half][r] =
@@ -246,14 +273,16 @@ __global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulMXFP4Kernel(Pro
     const unsigned char *base = shared + stage * kStageBytes;
     const Lhs *rowsTile = reinterpret_cast<const Lhs *>(base + kRowsTile);
     // Thread quad takes chunks 2·quad and 2·quad + 1 of each row (64 codes,
-    // two scale blocks), a word (8 codes, two k-steps) at a time.
+    // two scale blocks; with KSPLIT = 2 the first to k-group 0, the second to
+    // 1), a word (8 codes, two k-steps) at a time.
     // (Deep tiles keep the two chunks apart: unrolled, their registers spill.)
 #pragma unroll(TOK >= 32 ? 1 : 2)
-    for (int j = 0; j < 2; ++j) {
-      const int chunk = 2 * quad + j;
+    for (int j = 0; j < 2 / KSPLIT; ++j) {
+      const int chunk = 2 * quad + kGroup + j;
       const bool inRow = kt * kStageBlocks + chunk < problem.kBlocks;
       uint4 codes[2][2];
-      Scale scale[2][2];
+      unsigned scale[2][2];
+      bool large = false;
 #pragma unroll
       for (int half = 0; half < 2; ++half)
 #pragma unroll
@@ -263,38 +292,89 @@ __global__ void __launch_bounds__(threadsOf<WARPS>) groupedMatmulMXFP4Kernel(Pro
           unsigned s = base[kScaleTile + v * kScaleRowBytes + scaleOffset[half][r] + chunk];
           // Past the row's last block the codes are zero-filled and the scale
           // byte is another row's: any finite scale gives zero.
-          scale[half][r] = scaleOf(inRow ? s : 127u);
+          scale[half][r] = inRow ? s : 127u;
+          large |= scale[half][r] > 128u;
         }
-#pragma unroll
-      for (int word = 0; word < 4; ++word) {
-        unsigned pairs[2][2][4];
+      // The 4 words of the chunk, dequantised and multiplied; LARGE: some
+      // scale of the warp's is past 128 and takes a second multiply (rare:
+      // weights of 2^2 and more; warp-uniform, so the usual path has none).
+      auto words = [&](auto largeTag) {
+        constexpr bool kLarge = decltype(largeTag)::value;
+        unsigned first[2][2], second[2][2];
 #pragma unroll
         for (int half = 0; half < 2; ++half)
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            const uint4 &c = codes[half][r];
-            unsigned w = word == 0 ? c.x : word == 1 ? c.y : word == 2 ? c.z : c.w;
-            dequantise(w, scale[half][r], pairs[half][r]);
+            unsigned s = scale[half][r];
+            first[half][r] = scaleMultiplier(kLarge ? min(s, 128u) : s);
+            if constexpr (kLarge)
+              second[half][r] = largeScaleSecond(s);
           }
-        const int e = 64 * quad + 32 * j + 8 * word; // the word's first column in the stage
 #pragma unroll
-        for (int t = 0; t < kTokenTiles; ++t) {
-          unsigned b[4];
-          fragmentsB(rowsTile, t * 8 + group, e, b);
+        for (int word = 0; word < 4; ++word) {
+          unsigned pairs[2][2][4];
 #pragma unroll
-          for (int step = 0; step < 2; ++step)
+          for (int half = 0; half < 2; ++half)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const unsigned a[4] = {pairs[half][0][2 * step], pairs[half][1][2 * step],
-                                     pairs[half][0][2 * step + 1], pairs[half][1][2 * step + 1]};
-              mma16816(acc[half][t], a, b[2 * step], b[2 * step + 1]);
+            for (int r = 0; r < 2; ++r) {
+              const uint4 &c = codes[half][r];
+              decodeMXFP4Word(word == 0 ? c.x : word == 1 ? c.y : word == 2 ? c.z : c.w,
+                              pairs[half][r]);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                pairs[half][r][i] = mulBF16x2(pairs[half][r][i], first[half][r]);
+                if constexpr (kLarge)
+                  pairs[half][r][i] = mulBF16x2(pairs[half][r][i], second[half][r]);
+              }
             }
+          const int e = 32 * chunk + 8 * word; // the word's first column in the stage
+#pragma unroll
+          for (int t = 0; t < kTokenTiles; ++t) {
+            unsigned b[4];
+            fragmentsB(rowsTile, t * 8 + group, e, b);
+#pragma unroll
+            for (int step = 0; step < 2; ++step)
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                const unsigned a[4] = {pairs[half][0][2 * step], pairs[half][1][2 * step],
+                                       pairs[half][0][2 * step + 1], pairs[half][1][2 * step + 1]};
+                mma16816(acc[half][t], a, b[2 * step], b[2 * step + 1]);
+              }
+          }
         }
-      }
+      };
+      if (__any_sync(0xffffffffu, large))
+        words(std::true_type{});
+      else
+        words(std::false_type{});
     }
   };
   runTilePipeline<STAGES>(p, kTiles, loadWeights, loadRows, compute);
-  storeOutputs<kTokenTiles, WARPS>(p, expert, columnTile, firstRow, rows, acc);
+  if constexpr (KSPLIT > 1) {
+    // k-group 1 hands its accumulators to k-group 0 through the (drained)
+    // pipeline's shared memory: value i of thread (row warp, lane) at
+    // i · kWeightRows + row warp · 32 + lane.
+    static_assert(2 * kTokenTiles * 4 * kWeightRows * 4 <= kStageBytes, "a stage holds them");
+    float *partial = reinterpret_cast<float *>(shared);
+    const int slot = rowWarp * 32 + lane;
+    auto exchange = [&](auto &&with) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int t = 0; t < kTokenTiles; ++t)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            with(acc[half][t][i], partial[((half * kTokenTiles + t) * 4 + i) * kWeightRows + slot]);
+    };
+    __syncthreads();
+    if (kGroup == 1)
+      exchange([](float &value, float &held) { held = value; });
+    __syncthreads();
+    if (kGroup == 1)
+      return;
+    exchange([](float &value, float &held) { value += held; });
+  }
+  storeOutputs<kTokenTiles, WARPS>(p, expert, columnTile, firstRow, rows, acc, rowWarp);
 }
 
 /// Stages of a TOK-row tile of WARPS warps: as many as fit `budget` bytes of
@@ -304,11 +384,13 @@ template <typename Lhs, int TOK, int WARPS> constexpr int stagesWithin(int budge
   return stages > 8 ? 8 : stages;
 }
 
-template <int TOK, int STAGES, typename Lhs, int WARPS = kWarps>
+template <int TOK, int STAGES, typename Lhs, int WARPS = kWarps, int KSPLIT = 1,
+          int MIN_BLOCKS = 1>
 Status launch(const Problem<Lhs> &problem, int64_t slots, cudaStream_t stream) {
   static_assert(STAGES >= 2, "the pipeline needs two stages");
-  return launchTiles(groupedMatmulMXFP4Kernel<TOK, STAGES, WARPS, Lhs>, problem, slots, TOK,
-                     STAGES * stageBytes<Lhs, WARPS>(TOK), "groupedMatmulMXFP4", stream, WARPS);
+  return launchTiles(groupedMatmulMXFP4Kernel<TOK, STAGES, WARPS, KSPLIT, MIN_BLOCKS, Lhs>,
+                     problem, slots, TOK, STAGES * stageBytes<Lhs, WARPS>(TOK),
+                     "groupedMatmulMXFP4", stream, WARPS, KSPLIT);
 }
 
 /// Dynamic shared memory for `blocks` blocks an SM: the SM's 228 KB less 1 KB
@@ -332,6 +414,9 @@ Status groupedMatmulMXFP4Impl(const Lhs *lhs, int64_t slots, int64_t k, const ui
     return Status::error("groupedMatmulMXFP4: the weights or rows are not 16-byte aligned, or "
                          "the scales not 4-byte aligned");
   int64_t kBlocks = (k + mxfp4::kBlock - 1) / mxfp4::kBlock;
+  if (n * mxfp4::packedRowBytes(k) > INT32_MAX)
+    return Status::error("groupedMatmulMXFP4: an expert's codes (N = " + std::to_string(n) +
+                         ", K = " + std::to_string(k) + ") exceed 2^31 bytes");
   Problem<Lhs> p{
       {}, lhs, weights, scales, mxfp4::packedRowBytes(k), kBlocks, scales + experts * n * kBlocks};
   bool empty = false;
@@ -343,12 +428,19 @@ Status groupedMatmulMXFP4Impl(const Lhs *lhs, int64_t slots, int64_t k, const ui
   if (tile == MXFP4Tile::Auto)
     tile = chooseMXFP4Tile(slots, experts, k, n, gated);
   switch (tile) {
-  // The decode tiles: 4-warp blocks deep (one an SM) or two an SM, 2-warp
-  // blocks three an SM, 1-warp blocks five an SM.
+  // The decode tiles: 4-warp blocks deep (one an SM), two or four an SM;
+  // 8-warp blocks whose warps split each stage's K in two, one or two an SM;
+  // 2-warp blocks three an SM, 1-warp blocks five an SM.
   case MXFP4Tile::Tok8:
     return launch<8, stagesWithin<Lhs, 8, 4>(kSharedBudget)>(p, slots, stream);
   case MXFP4Tile::Tok8Twice:
-    return launch<8, stagesWithin<Lhs, 8, 4>(sharedShare(2))>(p, slots, stream);
+    return launch<8, stagesWithin<Lhs, 8, 4>(sharedShare(2)), Lhs, 4, 1, 2>(p, slots, stream);
+  case MXFP4Tile::Tok8Quad:
+    return launch<8, stagesWithin<Lhs, 8, 4>(sharedShare(4)), Lhs, 4, 1, 4>(p, slots, stream);
+  case MXFP4Tile::Tok8Split:
+    return launch<8, stagesWithin<Lhs, 8, 4>(kSharedBudget), Lhs, 4, 2>(p, slots, stream);
+  case MXFP4Tile::Tok8SplitTwice:
+    return launch<8, stagesWithin<Lhs, 8, 4>(sharedShare(2)), Lhs, 4, 2, 2>(p, slots, stream);
   case MXFP4Tile::Tok8Warps2:
     return launch<8, stagesWithin<Lhs, 8, 2>(sharedShare(3)), Lhs, 2>(p, slots, stream);
   case MXFP4Tile::Tok8Warps1:
@@ -371,6 +463,9 @@ const char *mxfp4TileName(MXFP4Tile tile) {
   case MXFP4Tile::Auto: return "auto";
   case MXFP4Tile::Tok8: return "mx-tok8";
   case MXFP4Tile::Tok8Twice: return "mx-tok8x2";
+  case MXFP4Tile::Tok8Quad: return "mx-tok8x4";
+  case MXFP4Tile::Tok8Split: return "mx-tok8k2";
+  case MXFP4Tile::Tok8SplitTwice: return "mx-tok8k2x2";
   case MXFP4Tile::Tok8Warps2: return "mx-tok8w2";
   case MXFP4Tile::Tok8Warps1: return "mx-tok8w1";
   case MXFP4Tile::Tok16: return "mx-tok16";
@@ -382,21 +477,24 @@ const char *mxfp4TileName(MXFP4Tile tile) {
 
 MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool gated) {
   // By the mean rows per touched expert, as measured on the H200
-  // (bench/grouped_matmul.cpp, MOEC_BENCH_MXFP4; docs/performance.md): up to
-  // 8 rows the 8-row tiles two 4-warp blocks an SM, ahead of every other
-  // decode tile at every benchmark shape, thin grids included (Mixtral's down
-  // at T = 1, 64 blocks: 73.6 us against 82.5 on 2-warp and 107.6 on 1-warp
-  // blocks); 16-row tiles to 24 rows (Mixtral at T = 64, 16 rows: 491 against
-  // 635 us on the 8-row tiles and 789 on the 32-row ones), 32-row tiles to 192
-  // (Mixtral at T = 512, 146 rows: 3.40 against 3.65 ms), 64-row tiles beyond
-  // (1-10 % ahead of 32 at T = 8192). The larger tiles
-  // reuse each dequantised weight over more rows but stay issue-bound on the
-  // B fragments and the MMAs (docs/performance.md, "MXFP4 experts").
-  (void)k, (void)n, (void)gated;
+  // (bench/grouped_matmul.cpp, MOEC_BENCH_MXFP4; the figures are in
+  // bench/results/h200-mxfp4-decode.txt and docs/performance.md, "MXFP4
+  // experts"). Up to 8 rows the 8-row tiles, by how many warps an SM the grid
+  // can hold (more warps hide the dequantising chains and the loads): four
+  // 4-warp blocks an SM where there are more than two blocks' worth an SM
+  // (ahead of two 4-warp or two 8-warp blocks at every such shape), else two
+  // 8-warp blocks that split K (ahead or level on those thin grids). The
+  // blocks: one row tile per touched expert by the column tiles, 128 weight
+  // rows each (gated: 64 columns of two rows). 16-row tiles to 24 rows, 32-row
+  // tiles to 192, 64-row tiles beyond: the larger tiles reuse each dequantised
+  // weight over more rows but hold one or two 4-warp blocks an SM.
+  (void)k, (void)gated;
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
-  if (rows <= 8)
-    return MXFP4Tile::Tok8Twice;
+  if (rows <= 8) {
+    int64_t blocks = touched * ((n + weightRowsOf<kWarps> - 1) / weightRowsOf<kWarps>);
+    return blocks > 2 * detail::kSMs ? MXFP4Tile::Tok8Quad : MXFP4Tile::Tok8SplitTwice;
+  }
   if (rows <= 24)
     return MXFP4Tile::Tok16;
   if (rows <= 192)

@@ -78,11 +78,25 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
 
 /// Tiles of groupedMatmulMXFP4: TOK rows of one expert per block against 32·W
 /// weight rows (W warps), each with as many 256-deep stages as its share of
-/// shared memory holds: Tok8 on 4-warp blocks one an SM, Tok8Twice two an SM
-/// (what Auto takes at decode), Tok8Warps2 on 2-warp blocks three an SM,
-/// Tok8Warps1 on 1-warp blocks five an SM. Auto picks by shape
-/// (chooseMXFP4Tile); the others exist for benchmarks and tests.
-enum class MXFP4Tile { Auto, Tok8, Tok8Twice, Tok8Warps2, Tok8Warps1, Tok16, Tok32, Tok64 };
+/// shared memory holds: Tok8 on 4-warp blocks one an SM, Tok8Twice two an SM,
+/// Tok8Quad four an SM (what Auto takes at decode on wide grids); Tok8Split on
+/// 8-warp blocks whose two halves split each stage's K, one an SM, and
+/// Tok8SplitTwice two an SM (Auto's on thin grids); Tok8Warps2 on 2-warp
+/// blocks three an SM, Tok8Warps1 on 1-warp blocks five an SM. Auto picks by
+/// shape (chooseMXFP4Tile); the others exist for benchmarks and tests.
+enum class MXFP4Tile {
+  Auto,
+  Tok8,
+  Tok8Twice,
+  Tok8Quad,
+  Tok8Split,
+  Tok8SplitTwice,
+  Tok8Warps2,
+  Tok8Warps1,
+  Tok16,
+  Tok32,
+  Tok64
+};
 const char *mxfp4TileName(MXFP4Tile tile);
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide
 /// (by rows per touched expert: measurements, docs/performance.md).

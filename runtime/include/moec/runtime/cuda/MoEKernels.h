@@ -114,14 +114,22 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
                                        const int32_t *offsets, const float *bias,
                                        const Epilogue &epilogue, Out *out, cudaStream_t stream);
 
+/// Re-lays out `bytes` bytes of packed MXFP4 codes (moec/runtime/MXFP4.h's
+/// order; whole 4-byte-aligned words) in place on `stream` into the order the
+/// GPU's MXFP4 kernels read (runtime/src/cuda/MXFP4Layout.cuh: each 32-bit
+/// word of 8 codes permuted and XORed within itself, zero words staying zero).
+/// Run once per weight, when a model is created (the generated create() does);
+/// the CPU runtime and weights.bin keep the stored order.
+Status relayoutMXFP4(uint8_t *codes, int64_t bytes, cudaStream_t stream);
+
 /// moe.grouped_matmul with MXFP4 weights (moec/runtime/MXFP4.h): packed e2m1
-/// codes [E, N] rows of ceil(K/32) blocks of 16 bytes and e8m0 scale bytes
-/// [E, N, ceil(K/32)], dequantised in registers to bf16 (exactly) and
-/// multiplied on the bf16 tensor cores with f32 accumulation; otherwise the
-/// contract of groupedMatmulBF16 (rows f32 or bf16, rounded to bf16 as they are
-/// multiplied; results f32 or bf16; gated epilogues in either layout; rows at
-/// or past offsets[E-1] not touched). K a multiple of 8; weights and rows
-/// 16-byte aligned, scales 4-byte aligned.
+/// codes [E, N] rows of ceil(K/32) blocks of 16 bytes, in the GPU's order
+/// (relayoutMXFP4), and e8m0 scale bytes [E, N, ceil(K/32)], dequantised in
+/// registers to bf16 (exactly) and multiplied on the bf16 tensor cores with
+/// f32 accumulation; otherwise the contract of groupedMatmulBF16 (rows f32 or
+/// bf16, rounded to bf16 as they are multiplied; results f32 or bf16; gated
+/// epilogues in either layout; rows at or past offsets[E-1] not touched). K a
+/// multiple of 8; weights and rows 16-byte aligned, scales 4-byte aligned.
 template <typename Lhs, typename Out>
 Status groupedMatmulMXFP4(const Lhs *lhs, int64_t slots, int64_t k, const uint8_t *weights,
                           const uint8_t *scales, int64_t experts, int64_t n,
