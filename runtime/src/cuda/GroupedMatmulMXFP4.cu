@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExpertTiles.cuh"
+#include "GroupedMatmulMXFP4Wide.h"
 #include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/MXFP4.h"
@@ -343,6 +344,9 @@ Status groupedMatmulMXFP4Impl(const Lhs *lhs, int64_t slots, int64_t k, const ui
   if (tile == MXFP4Tile::Auto)
     tile = chooseMXFP4Tile(slots, experts, k, n, gated);
   switch (tile) {
+  case MXFP4Tile::DequantWgmma:
+    return detail::groupedMatmulMXFP4Wide(lhs, slots, k, weights, scales, experts, n, offsets, bias,
+                                          epilogue, p.layout.out, p.layout.outBF16, stream);
   // The decode tiles: 4-warp blocks deep (one an SM) or two an SM, 2-warp
   // blocks three an SM, 1-warp blocks five an SM.
   case MXFP4Tile::Tok8:
@@ -376,6 +380,7 @@ const char *mxfp4TileName(MXFP4Tile tile) {
   case MXFP4Tile::Tok16: return "mx-tok16";
   case MXFP4Tile::Tok32: return "mx-tok32";
   case MXFP4Tile::Tok64: return "mx-tok64";
+  case MXFP4Tile::DequantWgmma: return "mx-dequant-wgmma";
   }
   return "?";
 }
@@ -392,9 +397,13 @@ MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, 
   // (1-10 % ahead of 32 at T = 8192). The larger tiles
   // reuse each dequantised weight over more rows but stay issue-bound on the
   // B fragments and the MMAs (docs/performance.md, "MXFP4 experts").
-  (void)k, (void)n, (void)gated;
+  // From kMXFP4DequantMinRows rows the experts dequantised into bf16 and
+  // multiplied by CUTLASS's wgmma GEMM (DequantWgmma).
+  (void)gated;
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
+  if (rows >= kMXFP4DequantMinRows && mxfp4DequantAvailable(k, n))
+    return MXFP4Tile::DequantWgmma;
   if (rows <= 8)
     return MXFP4Tile::Tok8Twice;
   if (rows <= 24)
