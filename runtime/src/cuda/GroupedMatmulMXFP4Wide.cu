@@ -44,58 +44,89 @@ int64_t scratchBytes = kDefaultScratchBytes;
 
 #ifdef MOEC_HAVE_CUTLASS
 constexpr int kThreads = 256;
+constexpr int kWordsPerThread = 8; // 32-bit words of 8 codes; loads in flight
+constexpr int kWordsPerBlock = kThreads * kWordsPerThread;
 
-/// The e2m1 code in the low nibble of `code` as an f32 (its bits made
-/// directly: magnitudes 2-7 are 2^(m/2 - 1) · (1 + (m & 1)/2), 1 is 0.5).
-__device__ inline float e2m1(unsigned code) {
-  unsigned m = code & 7u;
-  unsigned bits = m >= 2u ? ((126u + (m >> 1)) << 23) | ((m & 1u) << 22) : m ? 0x3F000000u : 0u;
-  return __uint_as_float(bits | ((code & 8u) << 28));
-}
+/// bf16 bytes of the e2m1 magnitudes 0-7 (0, 0.5, 1, 1.5, 2, 3, 4, 6), low
+/// and high, as byte tables of two words each for a byte permute.
+constexpr unsigned kLowBytes0 = 0xC0800000u, kLowBytes1 = 0xC0804000u;
+constexpr unsigned kHighBytes0 = 0x3F3F3F00u, kHighBytes1 = 0x40404040u;
 
-/// The e8m0 scale byte `s` as an f32: 2^(s - 127) (s = 0: the subnormal
+/// The scale byte `s` as a bf16x2 of 2^(s - 127) twice (s = 0: the subnormal
 /// 2^-127), NaN for 0xFF.
-__device__ inline float e8m0(unsigned s) {
-  return __uint_as_float(s == mxfp4::kScaleNaN ? 0x7FC00000u : s ? s << 23 : 0x00400000u);
+__device__ inline unsigned scaleBF16x2(unsigned s) {
+  unsigned bits = s == mxfp4::kScaleNaN ? 0x7FC0u : s ? s << 7 : 0x0040u;
+  return bits | (bits << 16);
 }
 
-/// Codes 0-7 of `word` (code i in nibble i) times `scale`, as 4 bf16x2.
-__device__ inline uint4 dequantise(unsigned word, float scale) {
-  unsigned pair[4];
+/// The 8 codes of `word` (code j in nibble j) in bf16, in order, times
+/// `scale` (a bf16x2): each code's value looked up by byte permutes (its
+/// magnitude bits select the byte, its sign ORed into the high one), then one
+/// bf16x2 multiply a pair, exact up to overflow (±inf) as the product of two
+/// bf16 of one and two significant bits is.
+__device__ inline uint4 codesBF16(unsigned word, unsigned scale) {
+  const unsigned magnitude = word & 0x77777777u, magnitudeHigh = magnitude >> 16;
+  // Signs at bit 7 of byte j: codes 0, 2, 4, 6 (from bit 3) and 1, 3, 5, 7.
+  const unsigned signEven = (word << 4) & 0x80808080u, signOdd = word & 0x80808080u;
+  // Codes 0-3 and 4-7: one byte each, low and high halves of their bf16.
+  const unsigned low03 = __byte_perm(kLowBytes0, kLowBytes1, magnitude);
+  const unsigned high03 =
+      __byte_perm(kHighBytes0, kHighBytes1, magnitude) | __byte_perm(signEven, signOdd, 0x5140);
+  const unsigned low47 = __byte_perm(kLowBytes0, kLowBytes1, magnitudeHigh);
+  const unsigned high47 = __byte_perm(kHighBytes0, kHighBytes1, magnitudeHigh) |
+                          __byte_perm(signEven, signOdd, 0x7362);
+  const unsigned pairs[4] = {__byte_perm(low03, high03, 0x5140), __byte_perm(low03, high03, 0x7362),
+                             __byte_perm(low47, high47, 0x5140), __byte_perm(low47, high47, 0x7362)};
+  unsigned out[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(e2m1(word >> (8 * i)), scale),
-                                             __fmul_rn(e2m1(word >> (8 * i + 4)), scale));
-    pair[i] = *reinterpret_cast<unsigned *>(&v);
+    __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162 *>(&pairs[i]),
+                               *reinterpret_cast<const __nv_bfloat162 *>(&scale));
+    out[i] = *reinterpret_cast<unsigned *>(&v);
   }
-  return make_uint4(pair[0], pair[1], pair[2], pair[3]);
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 /// Expert `first + blockIdx.y`'s weights [N, K] in bf16 into `out` (its
-/// blockIdx.y-th), nothing for an expert without rows. A thread per 32-code
-/// block of a row: its 16 code bytes, its scale byte, and up to 64 bytes out
-/// (K is a multiple of 8, so the codes past K are whole 16-byte chunks).
+/// blockIdx.y-th), nothing for an expert without rows. The bf16 weights are
+/// 16-byte chunks of 8 codes, one a code word (K is a multiple of 8), in the
+/// codes' order: each thread takes kWordsPerThread of them a block's width
+/// apart, so that a warp's loads and stores are contiguous. A row's words lie
+/// at the start of its packed row, its codes past K zero (ceil(K/32) blocks of
+/// 4 words: with K a multiple of 32 the rows are contiguous).
 __global__ void __launch_bounds__(kThreads)
     dequantiseExperts(const uint8_t *codes, const uint8_t *scales, const int32_t *offsets,
                       int64_t first, int64_t n, int64_t k, int64_t kBlocks, __nv_bfloat16 *out) {
   const int64_t e = first + blockIdx.y;
   if (offsets && offsets[e] == (e > 0 ? offsets[e - 1] : 0))
     return;
-  const int64_t blocks = n * kBlocks;
-  const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
-  if (i >= blocks)
-    return;
-  const int64_t block = e * blocks + i; // among all experts' blocks
-  const uint4 w = reinterpret_cast<const uint4 *>(codes)[block];
-  const float scale = e8m0(scales[block]);
-  const int64_t row = i / kBlocks, b = i % kBlocks;
-  uint4 *to = reinterpret_cast<uint4 *>(out + (blockIdx.y * n + row) * k + b * mxfp4::kBlock);
-  const int64_t chunks = std::min<int64_t>(4, (k - b * mxfp4::kBlock) / 8);
-  const unsigned words[4] = {w.x, w.y, w.z, w.w};
+  const unsigned rowWords = static_cast<unsigned>(k / 8), packedRowWords = kBlocks * 4;
+  const unsigned words = static_cast<unsigned>(n) * rowWords;
+  const auto *expertCodes = reinterpret_cast<const unsigned *>(codes) + e * n * packedRowWords;
+  const uint8_t *expertScales = scales + e * n * kBlocks;
+  uint4 *expertOut = reinterpret_cast<uint4 *>(out + blockIdx.y * n * k);
+  const unsigned firstWord = blockIdx.x * kWordsPerBlock + threadIdx.x;
+  unsigned code[kWordsPerThread], scale[kWordsPerThread];
 #pragma unroll
-  for (int c = 0; c < 4; ++c)
-    if (c < chunks)
-      to[c] = dequantise(words[c], scale);
+  for (int j = 0; j < kWordsPerThread; ++j) {
+    unsigned w = firstWord + j * kThreads;
+    if (w >= words)
+      continue;
+    unsigned packed = w, block = w / 4; // contiguous rows
+    if (packedRowWords != rowWords) {
+      unsigned row = w / rowWords, column = w - row * rowWords;
+      packed = row * packedRowWords + column;
+      block = row * kBlocks + column / 4;
+    }
+    code[j] = expertCodes[packed];
+    scale[j] = expertScales[block];
+  }
+#pragma unroll
+  for (int j = 0; j < kWordsPerThread; ++j) {
+    unsigned w = firstWord + j * kThreads;
+    if (w < words)
+      expertOut[w] = codesBF16(code[j], scaleBF16x2(scale[j]));
+  }
 }
 #endif
 
@@ -103,7 +134,8 @@ __global__ void __launch_bounds__(kThreads)
 
 bool mxfp4DequantAvailable(int64_t k, int64_t n) {
 #ifdef MOEC_HAVE_CUTLASS
-  return detail::groupedMatmulCutlassSupports(k, n);
+  // An expert's code words are counted in 32 bits (dequantiseExperts).
+  return detail::groupedMatmulCutlassSupports(k, n) && n * (k / 8) < (int64_t(1) << 31);
 #else
   (void)k, (void)n;
   return false;
@@ -129,14 +161,15 @@ Status groupedMatmulMXFP4Wide(const Lhs *lhs, int64_t slots, int64_t k, const ui
                               const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
                               cudaStream_t stream) {
 #ifdef MOEC_HAVE_CUTLASS
-  if (!groupedMatmulCutlassSupports(k, n))
+  if (!mxfp4DequantAvailable(k, n))
     return Status::error("groupedMatmulMXFP4: the dequantising tile takes no K = " +
                          std::to_string(k) + ", N = " + std::to_string(n) +
-                         " (CUTLASS's bf16 GEMM: multiples of 8 and 4)");
+                         " (CUTLASS's bf16 GEMM: multiples of 8 and 4; N·K/8 below 2^31)");
   const int64_t kBlocks = (k + mxfp4::kBlock - 1) / mxfp4::kBlock;
   ChunkedWeights chunked{mxfp4DequantChunkExperts(experts, n, k),
                          [&](int64_t first, int64_t last, uint16_t *to) -> Status {
-                           dim3 grid(static_cast<unsigned>((n * kBlocks + kThreads - 1) / kThreads),
+                           dim3 grid(static_cast<unsigned>((n * (k / 8) + kWordsPerBlock - 1) /
+                                                           kWordsPerBlock),
                                      static_cast<unsigned>(last - first));
                            dequantiseExperts<<<grid, kThreads, 0, stream>>>(
                                weights, scales, offsets, first, n, k, kBlocks,
