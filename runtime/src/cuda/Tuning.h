@@ -98,8 +98,8 @@ enum class MXFP4Tile {
 };
 const char *mxfp4TileName(MXFP4Tile tile);
 /// From this many rows per touched expert on, Auto takes DequantWgmma where
-/// the runtime has it (mxfp4DequantAvailable).
-inline constexpr int64_t kMXFP4DequantMinRows = 32;
+/// the runtime has it (mxfp4DequantAvailable): chooseMXFP4Tile says why.
+inline constexpr int64_t kMXFP4DequantMinRows = 64;
 /// Whether this runtime runs DequantWgmma for K and N (built with CUTLASS,
 /// whose bf16 GEMM takes them).
 bool mxfp4DequantAvailable(int64_t k, int64_t n);

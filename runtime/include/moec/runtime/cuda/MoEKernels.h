@@ -117,7 +117,9 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
 /// moe.grouped_matmul with MXFP4 weights (moec/runtime/MXFP4.h): packed e2m1
 /// codes [E, N] rows of ceil(K/32) blocks of 16 bytes and e8m0 scale bytes
 /// [E, N, ceil(K/32)], dequantised in registers to bf16 (exactly) and
-/// multiplied on the bf16 tensor cores with f32 accumulation; otherwise the
+/// multiplied on the bf16 tensor cores with f32 accumulation (at many rows per
+/// expert: dequantised into bf16 scratch a chunk of experts at a time and
+/// multiplied by the bf16 kernel's CUTLASS GEMM); otherwise the
 /// contract of groupedMatmulBF16 (rows f32 or bf16, rounded to bf16 as they are
 /// multiplied; results f32 or bf16; gated epilogues in either layout; rows at
 /// or past offsets[E-1] not touched). K a multiple of 8; weights and rows
