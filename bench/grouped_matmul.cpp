@@ -13,9 +13,12 @@
 //
 // MOEC_BENCH_MXFP4=1: MXFP4 weights (groupedMatmulMXFP4, W4A16) against the
 // bf16 kernel moec emits for the same shape (its Auto tile, bf16 rows): the
-// MXFP4 tiles with f32 rows (what --expert-weights=mxfp4 artifacts pass) and
-// Auto with bf16 rows, each with its code and scale bytes per second against
-// copy and its speed-up over bf16 (bf16 time / MXFP4 time).
+// MXFP4 tiles with f32 rows and f32 results (what --expert-weights=mxfp4
+// blocks pass), and Auto (and from T = 64 the dequantising tile) with bf16
+// rows and the bf16 line's results (bf16 for gate/up: what whole models
+// pass), each with its code and scale bytes per second against copy and its
+// speed-up over bf16 (bf16 time / MXFP4 time). From T = 64 the decode tiles
+// run only where Auto takes them.
 //
 // gpt-oss's shapes carry its bias rows and clamped SiLU (alpha 1.702, up + 1,
 // limit 7): without them gpt-oss's kernel figures leave out the bias loads of
@@ -138,7 +141,7 @@ void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched,
                                     out.dataAs<float>(), nullptr));
   });
   auto line = [&](const std::string &kernel, double bytes, float ms) {
-    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld max %5d  %-22s %9.1f us  %7.1f GB/s  "
+    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld max %5d  %-28s %9.1f us  %7.1f GB/s  "
                 "%5.1f%% copy  x%.2f vs bf16\n",
                 shape.model, shape.projection, static_cast<long long>(tokens), touched,
                 static_cast<long long>(shape.experts), largest, kernel.c_str(), ms * 1e3,
@@ -149,14 +152,19 @@ void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched,
   line(std::string("bf16 ") + cuda::bf16TileName(bf16Tile), bf16Bytes, bf16Ms);
   cuda::MXFP4Tile chosen =
       cuda::chooseMXFP4Tile(slots, shape.experts, shape.k, shape.n, shape.gated);
+  bool dequant = cuda::mxfp4DequantAvailable(shape.k, shape.n);
   for (cuda::MXFP4Tile tile :
        {cuda::MXFP4Tile::Tok8, cuda::MXFP4Tile::Tok8Twice, cuda::MXFP4Tile::Tok8Quad,
         cuda::MXFP4Tile::Tok8Split, cuda::MXFP4Tile::Tok8SplitTwice, cuda::MXFP4Tile::Tok8Warps2,
         cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16, cuda::MXFP4Tile::Tok32,
-        cuda::MXFP4Tile::Tok64}) {
+        cuda::MXFP4Tile::Tok64, cuda::MXFP4Tile::DequantWgmma}) {
     // Tiles far smaller than the rows per expert re-read the weights many times over.
-    bool small = tile != cuda::MXFP4Tile::Tok32 && tile != cuda::MXFP4Tile::Tok64;
-    if ((tokens >= 512 && small) || (tokens <= 8 && !small && tile != chosen))
+    bool small = tile != cuda::MXFP4Tile::Tok32 && tile != cuda::MXFP4Tile::Tok64 &&
+                 tile != cuda::MXFP4Tile::DequantWgmma;
+    if ((tokens >= 512 && small) || (tokens <= 8 && !small && tile != chosen) ||
+        (tokens >= 64 && small && tile != chosen))
+      continue;
+    if (tile == cuda::MXFP4Tile::DequantWgmma && !dequant)
       continue;
     std::string name = std::string(cuda::mxfp4TileName(tile)) + (tile == chosen ? "*" : "") +
                        " f32 rows";
@@ -167,12 +175,27 @@ void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched,
                                           out.dataAs<float>(), nullptr, tile));
          }));
   }
-  line(std::string(cuda::mxfp4TileName(chosen)) + "* bf16 rows", mxfp4Bytes, time([&] {
-         CHECK(cuda::groupedMatmulMXFP4(rows.dataAs<cuda::BF16>(), slots, shape.k,
-                                        codes.dataAs<uint8_t>(), scales.dataAs<uint8_t>(),
-                                        shape.experts, shape.n, offsets, bias, epilogue,
-                                        out.dataAs<float>(), nullptr, chosen));
-       }));
+  // bf16 rows, and results as the bf16 line's (bf16 for gate/up).
+  auto bf16Rows = [&](cuda::MXFP4Tile tile) {
+    std::string name = std::string(cuda::mxfp4TileName(tile)) + (tile == chosen ? "*" : "") +
+                       " bf16 rows";
+    line(name, mxfp4Bytes, time([&] {
+           const cuda::BF16 *lhs = rows.dataAs<cuda::BF16>();
+           if (shape.gated)
+             CHECK(cuda::groupedMatmulMXFP4(lhs, slots, shape.k, codes.dataAs<uint8_t>(),
+                                            scales.dataAs<uint8_t>(), shape.experts, shape.n,
+                                            offsets, bias, epilogue, out.dataAs<cuda::BF16>(),
+                                            nullptr, tile));
+           else
+             CHECK(cuda::groupedMatmulMXFP4(lhs, slots, shape.k, codes.dataAs<uint8_t>(),
+                                            scales.dataAs<uint8_t>(), shape.experts, shape.n,
+                                            offsets, bias, epilogue, out.dataAs<float>(), nullptr,
+                                            tile));
+         }));
+  };
+  bf16Rows(chosen);
+  if (dequant && tokens >= 64 && chosen != cuda::MXFP4Tile::DequantWgmma)
+    bf16Rows(cuda::MXFP4Tile::DequantWgmma);
 }
 
 void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {

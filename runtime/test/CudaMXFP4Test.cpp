@@ -7,8 +7,9 @@
 // epilogue, f32 and bf16 rows and results, K not a multiple of 32 (a partial
 // last block) nor of the 256-deep stage, N not a multiple of the tiles, idle
 // experts and a NaN-poisoned sentinel tail that must stay unwritten, scale
-// bytes past 128 and NaN ones. relayoutMXFP4 itself against the host's
-// encoder (MXFP4Layout.cuh). Every CUDA call is checked.
+// bytes past 128 and NaN ones; the dequantising tile (DequantWgmma) also over
+// several chunks of experts, with and without a bias. relayoutMXFP4 itself
+// against the host's encoder (MXFP4Layout.cuh). Every CUDA call is checked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,14 +104,20 @@ std::vector<double> reference(const std::vector<float> &lhs, const Weights &w,
   int64_t width = widthOf(epilogue, w.n), valid = offsets.back();
   std::vector<double> out(valid * width);
   std::vector<double> acc(w.n);
+  std::vector<double> dense(w.experts * w.n * w.k); // the weights, dequantised once
+  for (int64_t e = 0; e < w.experts; ++e)
+    for (int64_t j = 0; j < w.n; ++j)
+      for (int64_t i = 0; i < w.k; ++i)
+        dense[(e * w.n + j) * w.k + i] = w.value(e, j, i);
   int64_t e = 0;
   for (int64_t r = 0; r < valid; ++r) {
     while (offsets[e] <= r)
       ++e;
     for (int64_t j = 0; j < w.n; ++j) {
       double sum = bias.empty() ? 0.0 : bias[e * w.n + j];
+      const double *weights = dense.data() + (e * w.n + j) * w.k;
       for (int64_t i = 0; i < w.k; ++i)
-        sum += double(lhs[r * w.k + i]) * w.value(e, j, i);
+        sum += double(lhs[r * w.k + i]) * weights[i];
       acc[j] = sum;
     }
     for (int64_t j = 0; j < width; ++j) {
@@ -198,34 +205,45 @@ std::vector<cpu::Epilogue> allEpilogues() {
   };
 }
 
-const cuda::MXFP4Tile kTiles[] = {
-    cuda::MXFP4Tile::Auto,       cuda::MXFP4Tile::Tok8,       cuda::MXFP4Tile::Tok8Twice,
-    cuda::MXFP4Tile::Tok8Quad,   cuda::MXFP4Tile::Tok8Split,  cuda::MXFP4Tile::Tok8SplitTwice,
-    cuda::MXFP4Tile::Tok8Warps2, cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16,
-    cuda::MXFP4Tile::Tok32,      cuda::MXFP4Tile::Tok64};
+/// Every tile this runtime has for K and N (DequantWgmma needs CUTLASS).
+std::vector<cuda::MXFP4Tile> allTiles(int64_t k, int64_t n) {
+  std::vector<cuda::MXFP4Tile> tiles = {
+      cuda::MXFP4Tile::Auto,       cuda::MXFP4Tile::Tok8,       cuda::MXFP4Tile::Tok8Twice,
+      cuda::MXFP4Tile::Tok8Quad,   cuda::MXFP4Tile::Tok8Split,  cuda::MXFP4Tile::Tok8SplitTwice,
+      cuda::MXFP4Tile::Tok8Warps2, cuda::MXFP4Tile::Tok8Warps1, cuda::MXFP4Tile::Tok16,
+      cuda::MXFP4Tile::Tok32,      cuda::MXFP4Tile::Tok64};
+  if (cuda::mxfp4DequantAvailable(k, n))
+    tiles.push_back(cuda::MXFP4Tile::DequantWgmma);
+  return tiles;
+}
 
 /// Scale bytes of weights of magnitude about 2^-7 to 6 (the cast's range for
 /// N(0, 0.02) to O(1) weights).
 const std::vector<int> kUsualScales = {118, 120, 122, 124, 125, 126, 127};
 
-/// Every tile, epilogue and row/result type on one shape: rows f32 as given
-/// within `exactBound` (1e-2: the kernel rounds the rows to bf16, ~1e-3) of the
-/// reference of those rows (0: not compared), and within 1e-4 of the reference
-/// of the rows rounded to bf16 (the kernel's own arithmetic), as bf16 rows are.
+/// Every tile (or those of `only`), epilogue and row/result type on one
+/// shape: rows f32 as given within `exactBound` (1e-2: the kernel rounds the
+/// rows to bf16, ~1e-3) of the reference of those rows (0: not compared), and
+/// within 1e-4 of the reference of the rows rounded to bf16 (the kernel's own
+/// arithmetic), as bf16 rows are. With a bias unless `withBias` is false.
 void checkShape(int64_t E, int64_t N, int64_t K, const std::vector<int32_t> &offsets,
                 int64_t tail, const std::vector<int> &scaleBytes, unsigned seed,
-                double exactBound = 1e-2) {
+                double exactBound = 1e-2, const std::vector<cuda::MXFP4Tile> &only = {},
+                bool withBias = true) {
   std::mt19937 rng(seed);
   const int64_t valid = offsets.back(), S = valid + tail;
   Weights w = randomWeights(E, N, K, scaleBytes, rng);
   std::vector<float> lhs = randomVector(S * K, rng), bias = randomVector(E * N, rng);
+  if (!withBias)
+    bias.clear();
+  const std::vector<cuda::MXFP4Tile> tiles = only.empty() ? allTiles(K, N) : only;
   std::vector<float> lhsRounded = lhs;
   for (float &x : lhsRounded)
     x = fromBF16(toBF16(x));
   for (const cpu::Epilogue &epilogue : allEpilogues()) {
     std::vector<double> want = reference(lhs, w, offsets, bias, epilogue);
     std::vector<double> wantRounded = reference(lhsRounded, w, offsets, bias, epilogue);
-    for (cuda::MXFP4Tile tile : kTiles) {
+    for (cuda::MXFP4Tile tile : tiles) {
       std::string what = std::string(cuda::mxfp4TileName(tile)) + ", layout " +
                          std::to_string(int(epilogue.layout)) + ", enabled " +
                          std::to_string(epilogue.enabled);
@@ -297,7 +315,7 @@ TEST(CudaMXFP4, GroupedMatmulDequantisesExactly) {
   for (int64_t r = 0; r < K; ++r)
     lhs[r * K + r] = 1.0f;
   std::vector<int32_t> offsets = {static_cast<int32_t>(K)};
-  for (cuda::MXFP4Tile tile : kTiles) {
+  for (cuda::MXFP4Tile tile : allTiles(K, N)) {
     SCOPED_TRACE(cuda::mxfp4TileName(tile));
     std::vector<float> got;
     ASSERT_NO_FATAL_FAILURE((runKernel<float, float>(tile, false, lhs, K, w, offsets, {},
@@ -338,7 +356,7 @@ TEST(CudaMXFP4, GroupedMatmulNaNScale) {
     x = fromBF16(toBF16(x));
   std::vector<int32_t> offsets = {static_cast<int32_t>(S)};
   std::vector<double> want = reference(lhs, w, offsets, {}, cpu::Epilogue{});
-  for (cuda::MXFP4Tile tile : kTiles) {
+  for (cuda::MXFP4Tile tile : allTiles(K, N)) {
     SCOPED_TRACE(cuda::mxfp4TileName(tile));
     std::vector<float> got;
     ASSERT_NO_FATAL_FAILURE(
@@ -379,6 +397,55 @@ TEST(CudaMXFP4, RelayoutMatchesTheHostEncoder) {
   EXPECT_FALSE(cuda::relayoutMXFP4(buffer.dataAs<uint8_t>(), 6, nullptr).isOk());
   EXPECT_FALSE(cuda::relayoutMXFP4(buffer.dataAs<uint8_t>() + 2, 8, nullptr).isOk());
   ASSERT_OK(cuda::relayoutMXFP4(buffer.dataAs<uint8_t>(), 0, nullptr));
+}
+
+/// DequantWgmma's bf16 scratch for `bytes` within a scope (the default after).
+struct DequantScratch {
+  explicit DequantScratch(int64_t bytes) { cuda::setMXFP4DequantScratchBytes(bytes); }
+  ~DequantScratch() { cuda::setMXFP4DequantScratchBytes(0); }
+};
+
+/// DequantWgmma over chunks of 3 experts (scratch for 3.5): 11 experts, so the
+/// last chunk is short; idle experts first in a chunk (0, 6), last (5), a
+/// whole idle chunk (6-8), the last expert idle; experts of 1 to 300 rows
+/// (several of CUTLASS's 128-row tiles, a partial last one); N = 272 (a
+/// partial 256-column tile, and gated 136 columns: whole 16-byte chunks, so
+/// the activation runs in CUTLASS's epilogue for bf16 results); with a bias
+/// and without (then CUTLASS writes the plain product itself); 7 sentinel
+/// rows.
+TEST(CudaMXFP4, GroupedMatmulDequantChunks) {
+  const int64_t E = 11, N = 272, K = 264;
+  if (!cuda::mxfp4DequantAvailable(K, N))
+    GTEST_SKIP() << "this runtime has no DequantWgmma (built without CUTLASS)";
+  DequantScratch scratch(N * K * 2 * 7 / 2);
+  ASSERT_EQ(cuda::mxfp4DequantChunkExperts(E, N, K), 3);
+  std::vector<int32_t> offsets = {0, 300, 301, 340, 469, 469, 469, 469, 469, 600, 600};
+  checkShape(E, N, K, offsets, 7, kUsualScales, 6, 1e-2, {cuda::MXFP4Tile::DequantWgmma});
+  checkShape(E, N, K, offsets, 7, kUsualScales, 7, 1e-2, {cuda::MXFP4Tile::DequantWgmma},
+             /*withBias=*/false);
+}
+
+/// The default scratch takes a chunk of experts up to 1 GiB of bf16 weights,
+/// and at least one expert however large.
+TEST(CudaMXFP4, DequantChunkExpertsFollowTheScratch) {
+  EXPECT_EQ(cuda::mxfp4DequantChunkExperts(128, 5760, 2880), 32);
+  EXPECT_EQ(cuda::mxfp4DequantChunkExperts(8, 28672, 4096), 4);
+  EXPECT_EQ(cuda::mxfp4DequantChunkExperts(4, 8, 8), 4);
+  DequantScratch scratch(1000);
+  EXPECT_EQ(cuda::mxfp4DequantChunkExperts(128, 5760, 2880), 1);
+}
+
+/// Auto dequantises from kMXFP4DequantMinRows rows per touched expert where
+/// the runtime can, and takes the register tiles below.
+TEST(CudaMXFP4, ChooseTileDequantisesAtManyRows) {
+  const int64_t E = 128, N = 5760, K = 2880, rows = cuda::kMXFP4DequantMinRows;
+  EXPECT_NE(cuda::chooseMXFP4Tile(E * (rows - 1), E, K, N, true), cuda::MXFP4Tile::DequantWgmma);
+  if (cuda::mxfp4DequantAvailable(K, N))
+    EXPECT_EQ(cuda::chooseMXFP4Tile(E * rows, E, K, N, true), cuda::MXFP4Tile::DequantWgmma);
+  else
+    EXPECT_NE(cuda::chooseMXFP4Tile(E * rows, E, K, N, true), cuda::MXFP4Tile::DequantWgmma);
+  // K and N that CUTLASS's GEMM does not take (N not a multiple of 4) stay on the register tiles.
+  EXPECT_NE(cuda::chooseMXFP4Tile(E * rows, E, K, 5762, true), cuda::MXFP4Tile::DequantWgmma);
 }
 
 TEST(CudaMXFP4, GroupedMatmulRefusesBadShapes) {

@@ -134,7 +134,10 @@ TEST(TileChoice, ChooseMXFP4TileFollowsTheMeasurements) {
   EXPECT_EQ(cuda::chooseMXFP4Tile(4, 128, 2880, 5760, true), MXFP4Tile::Tok8SplitTwice);
   EXPECT_EQ(cuda::chooseMXFP4Tile(32, 128, 2880, 2880, false), MXFP4Tile::Tok8Quad);
   EXPECT_EQ(cuda::chooseMXFP4Tile(256, 128, 2880, 5760, true), MXFP4Tile::Tok8Quad);
-  EXPECT_EQ(cuda::chooseMXFP4Tile(8192 * 4, 128, 2880, 5760, true), MXFP4Tile::Tok64);
+  // Prefill: the experts dequantised for CUTLASS's GEMM where the runtime has it.
+  EXPECT_EQ(cuda::chooseMXFP4Tile(8192 * 4, 128, 2880, 5760, true),
+            cuda::mxfp4DequantAvailable(2880, 5760) ? MXFP4Tile::DequantWgmma : MXFP4Tile::Tok64);
+  EXPECT_EQ(cuda::chooseMXFP4Tile(128 * 40, 128, 2880, 5760, true), MXFP4Tile::Tok32);
 }
 
 TEST(TileChoice, LinearBF16FewRowsPlanCoversKAndFillsTheSMs) {

@@ -35,7 +35,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 namespace moec::rt::cuda {
 namespace {
@@ -209,20 +208,10 @@ Status groupedMatmulBF16Impl(const Lhs *lhs, int64_t slots, int64_t k, const uin
 #ifdef MOEC_HAVE_CUTLASS
   {
     // One of each pair is null, as for the results above.
-    const float *lhsF32 = nullptr;
-    const uint16_t *lhsBF16 = nullptr;
-    if constexpr (std::is_same_v<Lhs, BF16>)
-      lhsBF16 = reinterpret_cast<const uint16_t *>(lhs);
-    else
-      lhsF32 = lhs;
-    detail::CutlassTile config =
-        tile == BF16Tile::Wgmma             ? detail::CutlassTile::Pingpong128x128
-        : tile == BF16Tile::Wgmma128x256C21 ? detail::CutlassTile::Cooperative128x256Cluster21
-        : tile == BF16Tile::Wgmma128x256C12 ? detail::CutlassTile::Cooperative128x256Cluster12
-        : tile == BF16Tile::Wgmma64x256     ? detail::CutlassTile::Pingpong64x256
-                                            : detail::CutlassTile::Cooperative128x256;
-    return detail::groupedMatmulCutlass(lhsF32, lhsBF16, slots, k, weightsBF16, experts, n, offsets,
-                                        bias, epilogue, outF32, outBF16, config, stream);
+    detail::CutlassRows rows(lhs);
+    return detail::groupedMatmulCutlass(rows.f32, rows.bf16, slots, k, weightsBF16, experts, n,
+                                        offsets, bias, epilogue, outF32, outBF16,
+                                        detail::cutlassTileOf(tile), stream);
   }
 #else
     return Status::error("groupedMatmulBF16: the wgmma tiles need a runtime built with CUTLASS");
@@ -329,6 +318,16 @@ BF16Tile chooseBF16Tile(int64_t slots, int64_t experts, int64_t k, bool gated, b
   if (rows <= 32 && !gated && k <= 4096)
     return BF16Tile::Tok32;
   return BF16Tile::Tok64;
+}
+
+detail::CutlassTile detail::cutlassTileOf(BF16Tile tile) {
+  switch (tile) {
+  case BF16Tile::Wgmma: return CutlassTile::Pingpong128x128;
+  case BF16Tile::Wgmma128x256C21: return CutlassTile::Cooperative128x256Cluster21;
+  case BF16Tile::Wgmma128x256C12: return CutlassTile::Cooperative128x256Cluster12;
+  case BF16Tile::Wgmma64x256: return CutlassTile::Pingpong64x256;
+  default: return CutlassTile::Cooperative128x256;
+  }
 }
 
 bool bf16TileAvailable(BF16Tile tile) {

@@ -19,7 +19,9 @@
 // through a scratch buffer and a second kernel applies bias and activation
 // (EpiloguePass.cuh) into `out`.
 // Scratch comes from the stream-ordered allocator, so a CUDA graph capture
-// records it as graph memory.
+// records it as graph memory. Weights stored in another format (MXFP4) are
+// made into bf16 a chunk of experts at a time (ChunkedWeights), each chunk's
+// GEMM a launch on all the experts' arguments with the others given no rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -226,18 +228,21 @@ __device__ inline void expertRows(const int32_t *offsets, int64_t rows, int e, i
   end = offsets[e];
 }
 
+/// The experts' arguments, those of experts [first, last) with their rows and
+/// weights from `weights` (expert `first` first), the others with no rows.
 __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *weights, ElementD *d,
                            __nv_bfloat16 *outBF16, const float *bias, const int32_t *offsets,
-                           int64_t rows, int experts, int n, int k, StrideA sa, StrideB sb,
-                           StrideD sd) {
+                           int64_t rows, int experts, int first, int last, int n, int k,
+                           StrideA sa, StrideB sb, StrideD sd) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= experts)
     return;
   int64_t begin, end;
   expertRows(offsets, rows, e, begin, end);
-  g.shapes[e] = Shape3(static_cast<int>(end - begin), n, k);
+  bool inChunk = e >= first && e < last;
+  g.shapes[e] = Shape3(inChunk ? static_cast<int>(end - begin) : 0, n, k);
   g.a[e] = a + begin * k;
-  g.b[e] = weights + static_cast<int64_t>(e) * n * k;
+  g.b[e] = weights + static_cast<int64_t>(inChunk ? e - first : 0) * n * k;
   g.d[e] = d + begin * n;
   g.strideA[e] = sa;
   g.strideB[e] = sb;
@@ -274,7 +279,8 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
                             const uint16_t *weights, int64_t experts, int64_t n,
                             const int32_t *offsets, const float *bias,
                             const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
-                            CutlassTile tile, cudaStream_t stream) {
+                            CutlassTile tile, cudaStream_t stream,
+                            const ChunkedWeights *chunked) {
   if (!groupedMatmulCutlassSupports(k, n))
     return Status::error("groupedMatmulCutlass: K = " + std::to_string(k) +
                          ", N = " + std::to_string(n) + " are not multiples of 8 and 4");
@@ -330,11 +336,6 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
     MOEC_CUDA_TRY(cudaGetLastError());
   }
   Strides<GemmKernel> st(n, k);
-  fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
-      g, reinterpret_cast<const ElementA *>(a), reinterpret_cast<const ElementB *>(weights),
-      product, reinterpret_cast<__nv_bfloat16 *>(outBF16), bias, offsets, rows, groups,
-      static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.d);
-  MOEC_CUDA_TRY(cudaGetLastError());
 
   // `d`: the per-expert result rows, f32 (g.d) or bf16 (g.dBF16) as the
   // configuration's epilogue writes them.
@@ -376,26 +377,44 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
            : fusedBias ? runBias(CooperativeWideBiasOn<Cluster>{})
                        : run(CooperativeWideOn<Cluster>{});
   };
-  switch (tile) {
-  case CutlassTile::Pingpong128x128: MOEC_RETURN_IF_ERROR(run(Pingpong{})); break;
-  case CutlassTile::Cooperative128x256:
-    MOEC_RETURN_IF_ERROR(directBF16 ? (bias ? runBiasTo(CooperativeWideBiasBF16{}, g.dBF16)
-                                            : runTo(CooperativeWideBF16{}, g.dBF16))
-                                    : runWide(ClusterNone{}));
-    break;
-  case CutlassTile::Cooperative128x256Cluster21:
-    MOEC_RETURN_IF_ERROR(runWide(ClusterRows{}));
-    break;
-  case CutlassTile::Cooperative128x256Cluster12:
-    MOEC_RETURN_IF_ERROR(runWide(ClusterWeights{}));
-    break;
-  case CutlassTile::Pingpong64x256:
-    MOEC_RETURN_IF_ERROR(directBF16 ? (bias ? runBiasTo(PingpongWideBiasBF16{}, g.dBF16)
-                                            : runTo(PingpongWideBF16{}, g.dBF16))
-                         : fusedGate ? runGated(PingpongWideGated{})
-                         : fusedBias ? runBias(PingpongWideBias{})
-                                     : run(PingpongWide{}));
-    break;
+  // The GEMM on experts [first, last), whose weights start at `expertWeights`.
+  auto gemm = [&](int first, int last, const uint16_t *expertWeights) -> Status {
+    fillGroups<<<(groups + 127) / 128, 128, 0, stream>>>(
+        g, reinterpret_cast<const ElementA *>(a),
+        reinterpret_cast<const ElementB *>(expertWeights), product,
+        reinterpret_cast<__nv_bfloat16 *>(outBF16), bias, offsets, rows, groups, first, last,
+        static_cast<int>(n), static_cast<int>(k), st.a, st.b, st.d);
+    MOEC_CUDA_TRY(cudaGetLastError());
+    switch (tile) {
+    case CutlassTile::Pingpong128x128: return run(Pingpong{});
+    case CutlassTile::Cooperative128x256:
+      return directBF16 ? (bias ? runBiasTo(CooperativeWideBiasBF16{}, g.dBF16)
+                                : runTo(CooperativeWideBF16{}, g.dBF16))
+                        : runWide(ClusterNone{});
+    case CutlassTile::Cooperative128x256Cluster21: return runWide(ClusterRows{});
+    case CutlassTile::Cooperative128x256Cluster12: return runWide(ClusterWeights{});
+    case CutlassTile::Pingpong64x256:
+      return directBF16  ? (bias ? runBiasTo(PingpongWideBiasBF16{}, g.dBF16)
+                                 : runTo(PingpongWideBF16{}, g.dBF16))
+             : fusedGate ? runGated(PingpongWideGated{})
+             : fusedBias ? runBias(PingpongWideBias{})
+                         : run(PingpongWide{});
+    }
+    return Status::ok();
+  };
+  if (!chunked) {
+    MOEC_RETURN_IF_ERROR(gemm(0, groups, weights));
+  } else {
+    // One chunk of experts after the other through the same scratch, in
+    // stream order: made, then multiplied.
+    int chunk = static_cast<int>(std::clamp<int64_t>(chunked->chunkExperts, 1, groups));
+    uint16_t *made = nullptr;
+    MOEC_RETURN_IF_ERROR(scratch.allocate(static_cast<size_t>(chunk * n * k), made));
+    for (int first = 0; first < groups; first += chunk) {
+      int last = std::min(groups, first + chunk);
+      MOEC_RETURN_IF_ERROR(chunked->make(first, last, made));
+      MOEC_RETURN_IF_ERROR(gemm(first, last, made));
+    }
   }
 
   if (!direct) {

@@ -8,12 +8,18 @@
 #ifndef MOEC_RUNTIME_SRC_CUDA_GROUPEDMATMULCUTLASS_H
 #define MOEC_RUNTIME_SRC_CUDA_GROUPEDMATMULCUTLASS_H
 
-#include "moec/runtime/Status.h"
 #include "moec/runtime/KernelParams.h"
+#include "moec/runtime/Status.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
+
+namespace moec::rt::cuda {
+enum class BF16Tile; // Tuning.h
+struct BF16;         // moec/runtime/cuda/MoEKernels.h
+} // namespace moec::rt::cuda
 
 namespace moec::rt::cuda::detail {
 
@@ -32,13 +38,39 @@ enum class CutlassTile {
   Pingpong64x256
 };
 
+/// The configuration that runs `tile`, one of the wgmma tiles of
+/// groupedMatmulBF16 (Tuning.h); Cooperative128x256 for any other.
+CutlassTile cutlassTileOf(BF16Tile tile);
+
+/// bf16 weights that another format's experts are made into on the stream, a
+/// chunk of experts at a time, instead of read from `weights` (the MXFP4
+/// experts: GroupedMatmulMXFP4Wide.cu): `make(first, last, to)` writes the
+/// weights [last - first, N, K] of experts [first, last) to `to` on the
+/// stream; the GEMM then runs on those experts' rows (the others take none)
+/// before the next chunk overwrites them. Scratch holds `chunkExperts`
+/// experts' weights.
+struct ChunkedWeights {
+  int64_t chunkExperts;
+  std::function<Status(int64_t first, int64_t last, uint16_t *to)> make;
+};
+
+/// f32 or bf16 rows as groupedMatmulCutlass's pair of pointers, one of them null.
+struct CutlassRows {
+  const float *f32 = nullptr;
+  const uint16_t *bf16 = nullptr;
+  explicit CutlassRows(const float *rows) : f32(rows) {}
+  explicit CutlassRows(const BF16 *rows) : bf16(reinterpret_cast<const uint16_t *>(rows)) {}
+};
+
 /// Rows in f32 (`lhs`, rounded here) or bf16 (`lhsBF16`), results out in f32
-/// (`out`) or bf16 (`outBF16`): one of each pair is null.
+/// (`out`) or bf16 (`outBF16`): one of each pair is null. With `chunked`,
+/// `weights` is unused.
 Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t rows, int64_t k,
                             const uint16_t *weights, int64_t experts, int64_t n,
                             const int32_t *offsets, const float *bias,
                             const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
-                            CutlassTile tile, cudaStream_t stream);
+                            CutlassTile tile, cudaStream_t stream,
+                            const ChunkedWeights *chunked = nullptr);
 
 /// Whether the FP8 kernel takes K and N (16-byte rows of e4m3 operands, f32 output).
 bool groupedMatmulFP8CutlassSupports(int64_t k, int64_t n);

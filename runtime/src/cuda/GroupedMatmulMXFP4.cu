@@ -34,6 +34,7 @@
 #include "ExpertTiles.cuh"
 #include "GridSize.h"
 #include "MXFP4Layout.cuh"
+#include "GroupedMatmulMXFP4Wide.h"
 #include "Tuning.h"
 #include "moec/runtime/Cuda.h"
 #include "moec/runtime/MXFP4.h"
@@ -428,6 +429,9 @@ Status groupedMatmulMXFP4Impl(const Lhs *lhs, int64_t slots, int64_t k, const ui
   if (tile == MXFP4Tile::Auto)
     tile = chooseMXFP4Tile(slots, experts, k, n, gated);
   switch (tile) {
+  case MXFP4Tile::DequantWgmma:
+    return detail::groupedMatmulMXFP4Wide(lhs, slots, k, weights, scales, experts, n, offsets, bias,
+                                          epilogue, p.layout.out, p.layout.outBF16, stream);
   // The decode tiles: 4-warp blocks deep (one an SM), two or four an SM;
   // 8-warp blocks whose warps split each stage's K in two, one or two an SM;
   // 2-warp blocks three an SM, 1-warp blocks five an SM.
@@ -471,6 +475,7 @@ const char *mxfp4TileName(MXFP4Tile tile) {
   case MXFP4Tile::Tok16: return "mx-tok16";
   case MXFP4Tile::Tok32: return "mx-tok32";
   case MXFP4Tile::Tok64: return "mx-tok64";
+  case MXFP4Tile::DequantWgmma: return "mx-dequant-wgmma";
   }
   return "?";
 }
@@ -478,19 +483,25 @@ const char *mxfp4TileName(MXFP4Tile tile) {
 MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool gated) {
   // By the mean rows per touched expert, as measured on the H200
   // (bench/grouped_matmul.cpp, MOEC_BENCH_MXFP4; the figures are in
-  // bench/results/h200-mxfp4-decode.txt and docs/performance.md, "MXFP4
-  // experts"). Up to 8 rows the 8-row tiles, by how many warps an SM the grid
-  // can hold (more warps hide the dequantising chains and the loads): four
-  // 4-warp blocks an SM where there are more than two blocks' worth an SM
-  // (ahead of two 4-warp or two 8-warp blocks at every such shape), else two
-  // 8-warp blocks that split K (ahead or level on those thin grids). The
-  // blocks: one row tile per touched expert by the column tiles, 128 weight
-  // rows each (gated: 64 columns of two rows). 16-row tiles to 24 rows, 32-row
-  // tiles to 192, 64-row tiles beyond: the larger tiles reuse each dequantised
-  // weight over more rows but hold one or two 4-warp blocks an SM.
-  (void)k, (void)gated;
+  // bench/results/h200-mxfp4-decode.txt, h200-mxfp4-prefill.txt and
+  // docs/performance.md, "MXFP4 experts"). Up to 8 rows the 8-row tiles, by
+  // how many warps an SM the grid can hold (more warps hide the dequantising
+  // chains and the loads): four 4-warp blocks an SM where there are more than
+  // two blocks' worth an SM (ahead of two 4-warp or two 8-warp blocks at every
+  // such shape), else two 8-warp blocks that split K (ahead or level on those
+  // thin grids). The blocks: one row tile per touched expert by the column
+  // tiles, 128 weight rows each (gated: 64 columns of two rows). 16-row tiles
+  // to 24 rows, 32-row tiles to kMXFP4DequantMinRows: the larger tiles reuse
+  // each dequantised weight over more rows but hold one or two 4-warp blocks
+  // an SM. From kMXFP4DequantMinRows rows the experts dequantised into bf16
+  // and multiplied by CUTLASS's wgmma GEMM (DequantWgmma), ahead of the 32-
+  // and 64-row tiles from 64 rows on; at 32 rows level with them on f32 rows
+  // and behind on the bf16 rows whole models pass.
+  (void)gated;
   int64_t touched = std::max<int64_t>(1, std::min(experts, slots));
   int64_t rows = (slots + touched - 1) / touched;
+  if (rows >= kMXFP4DequantMinRows && mxfp4DequantAvailable(k, n))
+    return MXFP4Tile::DequantWgmma;
   if (rows <= 8) {
     int64_t blocks = touched * ((n + weightRowsOf<kWarps> - 1) / weightRowsOf<kWarps>);
     return blocks > 2 * detail::kSMs ? MXFP4Tile::Tok8Quad : MXFP4Tile::Tok8SplitTwice;

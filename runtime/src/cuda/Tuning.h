@@ -84,6 +84,9 @@ Status groupedMatmulBF16SettledOffsets(const Lhs *lhs, int64_t slots, int64_t k,
 /// Tok8SplitTwice two an SM (Auto's on thin grids); Tok8Warps2 on 2-warp
 /// blocks three an SM, Tok8Warps1 on 1-warp blocks five an SM. Auto picks by
 /// shape (chooseMXFP4Tile); the others exist for benchmarks and tests.
+/// DequantWgmma (prefill): the experts dequantised into bf16 scratch a chunk
+/// at a time, each chunk multiplied by the bf16 kernel's CUTLASS GEMM
+/// (GroupedMatmulMXFP4Wide.cu).
 enum class MXFP4Tile {
   Auto,
   Tok8,
@@ -95,9 +98,22 @@ enum class MXFP4Tile {
   Tok8Warps1,
   Tok16,
   Tok32,
-  Tok64
+  Tok64,
+  DequantWgmma
 };
 const char *mxfp4TileName(MXFP4Tile tile);
+/// From this many rows per touched expert on, Auto takes DequantWgmma where
+/// the runtime has it (mxfp4DequantAvailable): chooseMXFP4Tile says why.
+inline constexpr int64_t kMXFP4DequantMinRows = 64;
+/// Whether this runtime runs DequantWgmma for K and N (built with CUTLASS,
+/// whose bf16 GEMM takes them).
+bool mxfp4DequantAvailable(int64_t k, int64_t n);
+/// The bf16 scratch DequantWgmma dequantises into, at most (1 GiB): a chunk of
+/// as many experts as it holds, at least one. Tests lower it to cover several
+/// chunks; 0 restores the default.
+void setMXFP4DequantScratchBytes(int64_t bytes);
+/// The experts per chunk DequantWgmma takes for `experts` experts N x K.
+int64_t mxfp4DequantChunkExperts(int64_t experts, int64_t n, int64_t k);
 /// The tile Auto runs for `slots` rows over `experts` experts, K deep, N wide
 /// (by rows per touched expert: measurements, docs/performance.md).
 MXFP4Tile chooseMXFP4Tile(int64_t slots, int64_t experts, int64_t k, int64_t n, bool gated);

@@ -126,8 +126,10 @@ Status relayoutMXFP4(uint8_t *codes, int64_t bytes, cudaStream_t stream);
 /// codes [E, N] rows of ceil(K/32) blocks of 16 bytes, in the GPU's order
 /// (relayoutMXFP4), and e8m0 scale bytes [E, N, ceil(K/32)], dequantised in
 /// registers to bf16 (exactly) and multiplied on the bf16 tensor cores with
-/// f32 accumulation; otherwise the contract of groupedMatmulBF16 (rows f32 or
-/// bf16, rounded to bf16 as they are multiplied; results f32 or bf16; gated
+/// f32 accumulation (at many rows per expert: dequantised into bf16 scratch a
+/// chunk of experts at a time and multiplied by the bf16 kernel's CUTLASS
+/// GEMM); otherwise the contract of groupedMatmulBF16 (rows f32 or bf16,
+/// rounded to bf16 as they are multiplied; results f32 or bf16; gated
 /// epilogues in either layout; rows at or past offsets[E-1] not touched). K a
 /// multiple of 8; weights and rows 16-byte aligned, scales 4-byte aligned.
 template <typename Lhs, typename Out>
