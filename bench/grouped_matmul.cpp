@@ -20,6 +20,19 @@
 // speed-up over bf16 (bf16 time / MXFP4 time). From T = 64 the decode tiles
 // run only where Auto takes them.
 //
+// MOEC_BENCH_FP8=1: the FP8 expert GEMMs as the --fp8 artifacts call them, on
+// the tile Auto picks, each finish of the wgmma tiles (FP8Epilogue, Tuning.h)
+// in the same binary: gate/up quantised for the down projection
+// (groupedMatmulFP8Quantized: the f32 product and the pass, or CUTLASS's
+// epilogue writing bf16 h or a bf16 product for the pass), down into f32 rows
+// (the bias pass, or CUTLASS's row broadcast) and into bf16 rows; beside them
+// the GEMM alone (no bias or activation, f32 results written by CUTLASS) and,
+// for gate/up, the fused path's GEMM without its pass ('its gemm'). A
+// cell's variants are timed in turns, a sample of each a round (the GPU's
+// clock drifts over a cell: timed one after another, the same kernel measured
+// up to 15 % apart). '%% fp8': 2*slots*N*K / time / 1280 TFLOP/s; 'x': the
+// pass's time / this time.
+//
 // gpt-oss's shapes carry its bias rows and clamped SiLU (alpha 1.702, up + 1,
 // limit 7): without them gpt-oss's kernel figures leave out the bias loads of
 // its epilogues.
@@ -43,6 +56,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -113,6 +127,78 @@ void fillScales(DeviceBuffer &buffer, std::mt19937 &rng) {
 /// The MXFP4 rows of one cell (MOEC_BENCH_MXFP4): bf16's Auto tile, then each
 /// MXFP4 tile. `time` times a launch; `rows` random f32 (or, the same bytes,
 /// bf16) rows; `bf16Weights` random bf16 weights.
+/// The FP8 rows of one cell (MOEC_BENCH_FP8): see the top of the file. `rows`
+/// and `weights` random bytes (valid e4m3 codes), `out` room for slots x N f32;
+/// `timeInTurns` the medians of launches timed in turns.
+template <typename TimeInTurns>
+void runFP8(const Shape &shape, int64_t tokens, int64_t slots, size_t touched, int largest,
+            const int32_t *offsets, const float *bias, const cpu::Epilogue &epilogue,
+            DeviceBuffer &rows, DeviceBuffer &weights, DeviceBuffer &out,
+            TimeInTurns &&timeInTurns) {
+  int64_t kBlocks = (shape.k + 127) / 128, nBlocks = (shape.n + 127) / 128;
+  int64_t width = shape.gated ? shape.n / 2 : shape.n, groups = (width + 127) / 128;
+  DeviceBuffer lhsScales, weightScales, codes, codeScales;
+  CHECK(DeviceBuffer::allocate(slots * kBlocks * 4, lhsScales));
+  CHECK(DeviceBuffer::allocate(shape.experts * nBlocks * kBlocks * 4, weightScales));
+  CHECK(DeviceBuffer::allocate(slots * width, codes));
+  CHECK(DeviceBuffer::allocate(slots * groups * 4, codeScales));
+  // Scales 2^-6 (the bytes 0x3C800000): products of a few units, as a
+  // model's, whose codes and scales the quantising pass writes.
+  std::vector<float> one(std::max(slots * kBlocks, shape.experts * nBlocks * kBlocks), 0.015625f);
+  CHECK(cudaStatus(cudaMemcpy(lhsScales.data(), one.data(), lhsScales.size(),
+                              cudaMemcpyHostToDevice), "scales", __FILE__, __LINE__));
+  CHECK(cudaStatus(cudaMemcpy(weightScales.data(), one.data(), weightScales.size(),
+                              cudaMemcpyHostToDevice), "scales", __FILE__, __LINE__));
+  double flops = 2.0 * double(slots) * shape.n * shape.k;
+  cuda::FP8Tile tile = cuda::chooseFP8Tile(slots, shape.experts, shape.k, shape.n, true);
+  auto operands = [&](const float *b, const cpu::Epilogue &e) {
+    return cuda::FP8MatmulOperands{rows.dataAs<uint8_t>(), slots, lhsScales.dataAs<float>(),
+                                   shape.k, weights.dataAs<uint8_t>(),
+                                   weightScales.dataAs<float>(), shape.experts, shape.n,
+                                   offsets, b, e};
+  };
+  auto line = [&](const char *what, float ms, float passMs) {
+    std::printf("%-14s %-8s T=%-5lld touched %3zu/%-3lld max %5d  %-13s %-16s %9.1f us  "
+                "%5.1f%% fp8  x%.3f\n",
+                shape.model, shape.projection, static_cast<long long>(tokens), touched,
+                static_cast<long long>(shape.experts), largest, cuda::fp8TileName(tile), what,
+                ms * 1e3, 100.0 * flops / (ms * 1e-3) / kFP8Ceiling, passMs / ms);
+    std::fflush(stdout);
+  };
+  auto finishing = [&](cuda::FP8Epilogue finish) -> std::function<void()> {
+    if (shape.gated)
+      return [&, finish] {
+        CHECK(cuda::groupedMatmulFP8Quantized(operands(bias, epilogue), codes.dataAs<uint8_t>(),
+                                              codeScales.dataAs<float>(), nullptr, 0, nullptr,
+                                              tile, false, finish));
+      };
+    return [&, finish] {
+      CHECK(cuda::groupedMatmulFP8(operands(bias, epilogue), out.dataAs<float>(), nullptr, tile,
+                                   false, finish));
+    };
+  };
+  std::vector<std::function<void()>> launches = {
+      [&] {
+        CHECK(cuda::groupedMatmulFP8(operands(nullptr, cpu::Epilogue{}), out.dataAs<float>(),
+                                     nullptr, tile));
+      },
+      finishing(cuda::FP8Epilogue::Pass), finishing(cuda::FP8Epilogue::Fused)};
+  // Down: bf16 results. Gate/up: the fused path's GEMM alone, what its pass
+  // reads (interleaved: h from the gated epilogue; else the bf16 product).
+  const bool interleaved = epilogue.layout == cpu::GateUpLayout::Interleaved;
+  launches.push_back([&] {
+    CHECK(cuda::groupedMatmulFP8(shape.gated && !interleaved ? operands(nullptr, cpu::Epilogue{})
+                                                             : operands(bias, epilogue),
+                                 out.dataAs<cuda::BF16>(), nullptr, tile));
+  });
+  std::vector<float> ms = timeInTurns(launches);
+  line("gemm alone f32", ms[0], ms[1]);
+  line(shape.gated ? "pass -> e4m3" : "pass -> f32", ms[1], ms[1]);
+  line(shape.gated ? "fused -> e4m3" : "fused -> f32", ms[2], ms[1]);
+  line(!shape.gated ? "fused -> bf16" : interleaved ? "its gemm -> h" : "its gemm -> bf16", ms[3],
+       ms[1]);
+}
+
 template <typename Time>
 void runMXFP4(const Shape &shape, int64_t tokens, int64_t slots, size_t touched, int largest,
               const int32_t *offsets, const float *bias, const cpu::Epilogue &epilogue,
@@ -288,6 +374,34 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
     std::sort(samples.begin(), samples.end());
     return samples[samples.size() / 2];
   };
+  // Several launches timed in turns (one sample of each a round, the L2
+  // flushed before each), so that the GPU's clock and temperature drifting
+  // over the rounds falls on all alike: their medians.
+  auto timeInTurns = [&](const std::vector<std::function<void()>> &launches) {
+    for (const auto &launch : launches)
+      launch();
+    CHECK(cudaStatus(cudaDeviceSynchronize(), "warm-up", __FILE__, __LINE__));
+    std::vector<std::vector<float>> samples(launches.size());
+    float total = 0;
+    for (int round = 0; round < 40 && (round < 3 || total < 600.0f); ++round)
+      for (size_t l = 0; l < launches.size(); ++l) {
+        cudaMemsetAsync(flush.data(), round & 0xFF, flush.size());
+        cudaEventRecord(start);
+        launches[l]();
+        cudaEventRecord(stop);
+        CHECK(cudaStatus(cudaEventSynchronize(stop), "kernel", __FILE__, __LINE__));
+        float ms = 0;
+        cudaEventElapsedTime(&ms, start, stop);
+        samples[l].push_back(ms);
+        total += ms;
+      }
+    std::vector<float> medians;
+    for (std::vector<float> &s : samples) {
+      std::sort(s.begin(), s.end());
+      medians.push_back(s[s.size() / 2]);
+    }
+    return medians;
+  };
   double bytes = double(touched.size()) * shape.n * shape.k * 2;
   int largest = *std::max_element(rowsPerExpert.begin(), rowsPerExpert.end());
   double flops = 2.0 * double(slots) * shape.n * shape.k;
@@ -302,6 +416,13 @@ void run(const Shape &shape, int64_t tokens, double skew, std::mt19937 &rng) {
                 100.0 * flops / (ms * 1e-3) / (fp8 ? kFP8Ceiling : kBF16Ceiling), fp8 ? "fp8" : "bf16");
     std::fflush(stdout);
   };
+  if (std::getenv("MOEC_BENCH_FP8")) {
+    runFP8(shape, tokens, slots, touched.size(), largest, dOffsets.dataAs<int32_t>(), bias,
+           epilogue, lhs, weights, out, timeInTurns);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return;
+  }
   if (std::getenv("MOEC_BENCH_MXFP4")) {
     runMXFP4(shape, tokens, slots, touched.size(), largest, dOffsets.dataAs<int32_t>(), bias,
              epilogue, lhs, weights, out, time, rng);
@@ -417,10 +538,18 @@ int main(int argc, char **argv) {
   const char *only = std::getenv("MOEC_BENCH_MODEL");
   // MXFP4: the models whose experts ship (gpt-oss) or are benchmarked so.
   bool mxfp4 = std::getenv("MOEC_BENCH_MXFP4") != nullptr;
+  // FP8: the routed experts (the shared expert is moe.linear: no wgmma tiles).
+  bool fp8 = std::getenv("MOEC_BENCH_FP8") != nullptr;
+  if (fp8)
+    std::printf("FP8 (MOEC_BENCH_FP8): Auto's tile; gate/up quantised for down, down into f32 "
+                "or bf16 rows; 'pass': f32 product + epilogue pass, 'fused': CUTLASS's "
+                "epilogue (FP8Epilogue); %% fp8: 2*slots*N*K / time / 1280 TFLOP/s; "
+                "x: pass time / this time\n");
   for (const Shape &shape : shapes)
     for (int64_t tokens : tokenCounts)
       if ((!only || std::strncmp(shape.model, only, std::strlen(only)) == 0) &&
-          !(mxfp4 && std::strncmp(shape.model, "DeepSeek", 8) == 0))
+          !(mxfp4 && std::strncmp(shape.model, "DeepSeek", 8) == 0) &&
+          !(fp8 && shape.experts == 1))
         run(shape, tokens, skew, rng);
   return 0;
 }

@@ -25,6 +25,8 @@
 #include "cutlass/kernel_hardware_info.h"
 #include "cutlass/util/packed_stride.hpp"
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -73,6 +75,26 @@ template <typename TileShape, typename ClusterShape, typename EpilogueSchedule,
           typename Fusion = NoSourceBF16>
 using EpilogueBF16 = EpilogueOf<ElementDBF16, TileShape, ClusterShape, EpilogueSchedule, Fusion>;
 
+/// D = accumulator + the expert's bias row: CUTLASS's row broadcast, one bias
+/// pointer per group (expert), so a biased projection without an activation
+/// (gpt-oss's down) needs no f32 product and no second pass. Results of `Out`
+/// (f32, or bf16 rounded to nearest even after the sum).
+template <typename TileShape, typename Out = ElementD>
+using BiasFusion = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, Out, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90AccFetch,
+    cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float *, float,
+                                                cute::Stride<cute::_0, cute::_1, int64_t>>>;
+
+/// BiasFusion's arguments, children first: the accumulator, the bias rows
+/// (`bias`: one pointer per expert, column stride 1), then the sum.
+template <typename Gemm>
+typename Gemm::GemmKernel::CollectiveEpilogue::FusionCallbacks::Arguments
+biasArguments(const float **bias) {
+  return {{}, {bias, 0.0f, {cute::_0{}, cute::_1{}, 0}}, {}};
+}
+
 /// One configuration of either grouped GEMM: CUTLASS's sm90 mainloop for A and
 /// B (element; layout, with FP8 the scale layout beside it; alignment), tile,
 /// cluster and kernel schedule, given the stages that `CollectiveEpilogue_`'s
@@ -108,6 +130,21 @@ template <typename GemmKernel> struct Strides {
   }
 };
 } // namespace grouped
+
+/// Expert e's per-expert epilogue pointers in `g` (GroupArrays of either GEMM,
+/// each array null where the configuration has none): its bias row (n
+/// columns), its first row of gated bf16 h (n / 2 columns), of bf16 results
+/// (n columns); `begin` its first row.
+template <typename Groups>
+__device__ inline void fillEpiloguePointers(const Groups &g, int e, int64_t begin, int n,
+                                            const float *bias, __nv_bfloat16 *outBF16) {
+  if (g.bias)
+    g.bias[e] = bias + static_cast<int64_t>(e) * n;
+  if (g.rowsBF16)
+    g.rowsBF16[e] = outBF16 + begin * (n / 2);
+  if (g.dBF16)
+    g.dBF16[e] = reinterpret_cast<grouped::ElementDBF16 *>(outBF16) + begin * n;
+}
 
 /// Whether two configurations' kernels take the same A, B and D strides: the
 /// per-expert stride arrays are filled once, for whichever of them runs.

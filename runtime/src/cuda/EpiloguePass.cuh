@@ -4,7 +4,10 @@
 // CUTLASS's GEMMs (bf16 and FP8) write an f32 product -- this kernel finishes
 // them: the expert's bias, the activation (gated or not), f32 or bf16 out. Only
 // the valid rows (below the last expert's end) are read or written: the
-// sentinel tail stays untouched.
+// sentinel tail stays untouched. The pass that quantises its outputs
+// (epiloguePassE4M3) also reads bf16 products: the FP8 GEMM's product rounded
+// to bf16 in CUTLASS's epilogue, or its gated result h (GatedEpilogueFP8)
+// with nothing left to apply but the quantisation.
 //
 // It is a pure stream (read the product once, write the result once), so it is
 // written for bandwidth: four output columns per thread with 16-byte loads
@@ -39,6 +42,24 @@ template <int N> __device__ inline void loadFloats(const float *p, float (&x)[N]
 #pragma unroll
     for (int i = 0; i < N; ++i)
       x[i] = p[i];
+  }
+}
+
+/// x[0..N) = p[0..N) from bf16, with 8-byte loads when N is a multiple of 4
+/// (p 8-byte aligned).
+template <int N> __device__ inline void loadFloats(const __nv_bfloat16 *p, float (&x)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      uint2 bits = *reinterpret_cast<const uint2 *>(p + i);
+      float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&bits.x));
+      float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&bits.y));
+      x[i] = lo.x, x[i + 1] = lo.y, x[i + 2] = hi.x, x[i + 3] = hi.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      x[i] = __bfloat162float(p[i]);
   }
 }
 
@@ -93,9 +114,9 @@ __device__ inline const float *biasRowOf(const float *bias, const int32_t *offse
 }
 
 /// value[0..VEC) = the epilogue of output columns j..j+VEC of one product row
-/// (and its expert's bias row, or null).
-template <int VEC>
-__device__ inline void epilogueValues(const float *row, const float *biasRow, int j, int outColumns,
+/// (f32 or bf16; and its expert's f32 bias row, or null).
+template <int VEC, typename In>
+__device__ inline void epilogueValues(const In *row, const float *biasRow, int j, int outColumns,
                                       const cpu::Epilogue &epilogue, float (&value)[VEC]) {
   bool gated = epilogue.enabled && epilogue.layout != cpu::GateUpLayout::None;
   if (gated && epilogue.layout == cpu::GateUpLayout::Interleaved) { // gate, up, gate, up, ...
@@ -145,7 +166,8 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
 
 /// The pass that quantises its own outputs: moe.quantize of the pass's result,
 /// bit for bit (the same values, then E4M3.cuh's scale and codes), with no f32
-/// result written. A block per valid row (grid-stride), its warps on the row's
+/// result written. The product `In` is f32, or bf16 (read as the f32 values
+/// it holds). A block per valid row (grid-stride), its warps on the row's
 /// 128-column output groups, lane l on a group's columns 4l..4l+3; q [rows,
 /// outColumns] e4m3 codes, scales [rows, ceil(outColumns / 128)]. VEC 4:
 /// 16-byte loads and 4-byte code stores (n % 8 == 0, aligned buffers), else
@@ -157,8 +179,8 @@ __global__ void epiloguePass(const float *product, const int32_t *offsets, int e
 /// the bias row is found once per row. (Two groups per warp step were tried
 /// for more bytes in flight, with the loads before and after the first group's
 /// arithmetic: no faster either time.)
-template <int VEC>
-__global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
+template <int VEC, typename In>
+__global__ void epiloguePassE4M3(const In *product, const int32_t *offsets, int experts,
                                  int64_t rows, int n, int outColumns, const float *bias,
                                  cpu::Epilogue epilogue, uint8_t *q, float *scales) {
   const int64_t valid = offsets ? offsets[experts - 1] : rows;
@@ -166,7 +188,7 @@ __global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, i
   const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int64_t r = blockIdx.x; r < valid; r += gridDim.x) {
     const float *biasRow = biasRowOf(bias, offsets, experts, n, r);
-    const float *row = product + r * n;
+    const In *row = product + r * n;
     for (int g = warp; g < groups; g += warps) {
       const int j = g * 128 + 4 * lane;
       float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -209,21 +231,22 @@ __global__ void epiloguePassE4M3(const float *product, const int32_t *offsets, i
 /// Launches epiloguePassE4M3 on `stream` (VEC 4 where n % 8 == 0 and the
 /// buffers are aligned): a warp per output group up to 8 per block, and
 /// blocks enough for 16 waves of 256 threads, as a warp per item had.
-inline cudaError_t launchEpiloguePassE4M3(const float *product, const int32_t *offsets, int experts,
-                                          int64_t rows, int n, int outColumns, const float *bias,
-                                          cpu::Epilogue epilogue, uint8_t *q, float *scales,
-                                          cudaStream_t stream) {
+template <typename In>
+cudaError_t launchEpiloguePassE4M3(const In *product, const int32_t *offsets, int experts,
+                                   int64_t rows, int n, int outColumns, const float *bias,
+                                   cpu::Epilogue epilogue, uint8_t *q, float *scales,
+                                   cudaStream_t stream) {
   const int warps = std::clamp((outColumns + 127) / 128, 1, 8);
   const unsigned blocks = detail::blocksFor(rows, 1, 16 * detail::kSMs * 8 / warps);
   auto aligned = [](const void *p, int bytes) {
     return reinterpret_cast<uintptr_t>(p) % bytes == 0;
   };
   if (n % 8 == 0 && aligned(product, 16) && aligned(bias, 16) && aligned(q, 4))
-    epiloguePassE4M3<4><<<blocks, 32 * warps, 0, stream>>>(product, offsets, experts, rows, n,
-                                                           outColumns, bias, epilogue, q, scales);
+    epiloguePassE4M3<4, In><<<blocks, 32 * warps, 0, stream>>>(
+        product, offsets, experts, rows, n, outColumns, bias, epilogue, q, scales);
   else
-    epiloguePassE4M3<1><<<blocks, 32 * warps, 0, stream>>>(product, offsets, experts, rows, n,
-                                                           outColumns, bias, epilogue, q, scales);
+    epiloguePassE4M3<1, In><<<blocks, 32 * warps, 0, stream>>>(
+        product, offsets, experts, rows, n, outColumns, bias, epilogue, q, scales);
   return cudaGetLastError();
 }
 

@@ -10,8 +10,12 @@
 //
 // A collective of its own for the warp-specialized ptr-array kernels (the
 // interface of CUTLASS's Sm90TmaWarpSpecializedAdapter, plus a load): D's
-// per-expert pointers are the expert's first output row. With a bias, the
-// kernel's epilogue-load warp stages each tile's 256 bias values in shared
+// per-expert pointers are the expert's first output row. One template for
+// the tiles of both element types, by the tile's weight rows: the bf16
+// kernels' 256 (m64n256k16) and the FP8 kernels' 128 (m64n128k32 e4m3, whose
+// block scales CUTLASS's blockwise mainloop has already applied to the
+// accumulators it hands over); the fragment's pattern is the same. With a
+// bias, the kernel's epilogue-load warp stages each tile's bias values in shared
 // memory while the tile's mainloop runs (a 2-stage pipeline, as CUTLASS loads
 // C): loaded by the consumers after the mainloop, they waited out an L2
 // latency per tile, 17 % of the gpt-oss gate/up kernel's stall samples in
@@ -41,12 +45,13 @@
 
 namespace moec::rt::cuda::detail::grouped {
 
-/// The tiled MMAs whose accumulator layout GatedEpilogueArray writes out: bf16
-/// m64n256k16 wgmma, K-major operands, `WarpGroups` warp groups along M: two
-/// on one 128x256 tile (cooperative), or one on its own 64x256 tile (pingpong).
-/// Each thread holds the same 128-element fragment in both. GroupedMatmulCutlass.cu
-/// asserts that its gated kernels get exactly these from CUTLASS's builder;
-/// GatedEpilogueLayoutTest checks their layout against the epilogue's, on the host.
+/// The tiled MMAs whose accumulator layout GatedEpilogueArrayOf writes out:
+/// bf16 m64n256k16 wgmma, K-major operands, `WarpGroups` warp groups along M:
+/// two on one 128x256 tile (cooperative), or one on its own 64x256 tile
+/// (pingpong). Each thread holds the same 128-element fragment in both.
+/// GroupedMatmulCutlass.cu asserts that its gated kernels get exactly these
+/// from CUTLASS's builder; GatedEpilogueLayoutTest checks their layout against
+/// the epilogue's, on the host.
 template <int WarpGroups>
 using GatedTiledMmaOf = decltype(cute::make_tiled_mma(
     cute::SM90_64x256x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>{},
@@ -54,9 +59,21 @@ using GatedTiledMmaOf = decltype(cute::make_tiled_mma(
 using GatedTiledMma = GatedTiledMmaOf<2>;
 using GatedTiledMmaPingpong = GatedTiledMmaOf<1>;
 
-/// The collective epilogue itself (see above); CUTLASS's kernels take it as
-/// GatedEpilogue below.
-class GatedEpilogueArray {
+/// The FP8 kernels' (GroupedMatmulFP8Cutlass.cu): e4m3 m64n128k32 wgmma on
+/// 128x128 cooperative or 64x128 pingpong tiles, 64 elements per thread.
+template <int WarpGroups>
+using GatedTiledMmaFP8Of = decltype(cute::make_tiled_mma(
+    cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>{},
+    cute::Layout<cute::Shape<cute::Int<WarpGroups>, cute::_1, cute::_1>>{}));
+using GatedTiledMmaFP8 = GatedTiledMmaFP8Of<2>;
+using GatedTiledMmaFP8Pingpong = GatedTiledMmaFP8Of<1>;
+
+/// The collective epilogue itself (see above) for tiles of `TileColumns`
+/// weight rows (256 or 128); CUTLASS's kernels take it as GatedEpilogue or
+/// GatedEpilogueFP8 below.
+template <int TileColumns> class GatedEpilogueArrayOf {
+  static_assert(TileColumns % 128 == 0, "whole passes of 64 outputs");
+
 public:
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
@@ -79,12 +96,15 @@ public:
   // slices 0-3 in turn, which is safe because the kernel's order barrier runs
   // the two groups' epilogues one after the other.
   static constexpr int kWarps = 8;
-  static constexpr int kWarpRows = 16;    // wgmma: 16 rows of the tile per warp
-  static constexpr int kTileOutputs = 128; // 256 accumulator columns, in pairs
-  /// Staged per pass: half the tile's outputs, 16 KB. (An earlier adapter also
-  /// held this storage as its TensorMapStorage, and the whole tile's 32 KB,
-  /// held twice, would not fit beside 4 mainloop stages.)
-  static constexpr int kPassOutputs = kTileOutputs / 2;
+  static constexpr int kWarpRows = 16; // wgmma: 16 rows of the tile per warp
+  static constexpr int kTileOutputs = TileColumns / 2; // accumulator columns, in pairs
+  /// Staged per pass: 64 outputs of the warp's 16 rows, 16 KB for 8 warps
+  /// (two passes on 256-column tiles: an earlier adapter also held this
+  /// storage as its TensorMapStorage, and the whole tile's 32 KB, held twice,
+  /// would not fit beside 4 mainloop stages).
+  static constexpr int kPassOutputs = 64;
+  static constexpr int kPasses = kTileOutputs / kPassOutputs;
+  static constexpr int kPassGroups = 2 * kPassOutputs / 8; // 8-column groups per pass
   static constexpr int kChunks = kPassOutputs / 8; // 16-byte chunks per staged row
   /// Tiles whose bias is staged ahead of their epilogue.
   static constexpr int kBiasStages = 2;
@@ -149,7 +169,8 @@ public:
   }
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const &) {}
 
-  CUTLASS_HOST_DEVICE GatedEpilogueArray(Params const &params, TensorStorage &) : params_(params) {}
+  CUTLASS_HOST_DEVICE GatedEpilogueArrayOf(Params const &params, TensorStorage &)
+      : params_(params) {}
 
   /// The kernel runs the epilogue-load warp only when this holds (the same on
   /// every thread: the consumers wait for the bias exactly then).
@@ -159,8 +180,8 @@ public:
     return cute::make_tuple(nullptr);
   }
 
-  /// The epilogue-load warp (32 lanes): the tile's 256 bias values, or zero
-  /// past N, into the next stage, two float4 per lane.
+  /// The epilogue-load warp (32 lanes): the tile's TileColumns bias values,
+  /// or zero past N, into the next stage, a float4 per lane and 128 columns.
   template <class ProblemShapeMNKL, class TileShapeMNK, class TileCoordMNKL, class TiledMma,
             class TensorMapC>
   CUTLASS_DEVICE LoadPipelineState load(LoadPipeline pipeline, LoadPipelineState state,
@@ -176,8 +197,8 @@ public:
     pipeline.producer_acquire(state);
     float *stage = storage.bias[state.index()];
     CUTLASS_PRAGMA_UNROLL
-    for (int half = 0; half < 2; ++half) {
-      const int column = 4 * lane + kTileOutputs * half;
+    for (int part = 0; part < TileColumns / 128; ++part) {
+      const int column = 4 * lane + 128 * part;
       *reinterpret_cast<float4 *>(stage + column) =
           column < columnsLeft ? __ldg(reinterpret_cast<const float4 *>(bias + column))
                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -264,7 +285,8 @@ private:
     return device::activate(cpu::ActivationKind::SiLU, e.alpha, gate) * (up + e.beta);
   }
 
-  /// `tileBias`: the tile's 256 bias values in shared memory (kBias), or null.
+  /// `tileBias`: the tile's TileColumns bias values in shared memory (kBias),
+  /// or null.
   template <bool kBias, bool kClamp, class ProblemShapeMNKL, class BlockShapeMNK,
             class BlockCoordMNKL, class FrgEngine, class FrgLayout, class TiledMma>
   CUTLASS_DEVICE void
@@ -296,15 +318,16 @@ private:
     // rather than taken from `coords` per element (that cost ~40 instructions of
     // index arithmetic, range checks and loads per output); the GPU tests
     // compare every output with the epilogue pass bit for bit.
-    static_assert(kElements == 4 * (2 * kTileOutputs / 8), "one (2, 2, N/8) fragment per thread");
+    static_assert(kElements == 4 * (TileColumns / 8), "one (2, 2, N/8) fragment per thread");
     const int quadRow = lane / 4, quadColumn = lane % 4;
     const int columnsLeft = n - firstColumn; // of this tile, inside N
     CUTLASS_PRAGMA_UNROLL
-    for (int pass = 0; pass < 2; ++pass) {
-      // Column groups run outermost, so each pass is half of them: 64 outputs.
+    for (int pass = 0; pass < kPasses; ++pass) {
+      // Column groups run outermost, so each pass is kPassGroups of them: 64
+      // outputs.
       CUTLASS_PRAGMA_UNROLL
-      for (int g = 0; g < kElements / 8; ++g) {
-        const int columnGroup = pass * (kElements / 8) + g;
+      for (int g = 0; g < kPassGroups; ++g) {
+        const int columnGroup = pass * kPassGroups + g;
         const int column = 2 * quadColumn + 8 * columnGroup; // the gate's, in the tile
         if (column < columnsLeft) {
           // One bias pair for both rows; a quad's 4 pairs are 32 consecutive
@@ -347,8 +370,11 @@ private:
   Params params_;
 };
 
-/// The name the kernels' configurations use.
+/// The names the kernels' configurations use: the bf16 tiles' 256 weight
+/// rows, the FP8 tiles' 128.
+using GatedEpilogueArray = GatedEpilogueArrayOf<256>;
 using GatedEpilogue = GatedEpilogueArray;
+using GatedEpilogueFP8 = GatedEpilogueArrayOf<128>;
 
 } // namespace moec::rt::cuda::detail::grouped
 

@@ -59,17 +59,6 @@ using ElementA = cutlass::bfloat16_t;
 using ElementB = cutlass::bfloat16_t;
 constexpr int kAlignmentAB = 8; // 16 bytes of bf16
 
-/// D = accumulator + the expert's bias row: CUTLASS's row broadcast, one bias
-/// pointer per group (expert), so a biased projection without an activation
-/// (gpt-oss's down) needs no f32 product and no second pass.
-template <typename TileShape, typename Out = ElementD>
-using BiasFusion = cutlass::epilogue::fusion::Sm90EVT<
-    cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, Out, float,
-                                           cutlass::FloatRoundStyle::round_to_nearest>,
-    cutlass::epilogue::fusion::Sm90AccFetch,
-    cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float *, float,
-                                                Stride<_0, _1, int64_t>>>;
-
 /// One bf16 configuration: tile, cluster, mainloop schedule and collective
 /// epilogue.
 template <typename TileShape, typename ClusterShape, typename KernelSchedule,
@@ -247,12 +236,7 @@ __global__ void fillGroups(GroupArrays g, const ElementA *a, const ElementB *wei
   g.strideA[e] = sa;
   g.strideB[e] = sb;
   g.strideD[e] = sd;
-  if (g.bias)
-    g.bias[e] = bias + static_cast<int64_t>(e) * n;
-  if (g.rowsBF16)
-    g.rowsBF16[e] = outBF16 + begin * (n / 2);
-  if (g.dBF16)
-    g.dBF16[e] = reinterpret_cast<ElementDBF16 *>(outBF16) + begin * n;
+  fillEpiloguePointers(g, e, begin, n, bias, outBF16);
 }
 
 /// The valid rows (below the last expert's end) rounded to bf16, 4 at a time.
@@ -348,16 +332,12 @@ Status groupedMatmulCutlass(const float *lhs, const uint16_t *lhsBF16, int64_t r
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
   auto run = [&](auto config) { return runTo(config, g.d); };
-  // BiasFusion's arguments, children first: the accumulator, the bias rows
-  // (one pointer per expert, column stride 1), then the sum.
   auto runBiasTo = [&](auto config, auto d) {
     using Chosen = decltype(config);
-    typename Chosen::CollectiveEpilogue::FusionCallbacks::Arguments thread{
-        {}, {g.bias, 0.0f, {_0{}, _1{}, 0}}, {}};
     auto args = groupedArgumentsWith<typename Chosen::Gemm>(
         groups, g.shapes,
-        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB}, thread, d,
-        g.strideD);
+        typename Chosen::GemmKernel::MainloopArguments{g.a, g.strideA, g.b, g.strideB},
+        biasArguments<typename Chosen::Gemm>(g.bias), d, g.strideD);
     return runGrouped<typename Chosen::Gemm>(args, scratch, stream, "groupedMatmulCutlass", k, n);
   };
   auto runBias = [&](auto config) { return runBiasTo(config, g.d); };

@@ -80,13 +80,17 @@ enum class FP8CutlassTile { Cooperative128x128, Pingpong64x128 };
 
 /// groupedMatmulFP8 (MoEKernels.h) on wgmma: e4m3 rows with their row scales,
 /// e4m3 weights with their 128x128 block scales, per-expert offsets required.
-/// With `outCodes` (and `outScales`) the result is quantised instead of written
-/// in f32 (groupedMatmulFP8Quantized; `out` unused).
+/// Results in f32 (`out`) or bf16 (`outBF16`), or with `outCodes` (and
+/// `outScales`) quantised instead (groupedMatmulFP8Quantized): one of the
+/// three is given. `fused`: CUTLASS's epilogue writes what it can itself
+/// (FP8Epilogue::Fused, Tuning.h); else an f32 product and the epilogue pass
+/// unless there is nothing to apply.
 Status groupedMatmulFP8Cutlass(const uint8_t *lhs, const float *lhsScales, int64_t rows, int64_t k,
                                const uint8_t *weights, const float *weightScales, int64_t experts,
                                int64_t n, const int32_t *offsets, const float *bias,
-                               const cpu::Epilogue &epilogue, float *out, uint8_t *outCodes,
-                               float *outScales, FP8CutlassTile tile, cudaStream_t stream);
+                               const cpu::Epilogue &epilogue, float *out, uint16_t *outBF16,
+                               uint8_t *outCodes, float *outScales, FP8CutlassTile tile,
+                               bool fused, cudaStream_t stream);
 
 } // namespace moec::rt::cuda::detail
 

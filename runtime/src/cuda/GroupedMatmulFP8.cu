@@ -451,9 +451,11 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
                                  scales);
 }
 
-// `settledOffsets` as for groupedMatmulBF16SettledOffsets.
-Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStream_t stream,
-                        FP8Tile tile, bool settledOffsets) {
+namespace {
+// `settledOffsets` as for groupedMatmulBF16SettledOffsets; results in `out`
+// (f32) or `outBF16`, the other null.
+Status runFP8(const FP8MatmulOperands &operands, float *out, uint16_t *outBF16,
+              cudaStream_t stream, FP8Tile tile, bool settledOffsets, FP8Epilogue finish) {
   const auto &[lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets, bias,
                epilogue] = operands;
   if (k % 4 != 0)
@@ -464,7 +466,7 @@ Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStrea
     return Status::error("groupedMatmulFP8: gated N = " + std::to_string(n) + " is odd");
   if (slots <= 0 || experts <= 0)
     return Status::ok();
-  Problem p{{k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, out},
+  Problem p{{k, experts, n, gated ? n / 2 : n, offsets, slots, bias, epilogue, 0, 0, out, outBF16},
             lhs,
             lhsScales,
             weights,
@@ -477,9 +479,11 @@ Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStrea
   case FP8Tile::WgmmaPingpong:
 #ifdef MOEC_HAVE_CUTLASS
     return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales, experts,
-                                           n, offsets, bias, epilogue, out, nullptr, nullptr,
-                                           detail::fp8CutlassTile(tile), stream);
+                                           n, offsets, bias, epilogue, out, outBF16, nullptr,
+                                           nullptr, detail::fp8CutlassTile(tile),
+                                           finish == FP8Epilogue::Fused, stream);
 #else
+    (void)finish;
     return Status::error("groupedMatmulFP8: the wgmma tiles need a runtime built with CUTLASS");
 #endif
   case FP8Tile::Decode8: return launchDecode(p, slots, stream);
@@ -491,10 +495,22 @@ Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStrea
   }
   return Status::ok();
 }
+} // namespace
+
+Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStream_t stream,
+                        FP8Tile tile, bool settledOffsets, FP8Epilogue finish) {
+  return runFP8(operands, out, nullptr, stream, tile, settledOffsets, finish);
+}
+
+Status groupedMatmulFP8(const FP8MatmulOperands &operands, BF16 *out, cudaStream_t stream,
+                        FP8Tile tile, bool settledOffsets, FP8Epilogue finish) {
+  return runFP8(operands, nullptr, reinterpret_cast<uint16_t *>(out), stream, tile,
+                settledOffsets, finish);
+}
 
 Status groupedMatmulFP8Quantized(const FP8MatmulOperands &operands, uint8_t *q, float *scales,
                                  float *planned, int64_t plannedFloats, cudaStream_t stream,
-                                 FP8Tile tile, bool settledOffsets) {
+                                 FP8Tile tile, bool settledOffsets, FP8Epilogue finish) {
   const auto &[lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets, bias,
                epilogue] = operands;
   bool gated = epilogue.enabled && epilogue.layout != GateUpLayout::None;
@@ -507,8 +523,11 @@ Status groupedMatmulFP8Quantized(const FP8MatmulOperands &operands, uint8_t *q, 
 #ifdef MOEC_HAVE_CUTLASS
   if (isWgmmaTile(tile)) // the epilogue pass quantises: no f32 result
     return detail::groupedMatmulFP8Cutlass(lhs, lhsScales, slots, k, weights, weightScales, experts,
-                                           n, offsets, bias, epilogue, nullptr, q, scales,
-                                           detail::fp8CutlassTile(tile), stream);
+                                           n, offsets, bias, epilogue, nullptr, nullptr, q, scales,
+                                           detail::fp8CutlassTile(tile),
+                                           finish == FP8Epilogue::Fused, stream);
+#else
+  (void)finish;
 #endif
   // The mma.sync tiles apply the epilogue in registers: their f32 result, then
   // the quantise kernel (rows up to offsets[E-1]).

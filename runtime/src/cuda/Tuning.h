@@ -167,13 +167,28 @@ struct FP8MatmulOperands {
   const Epilogue &epilogue;
 };
 
+/// How the wgmma FP8 tiles finish their results (GroupedMatmulFP8Cutlass.cu).
+/// Fused, what the public overloads run: CUTLASS's epilogue adds a lone bias
+/// and writes bf16 results itself, and for a quantised result writes h
+/// (interleaved SiLU gate/up) or else the product in bf16 for the pass to
+/// quantise. Pass: an f32 product and the epilogue pass wherever there is
+/// anything to apply. Both stay so that one binary compares them (the GPU
+/// tests hold them to each other, the kernel bench times both).
+enum class FP8Epilogue { Fused, Pass };
+
 /// The FP8 grouped matmuls on a tile of one's choosing (Auto: what the public
-/// overloads run); `settledOffsets`: their SettledOffsets variants.
+/// overloads run); `settledOffsets`: their SettledOffsets variants. Results
+/// in f32 or (the same values rounded to nearest even) bf16.
 Status groupedMatmulFP8(const FP8MatmulOperands &operands, float *out, cudaStream_t stream,
-                        FP8Tile tile, bool settledOffsets = false);
+                        FP8Tile tile, bool settledOffsets = false,
+                        FP8Epilogue finish = FP8Epilogue::Fused);
+Status groupedMatmulFP8(const FP8MatmulOperands &operands, BF16 *out, cudaStream_t stream,
+                        FP8Tile tile, bool settledOffsets = false,
+                        FP8Epilogue finish = FP8Epilogue::Fused);
 Status groupedMatmulFP8Quantized(const FP8MatmulOperands &operands, uint8_t *q, float *scales,
                                  float *scratch, int64_t scratchFloats, cudaStream_t stream,
-                                 FP8Tile tile, bool settledOffsets = false);
+                                 FP8Tile tile, bool settledOffsets = false,
+                                 FP8Epilogue finish = FP8Epilogue::Fused);
 
 } // namespace moec::rt::cuda
 
