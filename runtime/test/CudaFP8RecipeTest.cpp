@@ -10,6 +10,10 @@
 //   - a float64 emulation of the same recipe: relative L2 <= 1e-2;
 //   - the unquantised expert in float64: relative L2 <= 8e-2 and DeepGEMM's
 //     1 - 2·Σxy / (Σx² + Σy²) <= 3.2e-3.
+// Also the opt-in fused finish of the CUTLASS tiles (FP8Epilogue::Fused,
+// Tuning.h), whose bf16 rounding before the intermediate's e4m3 codes flips a
+// few per cent of them: held to 2e-2 against the emulation (it measures
+// 1.1-1.4e-2, which is why the public entry does not run it).
 // The emulation is written here from the recipe (Float8.h's e4m3 rounding),
 // not from moec's CPU kernels. Every CUDA call is checked; outputs are
 // NaN-poisoned first.
@@ -22,6 +26,7 @@
 
 #include "CudaTestUtil.h"
 #include "TestUtil.h"
+#include "Tuning.h"
 
 #include <gtest/gtest.h>
 
@@ -147,10 +152,12 @@ template <typename Body> void parallelRows(int64_t n, Body body) {
     thread.join();
 }
 
-void checkRecipe(const ExpertShape &s, const std::vector<int32_t> &offsets) {
+void checkRecipe(const ExpertShape &s, const std::vector<int32_t> &offsets,
+                 cuda::FP8Epilogue finish) {
   const int64_t H = s.hidden, I = s.intermediate, E = static_cast<int64_t>(offsets.size());
   const int64_t S = offsets.back();
-  SCOPED_TRACE(std::string(s.model) + ", " + std::to_string(S) + " rows");
+  const char *finishName = finish == cuda::FP8Epilogue::Fused ? "fused" : "pass";
+  SCOPED_TRACE(std::string(s.model) + ", " + std::to_string(S) + " rows, " + finishName);
   std::mt19937 rng(static_cast<unsigned>(H + I + S));
   std::normal_distribution<float> normal(0.0f, 1.0f), weight(0.0f, 0.02f);
   std::vector<float> x(S * H), gateUp(E * 2 * I * H), down(E * H * I), gateUpBias, downBias;
@@ -184,10 +191,19 @@ void checkRecipe(const ExpertShape &s, const std::vector<int32_t> &offsets) {
   const int32_t *o = dOffsets.dataAs<int32_t>();
   ASSERT_OK(cuda::quantizeE4M3(dx.dataAs<float>(), S, H, o + E - 1, dxq.dataAs<uint8_t>(),
                                dxs.dataAs<float>(), nullptr));
-  ASSERT_OK(cuda::groupedMatmulFP8Quantized(
+  const cuda::FP8MatmulOperands gateUpOperands{
       dxq.dataAs<uint8_t>(), S, dxs.dataAs<float>(), H, dGu.dataAs<uint8_t>(),
       dGuScales.dataAs<float>(), E, 2 * I, o, s.gptOss ? dGuBias.dataAs<float>() : nullptr,
-      epilogue, dhq.dataAs<uint8_t>(), dhs.dataAs<float>(), nullptr, 0, nullptr));
+      epilogue};
+  if (finish == cuda::FP8Epilogue::Pass) // the public entry, as artifacts call it
+    ASSERT_OK(cuda::groupedMatmulFP8Quantized(
+        dxq.dataAs<uint8_t>(), S, dxs.dataAs<float>(), H, dGu.dataAs<uint8_t>(),
+        dGuScales.dataAs<float>(), E, 2 * I, o, s.gptOss ? dGuBias.dataAs<float>() : nullptr,
+        epilogue, dhq.dataAs<uint8_t>(), dhs.dataAs<float>(), nullptr, 0, nullptr));
+  else
+    ASSERT_OK(cuda::groupedMatmulFP8Quantized(gateUpOperands, dhq.dataAs<uint8_t>(),
+                                              dhs.dataAs<float>(), nullptr, 0, nullptr,
+                                              cuda::FP8Tile::Auto, false, finish));
   ASSERT_OK(cuda::groupedMatmulFP8(dhq.dataAs<uint8_t>(), S, dhs.dataAs<float>(), I,
                                    dDn.dataAs<uint8_t>(), dDnScales.dataAs<float>(), E, H, o,
                                    s.gptOss ? dDnBias.dataAs<float>() : nullptr, cpu::Epilogue{},
@@ -223,10 +239,10 @@ void checkRecipe(const ExpertShape &s, const std::vector<int32_t> &offsets) {
   }
   const double relEmulated = std::sqrt(errEmulated / normEmulated);
   const double relExact = std::sqrt(errExact / syy), diff = 1.0 - 2.0 * sxy / (sxx + syy);
-  std::printf("  %s, %lld rows: relative L2 %.2e against the emulated recipe, %.2e against "
+  std::printf("  %s, %lld rows, %s: relative L2 %.2e against the emulated recipe, %.2e against "
               "float64; DeepGEMM's difference %.2e\n",
-              s.model, static_cast<long long>(S), relEmulated, relExact, diff);
-  EXPECT_LE(relEmulated, 1e-2);
+              s.model, static_cast<long long>(S), finishName, relEmulated, relExact, diff);
+  EXPECT_LE(relEmulated, finish == cuda::FP8Epilogue::Pass ? 1e-2 : 2e-2);
   EXPECT_LE(relExact, 8e-2);
   EXPECT_LE(diff, 3.2e-3);
 }
@@ -237,12 +253,17 @@ const ExpertShape kShapes[] = {{"Qwen3-30B-A3B", 2048, 768, false},
                                {"DeepSeek-V3", 7168, 2048, false}};
 
 /// Two experts: 3 and 2 rows (Auto's decode tiles), then 40 and 136 rows
-/// (CUTLASS's wgmma tiles, a partial 128-row tile).
+/// (CUTLASS's wgmma tiles, a partial 128-row tile; 16 and 32 rows for
+/// Mixtral's and DeepSeek-V3's large experts, whose float64 reference is
+/// slow). The public entry (Pass on the CUTLASS tiles), then the fused finish.
 TEST(CudaFP8Recipe, BenchmarkShapesWithinIssue34sBounds) {
   for (const ExpertShape &shape : kShapes)
     for (const std::vector<int32_t> &offsets :
-         {std::vector<int32_t>{3, 5}, std::vector<int32_t>{40, 176}})
-      ASSERT_NO_FATAL_FAILURE(checkRecipe(shape, offsets));
+         {std::vector<int32_t>{3, 5}, shape.hidden * shape.intermediate > 16 << 20
+                                            ? std::vector<int32_t>{16, 48}
+                                            : std::vector<int32_t>{40, 176}})
+      for (cuda::FP8Epilogue finish : {cuda::FP8Epilogue::Pass, cuda::FP8Epilogue::Fused})
+        ASSERT_NO_FATAL_FAILURE(checkRecipe(shape, offsets, finish));
 }
 
 } // namespace

@@ -198,13 +198,11 @@ Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const f
 
 /// groupedMatmulFP8 followed by quantizeE4M3 of its result: q [slots, N'] e4m3
 /// codes, scales [slots, ceil(N'/128)], rows at or past offsets[E-1]
-/// untouched. On the CUTLASS tiles the f32 result (N' columns of every row,
-/// written then read back) never exists: the GEMM's epilogue writes bf16 -- h
-/// itself for interleaved SiLU gate/up, so the codes are those of the result
-/// rounded to bf16, bit for bit; else the product, to which the pass applies
-/// bias and activation -- and a pass quantises that. Elsewhere the codes and
-/// scales are those of the f32 result, bit for bit. The mma.sync tiles'
-/// f32 result goes to `scratch` when it holds slots·N' floats (`scratchFloats`;
+/// untouched. The codes and scales are those of the f32 result, bit for bit
+/// (on the CUTLASS tiles an f32 product that a pass finishes and quantises: a
+/// bf16 product, half the bytes, would flip a few per cent of the codes and
+/// take a block past issue 34's bound against the emulated recipe). The
+/// mma.sync tiles' f32 result goes to `scratch` when it holds slots·N' floats (`scratchFloats`;
 /// the generated code plans decode's in its workspace), else to stream-ordered
 /// scratch, whose allocation and free in a captured graph keep the kernels on
 /// either side from launching under their predecessors (as in-graph kernel
