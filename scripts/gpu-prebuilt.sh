@@ -315,7 +315,7 @@ run)
   unpack_models && check_models
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
   echo "== runtime gpu unit tests"
-  timeout 120 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
+  timeout 400 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
   echo "gpu unit tests rc=${PIPESTATUS[0]}"
   if [[ ${MEMCHECK:-1} == 0 ]]; then # a short call: the checks above and the unit tests only
     echo "memcheck and bench left out (MEMCHECK=0)"
