@@ -411,6 +411,12 @@ def outlier_rows(x, y, ref, router, k, cfg=None):
                 outlier_max_topk_gap=gaps.max().item())
 
 
+def errors(y, ref):
+    """y against ref in float64: (relative L2, DeepGEMM's 1 - 2·Σxy / (Σx² + Σy²))."""
+    y, r = y.double().ravel(), ref.double().ravel()
+    return ((y - r).norm() / r.norm()).item(), (1 - 2 * (y @ r) / (y @ y + r @ r)).item()
+
+
 def run_model(name, args, rows):
     E, H, I, K = SPECS[name][:4]
     shared, bias = SPECS[name][8:10]
@@ -435,11 +441,9 @@ def run_model(name, args, rows):
     if args.mxfp4_artifacts:  # MXFP4 experts: the same weights, cast as the compiler would
         artx = os.path.join(args.mxfp4_artifacts, name)
         with torch.no_grad():
-            tensors = mxfp4_expert_weights(artx, moe_weights(name, m, cfg))
+            # the codes and scales stay (on the GPU) for the emulated reference below
+            tensors, mxfp4_weights = mxfp4_expert_weights(artx, moe_weights(name, m, cfg))
             write_weights(artx, tensors)
-            # the codes and scales, kept (on the GPU) for the emulated reference below
-            mxfp4_weights = {key[:-len(".e2m1")]: (tensors[key], tensors[key[:-len(".e2m1")] + ".e8m0_scales"])
-                             for key in tensors if key.endswith(".e2m1")}
             del tensors
         torch.cuda.empty_cache()
         moecx = Moec(args.lib, artx)
@@ -522,19 +526,15 @@ def run_model(name, args, rows):
             yh8 = buffer(torch.empty(T, H, dtype=torch.float32))
             moec8.bind(xh, yh8)
             moec8.run()
-            y8 = yh8.to(DEV).double().ravel()
-            r64 = ref.double().ravel()
-            fp8 = dict(moec_fp8_rel_err=((y8 - r64).norm() / r64.norm()).item(),
-                       moec_fp8_diff=(1 - 2 * (y8 @ r64) / (y8 @ y8 + r64 @ r64)).item())
+            y8 = yh8.to(DEV)
+            fp8 = dict(zip(("moec_fp8_rel_err", "moec_fp8_diff"), errors(y8, ref)))
         if moecx:
             yhx = buffer(torch.empty(T, H, dtype=torch.float32))
             moecx.bind(xh, yhx)
             moecx.run()
-            yx = yhx.to(DEV).double().ravel()
-            r64, e64 = ref.double().ravel(), refs_mx[T].double().ravel()
-            mx = dict(moec_mxfp4_rel_err=((yx - r64).norm() / r64.norm()).item(),
-                      moec_mxfp4_diff=(1 - 2 * (yx @ r64) / (yx @ yx + r64 @ r64)).item(),
-                      moec_mxfp4_emul_err=((yx - e64).norm() / e64.norm()).item())
+            yx = yhx.to(DEV)
+            mx = dict(zip(("moec_mxfp4_rel_err", "moec_mxfp4_diff"), errors(yx, ref)))
+            mx["moec_mxfp4_emul_err"] = errors(yx, refs_mx[T])[0]
             mx["check_mxfp4"] = "ok" if mx["moec_mxfp4_emul_err"] <= args.mxfp4_rtol else "FAIL"
         y = yh.to(DEV)
         err = ((y - ref).norm() / ref.norm()).item()

@@ -216,18 +216,19 @@ def mxfp4_expert_weights(artifact, tensors):
     """`tensors` (by name) with the MXFP4 experts of an artifact compiled with
     --expert-weights=mxfp4 put in: moe-quantize-experts-mxfp4 names the cast of
     weight NAME NAME.e2m1 and its scales NAME.e8m0_scales; NAME itself is then no
-    longer in the artifact."""
+    longer in the artifact. Also {NAME: (codes, scales)} of each cast weight."""
     _, layout = read_layout(artifact)
-    out = dict(tensors)
+    out, cast = dict(tensors), {}
     for name, dtype, _, _, _ in layout:
         if dtype != "f4e2m1":
             continue
         if not name.endswith(".e2m1") or name[:-len(".e2m1")] not in tensors:
             raise ValueError(f"{artifact}: e2m1 weight {name} is not NAME.e2m1 of a given NAME")
         source = name[:-len(".e2m1")]
-        out[name], out[source + ".e8m0_scales"] = quantize_mxfp4(tensors[source])
+        cast[source] = quantize_mxfp4(tensors[source])
+        out[name], out[source + ".e8m0_scales"] = cast[source]
         del out[source]
-    return out
+    return out, cast
 
 
 def write_weights(artifact, tensors):

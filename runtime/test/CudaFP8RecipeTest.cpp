@@ -53,6 +53,10 @@ struct ExpertShape {
   bool gptOss; // interleaved gate/up, clamped SwiGLU (alpha 1.702, up + 1, limit 7), biases
 };
 
+/// The recipe's scale of a block whose largest magnitude is `amax`: amax / 448
+/// in f32, 1 for an all-zero block.
+float blockScale(float amax) { return amax > 0 ? amax / static_cast<float>(kE4M3Max) : 1.0f; }
+
 /// A [rows, cols] matrix of e4m3 codes with one f32 scale per 128 x 128 block
 /// (amax / 448, 1 for an all-zero block), and the values they stand for.
 struct BlockQuantized {
@@ -73,7 +77,7 @@ BlockQuantized quantizeBlocks(const std::vector<float> &w, int64_t matrices, int
         for (int64_t r = bi * kBlock; r < r1; ++r)
           for (int64_t c = bj * kBlock; c < c1; ++c)
             amax = std::max(amax, std::fabs(w[(m * rows + r) * cols + c]));
-        const float scale = amax > 0 ? amax / static_cast<float>(kE4M3Max) : 1.0f;
+        const float scale = blockScale(amax);
         q.scales[(m * rb + bi) * cb + bj] = scale;
         for (int64_t r = bi * kBlock; r < r1; ++r)
           for (int64_t c = bj * kBlock; c < c1; ++c) {
@@ -94,7 +98,7 @@ std::vector<double> quantizedRow(const std::vector<double> &x) {
     double amax = 0;
     for (size_t c = c0; c < c1; ++c)
       amax = std::max(amax, std::fabs(x[c]));
-    const double scale = amax > 0 ? double(float(float(amax) / float(kE4M3Max))) : 1.0;
+    const double scale = blockScale(static_cast<float>(amax));
     for (size_t c = c0; c < c1; ++c)
       out[c] = double(decodeE4M3(encodeE4M3(x[c] / scale))) * scale;
   }

@@ -81,23 +81,6 @@ __device__ inline void copyAsync4Partial(void *shared, const void *global, int b
                "r"(bytes));
 }
 
-__device__ inline unsigned mulBF16x2(unsigned a, unsigned b) {
-  unsigned d;
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-/// bf16x2 of 2^(s - 1) for a scale byte s <= 128: the 2^126 that undoes the
-/// codes' placement (MXFP4Layout.cuh) times 2^(s - 127). One multiply-add:
-/// the exponent field s + 126 in both halves.
-__device__ inline unsigned scaleMultiplier(unsigned s) { return s * 0x00800080u + 0x3F003F00u; }
-/// For s > 128 (no bf16 holds 2^(s - 1)): 2^127 first, then `second` =
-/// 2^(s - 128), or NaN for 0xFF.
-__device__ inline unsigned largeScaleSecond(unsigned s) {
-  unsigned second = s == mxfp4::kScaleNaN ? 0x7FC0u : s > 128u ? (s - 1u) << 7 : 0x3F80u;
-  return second | (second << 16);
-}
-
 /// The staged rows' 16-byte chunk `q` of row `token`, XOR-swizzled so that the
 /// B-fragment reads (8 lanes: two rows, four threads 64 columns apart) hit 8
 /// distinct 16-byte bank groups: bf16 rows (32 chunks each) flip q's low bits

@@ -50,38 +50,20 @@ constexpr int kThreads = 256;
 constexpr int kWordsPerThread = 8; // 32-bit words of 8 codes; loads in flight
 constexpr int kWordsPerBlock = kThreads * kWordsPerThread;
 
-/// A scale byte's multipliers as bf16x2: `first` = 2^(min(s, 128) - 1) (the
-/// 2^126 that undoes the GPU layout's placement of the codes, times
-/// 2^(s - 127)); `second`, for s > 128 only (no bf16 holds 2^128), 2^(s - 128),
-/// or NaN for 0xFF.
-struct ScaleBF16x2 {
-  unsigned first, second;
-  bool large;
-};
-__device__ inline ScaleBF16x2 scaleBF16x2(unsigned s) {
-  unsigned e = min(s, 128u) + 126u; // the exponent field of 2^(min(s, 128) - 1)
-  unsigned second = s == mxfp4::kScaleNaN ? 0x7FC0u : (s - 1u) << 7;
-  return {(e << 7) | (e << 23), second | (second << 16), s > 128u};
-}
-
-__device__ inline unsigned mulBF16x2(unsigned a, unsigned b) {
-  __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162 *>(&a),
-                             *reinterpret_cast<const __nv_bfloat162 *>(&b));
-  return *reinterpret_cast<unsigned *>(&v);
-}
-
 /// The 8 codes of `word` (a code word in the GPU's layout, MXFP4Layout.cuh) in
-/// bf16, in column order, times the scale: decodeMXFP4Word gives each pair of
-/// columns as code · 2^-126, and one or two bf16x2 multiplies by powers of two
-/// scale them, exact up to overflow (±inf from 2^128 on).
-__device__ inline uint4 codesBF16(unsigned word, const ScaleBF16x2 &scale) {
+/// bf16, in column order, times scale byte `s`, as the register tiles decode
+/// them: decodeMXFP4Word gives each pair of columns as code · 2^-126, and one
+/// or two bf16x2 multiplies by powers of two scale them, exact up to overflow
+/// (±inf from 2^128 on).
+__device__ inline uint4 codesBF16(unsigned word, unsigned s) {
   uint32_t pair[4];
   decodeMXFP4Word(word, pair);
+  const unsigned first = scaleMultiplier(min(s, 128u));
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    pair[i] = mulBF16x2(pair[i], scale.first);
-    if (scale.large)
-      pair[i] = mulBF16x2(pair[i], scale.second);
+    pair[i] = mulBF16x2(pair[i], first);
+    if (s > 128u)
+      pair[i] = mulBF16x2(pair[i], largeScaleSecond(s));
   }
   return make_uint4(pair[0], pair[1], pair[2], pair[3]);
 }
@@ -124,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kWordsPerThread; ++j) {
     unsigned w = firstWord + j * kThreads;
     if (w < words)
-      expertOut[w] = codesBF16(code[j], scaleBF16x2(scale[j]));
+      expertOut[w] = codesBF16(code[j], scale[j]);
   }
 }
 #endif

@@ -33,6 +33,8 @@
 #ifndef MOEC_RUNTIME_SRC_CUDA_MXFP4LAYOUT_CUH
 #define MOEC_RUNTIME_SRC_CUDA_MXFP4LAYOUT_CUH
 
+#include "moec/runtime/MXFP4.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -52,6 +54,27 @@ __host__ __device__ constexpr void decodeMXFP4Word(uint32_t w, uint32_t (&pair)[
   pair[2] = ((w << 12) | (w >> 20)) & kMXFP4PairBits;
   pair[3] = ((w << 2) ^ (w >> 6)) & kMXFP4PairBits;
 }
+
+#ifdef __CUDACC__
+/// a · b for bf16x2 operands, rounded to nearest (exact for the powers of two
+/// that scale the decoded pairs, subnormals included).
+__device__ inline unsigned mulBF16x2(unsigned a, unsigned b) {
+  unsigned d;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+/// bf16x2 of 2^(s - 1) for a scale byte s <= 128: the 2^126 that undoes the
+/// codes' placement (decodeMXFP4Word) times 2^(s - 127). One multiply-add:
+/// the exponent field s + 126 in both halves.
+__device__ inline unsigned scaleMultiplier(unsigned s) { return s * 0x00800080u + 0x3F003F00u; }
+/// For s > 128 (no bf16 holds 2^(s - 1)): 2^127 first (scaleMultiplier(128)),
+/// then `second` = 2^(s - 128), or NaN for 0xFF.
+__device__ inline unsigned largeScaleSecond(unsigned s) {
+  unsigned second = s == mxfp4::kScaleNaN ? 0x7FC0u : s > 128u ? (s - 1u) << 7 : 0x3F80u;
+  return second | (second << 16);
+}
+#endif
 
 /// The codes of 4 pairs (bits kMXFP4PairBits of each) as a stored word: pair
 /// p's low half is nibble 2p, its high half nibble 2p + 1 (the sign of each
