@@ -174,11 +174,11 @@ struct FP8MatmulOperands {
 /// pass to quantise. Pass: an f32 product and the epilogue pass wherever
 /// there is anything to apply (what the public groupedMatmulFP8Quantized
 /// runs: the bf16 rounding before the e4m3 codes flips a few per cent of
-/// them, which takes a whole block at the benchmark shapes 1.1-1.4e-2 from a
-/// float64 emulation of the recipe, past issue 34's 1e-2, where the f32
-/// product stays at 3.3e-3: CudaFP8RecipeTest). Both stay so that one binary
-/// compares them (the GPU tests hold them to each other, the kernel bench
-/// times both).
+/// them, which takes a whole block at the benchmark shapes past issue 34's
+/// 1e-2 from a float64 emulation of the recipe, where the f32 product stays
+/// well within it: CudaFP8RecipeTest, docs/performance.md). Both stay so
+/// that one binary compares them (the GPU tests hold them to each other, the
+/// kernel bench times both).
 enum class FP8Epilogue { Fused, Pass };
 
 /// The FP8 grouped matmuls on a tile of one's choosing (Auto: what the public
