@@ -9,7 +9,8 @@
 # moec_* only). EXPERT_WEIGHTS=bf16 compiles with --expert-weights=bf16 into
 # .device/bench/art-bf16 instead; with EXPERT_OUTPUTS=bf16 too (--expert-outputs=bf16)
 # into .device/bench/art-bf16out; FP8=1 with --fp8 into .device/bench/art-fp8; MXFP4=1 with
-# --expert-weights=mxfp4 into .device/bench/art-mxfp4. .device/ is ignored (.git/info/exclude) and carried to the GPU.
+# --expert-weights=mxfp4 (with EXPERT_OUTPUTS=bf16, --expert-outputs=bf16 too) into
+# .device/bench/art-mxfp4. .device/ is ignored (.git/info/exclude) and carried to the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-qwen3moe-30b-a3b,mixtral-8x7b}
@@ -30,7 +31,7 @@ if [[ ${FP8:-0} == 1 ]]; then # FP8 experts (the shared expert bf16): .device/be
   expert_weights=bf16
   art=$out/art-fp8
 fi
-if [[ ${MXFP4:-0} == 1 ]]; then # MXFP4 experts (the rest f32): .device/bench/art-mxfp4
+if [[ ${MXFP4:-0} == 1 ]]; then # MXFP4 experts (the rest bf16 but the router): .device/bench/art-mxfp4
   expert_weights=mxfp4
   art=$out/art-mxfp4
 fi

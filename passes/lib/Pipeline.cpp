@@ -118,7 +118,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::init("f32")};
   Option<std::string> expertOutputs{
       *this, "expert-outputs",
-      llvm::cl::desc("f32 (default) or bf16 (with expert-weights=bf16): the experts' results "
+      llvm::cl::desc("f32 (default) or bf16 (with expert-weights=bf16|mxfp4): the experts' results "
                      "for the combine rounded to bf16"),
       llvm::cl::init("f32")};
   Option<std::string> target{*this, "target",
@@ -156,8 +156,11 @@ void moec::registerPipeline() {
         // policy steps apply only from the grouped phase on.
         bool grouped = stop == Phase::Grouped || stop == Phase::FP8;
         PipelineOptions options{stop, cl.epSize, cl.epRank, cl.fp8};
-        options.bf16ExpertWeights = grouped && cl.expertWeights == "bf16";
         options.mxfp4Experts = stop == Phase::Grouped && cl.expertWeights == "mxfp4";
+        // CUDA's MXFP4 experts keep the rest as the bf16 build stores it.
+        options.bf16ExpertWeights =
+            grouped && (cl.expertWeights == "bf16" ||
+                        (options.mxfp4Experts && cl.target == "cuda"));
         options.bf16ExpertOutputs = options.bf16ExpertWeights && cl.expertOutputs == "bf16";
         options.planStreams = grouped && cl.target == "cuda";
         options.bf16Models = grouped && cl.target == "cuda" && cl.precision == "bf16";

@@ -57,8 +57,9 @@
 
 // --expert-outputs=bf16: bf16 expert weights on the CUDA target, not FP8 experts.
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
-// OUT-WEIGHTS: moec: --expert-outputs=bf16 needs --target=cuda --expert-weights=bf16 (the bf16-weight kernels round their results)
+// OUT-WEIGHTS: moec: --expert-outputs=bf16 needs --target=cuda --expert-weights=bf16|mxfp4 (the bf16-weight and MXFP4 kernels round their results)
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
+// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --expert-weights=mxfp4 --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --fp8 --expert-weights=bf16 --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-FP8
 // OUT-FP8: moec: --expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay f32)
 // RUN: not moec compile %fixtures/mixtral/model.onnx --expert-outputs=bf16 2>&1 | FileCheck %s --check-prefix=OUT-NOTARGET

@@ -4,8 +4,12 @@
 // beside their f8e8m0 scale bytes: emit-cpp-mxfp4.mlir) and multiplied by
 // groupedMatmulMXFP4 (runtime/src/cuda/GroupedMatmulMXFP4.cu: dequantised in
 // registers to bf16, bf16 tensor cores), which takes the bf16 kernel's
-// arguments with the scales after the codes. The rows stay f32 (the kernel
-// rounds them to bf16 as it multiplies); the gate/up rows keep their layout
+// arguments with the scales after the codes. The rest of the block is stored
+// as --expert-weights=bf16 stores it (moe-cast-experts-bf16): the permuted
+// rows and the gate/up results in bf16 (the kernel rounds its rows to bf16
+// as it multiplies, so no bit changes), a shared expert's weights in bf16,
+// the router's in f32; with --expert-outputs=bf16 the down results are bf16
+// too. The gate/up rows keep their layout
 // (no interleaveGateUp: the kernel's tiles read either), but each weight's
 // codes are re-laid out once on the device when the model is created
 // (relayoutMXFP4: the order the kernel decodes fastest, MXFP4Layout.cuh);
@@ -29,18 +33,38 @@
 // CODE-NEXT: MOEC_CUDA_TRY(cudaStreamSynchronize(state.model.stream()));
 // CODE-NOT: interleaveGateUp
 // CODE-LABEL: Status run(
-// CODE: float *v7 = reinterpret_cast<float *>(workspace + 6144);
+// CODE: BF16 *v7 = reinterpret_cast<BF16 *>(workspace + 6144);
 // CODE-NEXT: const uint8_t *w1 = reinterpret_cast<const uint8_t *>(weights + 2304); // experts_e2m1
 // CODE-NEXT: const uint8_t *w2 = reinterpret_cast<const uint8_t *>(weights + 22784); // experts_e8m0_scales
-// CODE-NEXT: float *v8 = reinterpret_cast<float *>(workspace + 14336);
+// CODE-NEXT: BF16 *v8 = reinterpret_cast<BF16 *>(workspace + 10240);
 // CODE-NEXT: const uint8_t *w3 = reinterpret_cast<const uint8_t *>(weights + 24064); // experts_e2m1_1
 // CODE-NEXT: const uint8_t *w4 = reinterpret_cast<const uint8_t *>(weights + 40448); // experts_e8m0_scales_1
+// CODE-NEXT: float *v9 = reinterpret_cast<float *>(workspace + 12800);
 // CODE: MOEC_RETURN_IF_ERROR(permute(in0, 64, v3, v5, v6, 2 * T, 2, v7, stream));
 // CODE: MOEC_RETURN_IF_ERROR(groupedMatmulMXFP4SettledOffsets(v7, 2 * T, 64, w1, w2, 8, 80, v4, nullptr, Epilogue{true, ActivationKind::SiLU, GateUpLayout::Concatenated,
 // CODE-SAME: v8, stream));
 // CODE: MOEC_RETURN_IF_ERROR(groupedMatmulMXFP4SettledOffsets(v8, 2 * T, 40, w3, w4, 8, 64, v4, nullptr, Epilogue{}, v9, stream));
 // CODE-NOT: groupedMatmul(
 // CODE-NOT: groupedMatmulBF16
+
+// --expert-outputs=bf16: the down results for the combine in bf16.
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=mxfp4 --expert-outputs=bf16 --emit=mlir -o %t/mixtral-out.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral-out.mlir -o %t/mixtral-out.cu
+// RUN: FileCheck %s --check-prefix=OUTPUTS < %t/mixtral-out.cu
+// OUTPUTS: BF16 *v9 = reinterpret_cast<BF16 *>(workspace + 12800);
+// OUTPUTS: groupedMatmulMXFP4SettledOffsets(v8, 2 * T, 40, w3, w4, 8, 64, v4, nullptr, Epilogue{}, v9, stream));
+
+// DeepSeek-V3: the shared expert in bf16 (linearBF16), the router in f32.
+// RUN: moec compile %fixtures/deepseek_v3/model.onnx --target=cuda --expert-weights=mxfp4 --emit=mlir -o %t/deepseek_v3.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/deepseek_v3.mlir -o %t/deepseek_v3.cu
+// RUN: FileCheck %s --check-prefix=SHARED < %t/deepseek_v3.cu
+// SHARED: const uint16_t *w0 = reinterpret_cast<const uint16_t *>(weights + 256); // shared_gate_up_weight (bf16)
+// SHARED: const uint16_t *w1 = reinterpret_cast<const uint16_t *>(weights + 6400); // shared_down_weight (bf16)
+// SHARED: const float *w2 = reinterpret_cast<const float *>(weights + 9472); // gate.weight
+// SHARED: linearBF16(in0, T, 64, w0, 48,
+// SHARED: linearBF16(v0, T, 24, w1, 64,
+// SHARED: linear(in0, T, 64, w2, 16,
+// SHARED: groupedMatmulMXFP4SettledOffsets(
 
 // gpt-oss: biases and the clamped SwiGLU on interleaved gate/up rows, as given.
 // RUN: moec compile %fixtures/gpt_oss/model.onnx --target=cuda --expert-weights=mxfp4 --emit=mlir -o %t/gpt_oss.mlir

@@ -7,6 +7,8 @@
 // RUN: moec-opt %s --moec-pipeline="compile-to=moe expert-weights=bf16 target=cuda" | FileCheck %s --check-prefix=MOE
 // RUN: moec-opt %s --moec-pipeline="compile-to=grouped ep-size=2 expert-weights=bf16 target=cuda" | FileCheck %s --check-prefix=EP
 // RUN: moec-opt %s --moec-pipeline="compile-to=grouped ep-size=1 expert-weights=bf16 target=cuda" | FileCheck %s --check-prefix=EP1
+// RUN: moec-opt %s --moec-pipeline="compile-to=grouped expert-weights=mxfp4 target=cuda legalize=true" | FileCheck %s --check-prefix=MXFP4
+// RUN: moec-opt %s --moec-pipeline="compile-to=grouped expert-weights=mxfp4" | FileCheck %s --check-prefix=MXFP4-NOTARGET
 
 // DEFAULT-LABEL: func.func @block
 // DEFAULT-NOT: bf16
@@ -60,6 +62,21 @@
 // EP1: moe.ep_shard %{{.*}} {ep_size = 1 : i64} : tensor<16x32x16xbf16> -> tensor<16x32x16xbf16>
 // EP1: moe.combine {{.*}} {ep_size = 1 : i64}
 // EP1: moe.all_reduce %{{.*}} {ep_size = 1 : i64}
+
+// MXFP4 experts on CUDA: the rest of the block as expert-weights=bf16 stores
+// it (the rows into the W4A16 kernel and the shared expert bf16, the router
+// f32); without a target nothing but the experts is cast.
+// MXFP4-LABEL: func.func @block
+// MXFP4: moe.linear {{.*}} : tensor<?x32xf32>, tensor<16x32xf32> -> tensor<?x16xf32>
+// MXFP4: moe.permute {{.*}} -> tensor<?x32xbf16>
+// MXFP4: moe.grouped_matmul {{.*}} : tensor<?x32xbf16>, tensor<16x32x32xf4E2M1FN>, tensor<16xi32> -> tensor<?x16xbf16>
+// MXFP4: moe.grouped_matmul {{.*}} : tensor<?x16xbf16>, tensor<16x32x16xf4E2M1FN>, tensor<16xi32> -> tensor<?x32xf32>
+// MXFP4: moe.linear {{.*}}moe.stream = 1 : i64{{.*}} : tensor<?x32xf32>, tensor<64x32xbf16> -> tensor<?x32xbf16>
+// MXFP4: moe.linear {{.*}}moe.stream = 1 : i64{{.*}} : tensor<?x32xbf16>, tensor<32x32xbf16> -> tensor<?x32xf32>
+// MXFP4-NOTARGET-LABEL: func.func @block
+// MXFP4-NOTARGET-NOT: bf16
+// MXFP4-NOTARGET: tensor<16x32x32xf4E2M1FN>
+// MXFP4-NOTARGET-NOT: bf16
 
 // MOE-LABEL: func.func @block
 // MOE-NOT: bf16

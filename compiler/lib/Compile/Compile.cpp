@@ -82,9 +82,10 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
     return fail("--expert-weights=bf16 needs --target=cuda (the CPU target keeps f32)");
   if (expertOutputs != "f32" && expertOutputs != "bf16")
     return fail("unknown --expert-outputs='" + expertOutputs + "' (f32, bf16)");
-  if (expertOutputs == "bf16" && (target != "cuda" || expertWeights != "bf16"))
-    return fail("--expert-outputs=bf16 needs --target=cuda --expert-weights=bf16 (the "
-                "bf16-weight kernels round their results)");
+  if (expertOutputs == "bf16" &&
+      (target != "cuda" || (expertWeights != "bf16" && expertWeights != "mxfp4")))
+    return fail("--expert-outputs=bf16 needs --target=cuda --expert-weights=bf16|mxfp4 (the "
+                "bf16-weight and MXFP4 kernels round their results)");
   if (expertOutputs == "bf16" && options.fp8)
     return fail("--expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay "
                 "f32)");
@@ -192,7 +193,12 @@ moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
   if (!options.target.empty()) {
     // The target's policy, as IR its printer reads (docs/pipeline.md, "Codegen
     // policy").
-    pipeline.bf16ExpertWeights = options.expertWeights == "bf16";
+    // MXFP4 experts on CUDA keep the rest as the bf16 build stores it (shared
+    // experts' weights, the rows into the W4A16 kernel), as gpt-oss's
+    // checkpoints ship it; the CPU target keeps f32.
+    pipeline.bf16ExpertWeights =
+        options.expertWeights == "bf16" ||
+        (options.expertWeights == "mxfp4" && options.target == "cuda");
     pipeline.bf16ExpertOutputs = options.expertOutputs == "bf16";
     pipeline.legalizeForCodegen = true;
     pipeline.planStreams = options.target == "cuda";

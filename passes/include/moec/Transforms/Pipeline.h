@@ -46,7 +46,8 @@ struct PipelineOptions {
   bool mxfp4Experts = false;
   /// The codegen policy steps below run after the grouped (or fp8) phase
   /// only, and only when asked for; none of them is on by default.
-  /// moe-cast-experts-bf16: the CUDA target's --expert-weights=bf16 ...
+  /// moe-cast-experts-bf16: the CUDA target's --expert-weights=bf16 (and
+  /// =mxfp4: the rest of the block) ...
   bool bf16ExpertWeights = false;
   /// ... with --expert-outputs=bf16 (needs bf16ExpertWeights).
   bool bf16ExpertOutputs = false;
