@@ -9,8 +9,8 @@
 # moec_* only). EXPERT_WEIGHTS=bf16 compiles with --expert-weights=bf16 into
 # .device/bench/art-bf16 instead; with EXPERT_OUTPUTS=bf16 too (--expert-outputs=bf16)
 # into .device/bench/art-bf16out; FP8=1 with --fp8 into .device/bench/art-fp8; MXFP4=1 with
-# --expert-weights=mxfp4 (with EXPERT_OUTPUTS=bf16, --expert-outputs=bf16 too) into
-# .device/bench/art-mxfp4. .device/ is ignored (.git/info/exclude) and carried to the GPU.
+# --expert-weights=mxfp4 into .device/bench/art-mxfp4 (for both, EXPERT_OUTPUTS=bf16 adds
+# --expert-outputs=bf16). .device/ is ignored (.git/info/exclude) and carried to the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${1:-qwen3moe-30b-a3b,mixtral-8x7b}

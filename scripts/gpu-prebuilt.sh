@@ -166,7 +166,8 @@ prepare)
   build=${BUILD_DIR:-build}
   sets=" ${2:-f32 loops sentinels fp8 mxfp4 exe} "
   want() { [[ $sets == *" $1 "* ]]; }
-  rm -rf .device/art .device/bin .device/sentinels-* .device/fp8-* .device/mxfp4-* .device/many-tokens-*
+  rm -rf .device/art .device/bin .device/sentinels-* .device/fp8-* .device/fp8out-* .device/mxfp4-* \
+    .device/many-tokens-*
   mkdir -p .device/bin .device/art
   exclude=$(git rev-parse --git-path info/exclude) # (a worktree's .git is a file)
   mkdir -p "$(dirname "$exclude")"
@@ -208,6 +209,13 @@ prepare)
       "${case[@]:1}" --target cuda --work .device/fp8-$f --phase prepare >/dev/null
     # Only what the run phase reads travels (64 MiB in all): not the IR, not model.cu.
     rm -f .device/fp8-$f/fp8.mlir .device/fp8-$f/case/model.mlir .device/fp8-$f/artifact/model.cu
+  done
+  # ... and with --expert-outputs=bf16 (the rest bf16): bf16 down results for the combine.
+  for f in $fixtures; do
+    want fp8 || break
+    .venv/bin/python test/Codegen/check-fp8-artifact.py "$build/bin" $fx/$f 3.2e-3 8e-2 \
+      --bf16-outputs --target cuda --work .device/fp8out-$f --phase prepare >/dev/null
+    rm -f .device/fp8out-$f/fp8.mlir .device/fp8out-$f/artifact/model.cu
   done
   # MXFP4 experts on the GPU (test/Codegen/check-mxfp4-artifact.py): the same split;
   # the partial-blocks case is also checked against its float64 emulation.
@@ -281,6 +289,15 @@ run)
     if [[ $f == partial-blocks || $f == prequantized ]]; then case=(.device/fp8-$f/case --$f); else case=($fx/$f); fi
     timeout 60 python3 test/Codegen/check-fp8-artifact.py $B "${case[0]}" 3.2e-3 8e-2 "${case[@]:1}" \
       --target cuda --work .device/fp8-$f --phase run
+    rc=$?
+    echo "rc=$rc"
+    tally $rc
+  done
+  for f in $fixtures; do
+    if [[ ! -d .device/fp8out-$f ]]; then skip=$((skip + 1)); continue; fi
+    echo "== fp8 $f, bf16 outputs"
+    timeout 60 python3 test/Codegen/check-fp8-artifact.py $B $fx/$f 3.2e-3 8e-2 \
+      --target cuda --work .device/fp8out-$f --phase run
     rc=$?
     echo "rc=$rc"
     tally $rc

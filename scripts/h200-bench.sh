@@ -64,7 +64,7 @@ prepare)
   build=${BUILD_DIR:-build}
   EXPERT_WEIGHTS=bf16 bench/prepare.sh $models 8192
   EXPERT_WEIGHTS=bf16 EXPERT_OUTPUTS=bf16 bench/prepare.sh $models 8192
-  FP8=1 bench/prepare.sh $models 8192
+  FP8=1 EXPERT_OUTPUTS=bf16 bench/prepare.sh $models 8192
   MXFP4=1 EXPERT_OUTPUTS=bf16 bench/prepare.sh $models 8192
   mkdir -p .device/bin
   cp "$build/runtime/test/moec-runtime-gpu-tests" "$build/bench/moec-bench-upload" \

@@ -20,9 +20,9 @@
 //     rounded changes no bit of any result and halves their bytes; the MXFP4
 //     grouped matmul (W4A16) rounds its rows so too, and counts as one here
 //     (its weights stay MXFP4);
-//   * outputs=bf16: a bf16-weight grouped matmul's result that only moe.combine
-//     reads, as its rows, becomes bf16 (a precision choice: the combine sums
-//     the rounded rows in f32).
+//   * outputs=bf16: a bf16-weight, MXFP4 or FP8 (quantised rows) grouped
+//     matmul's result that only moe.combine reads, as its rows, becomes bf16
+//     (a precision choice: the combine sums the rounded rows in f32).
 //
 // Constants used elsewhere too get a bf16 copy (the f32 one stays for its other
 // readers, as codegen stores both); splats stay splats, dense_resource blobs
@@ -111,18 +111,21 @@ bool storedAsBF16(Value value, bool bf16Outputs) {
   Operation *def = value.getDefiningOp();
   auto producerMatmul = dyn_cast_or_null<GroupedMatmulOp>(def);
   auto producerLinear = dyn_cast_or_null<LinearOp>(def);
-  if (!isa_and_nonnull<PermuteOp>(def) && !(producerMatmul && roundsRowsToBF16(producerMatmul)) &&
-      !(producerLinear && linearTakesBF16(producerLinear)))
-    return false;
   // outputs=bf16: the experts' results rounded to bf16 for the combine, a
   // precision choice (docs/design.md, "bf16 expert outputs"), unlike the rows
-  // below, which their readers round so anyway.
-  if (bf16Outputs && producerMatmul && llvm::all_of(value.getUses(), [](OpOperand &use) {
+  // below, which their readers round so anyway. The FP8 grouped matmul of
+  // quantised rows writes them too (its tiles round their f32 results).
+  bool writesBF16Results =
+      producerMatmul && (roundsRowsToBF16(producerMatmul) || producerMatmul.getLhsScales());
+  if (bf16Outputs && writesBF16Results && llvm::all_of(value.getUses(), [](OpOperand &use) {
         auto combine = dyn_cast<CombineOp>(use.getOwner());
         return combine && use.get() == combine.getRows() &&
                combine.getRows() != combine.getAddend();
       }))
     return true;
+  if (!isa_and_nonnull<PermuteOp>(def) && !(producerMatmul && roundsRowsToBF16(producerMatmul)) &&
+      !(producerLinear && linearTakesBF16(producerLinear)))
+    return false;
   // Every reader reads it as the rows of a bf16-weight kernel, which rounds
   // them to bf16 before multiplying: storing them rounded changes no bit.
   return llvm::all_of(value.getUses(), [](OpOperand &use) {

@@ -1392,6 +1392,34 @@ void expectFP8ResultForms(const cuda::FP8MatmulOperands &operands, cuda::FP8Tile
   }
 }
 
+/// The generated code's entries with bf16 results (groupedMatmulFP8 and its
+/// SettledOffsets variant, BF16 *out: --expert-outputs=bf16 under --fp8)
+/// give `got`, Auto's f32 result, rounded to nearest even, and leave the
+/// sentinel tail alone.
+void expectBF16Entries(const cuda::FP8MatmulOperands &o, const std::vector<float> &got,
+                       int64_t valid, int64_t width) {
+  const int64_t S = o.slots;
+  for (bool settled : {false, true}) {
+    SCOPED_TRACE(settled ? "groupedMatmulFP8SettledOffsets, bf16 results"
+                         : "groupedMatmulFP8, bf16 results");
+    DeviceBuffer dOut = poisoned(S * width * 2);
+    auto *out = dOut.dataAs<cuda::BF16>();
+    if (settled)
+      ASSERT_OK(cuda::groupedMatmulFP8SettledOffsets(o.lhs, S, o.lhsScales, o.k, o.weights,
+                                                     o.weightScales, o.experts, o.n, o.offsets,
+                                                     o.bias, o.epilogue, out, nullptr));
+    else
+      ASSERT_OK(cuda::groupedMatmulFP8(o.lhs, S, o.lhsScales, o.k, o.weights, o.weightScales,
+                                       o.experts, o.n, o.offsets, o.bias, o.epilogue, out,
+                                       nullptr));
+    ASSERT_OK(cudaStatus(cudaDeviceSynchronize(), "sync", __FILE__, __LINE__));
+    std::vector<uint16_t> bits = download<uint16_t>(dOut, S * width);
+    for (int64_t i = 0; i < S * width; ++i)
+      ASSERT_EQ(bits[i], i < valid * width ? toBF16(got[i]) : uint16_t(0xFFFF))
+          << "bf16 element " << i << " (row " << i / width << ")";
+  }
+}
+
 /// How checkFP8 draws its operands.
 enum class FP8Operands {
   /// Activations quantised from random floats, weights random e4m3 codes with
@@ -1476,6 +1504,8 @@ void checkFP8(int64_t E, int64_t N, const std::vector<int32_t> &offsets, int64_t
           std::vector<float> got = download<float>(dOut, S * width);
           ASSERT_NO_FATAL_FAILURE(
               expectFP8ResultForms(deviceOperands, tile, qgmma, got, valid, width));
+          if (tile == cuda::FP8Tile::Auto)
+            ASSERT_NO_FATAL_FAILURE(expectBF16Entries(deviceOperands, got, valid, width));
           double atol = 1e-4;
           if (operands == FP8Operands::Random && qgmma) {
             double rms = rootMeanSquare(want, valid * width), worst = 0;

@@ -4,7 +4,8 @@
 casts, emulated in float64) and against the fp32 reference (expected.npz).
 
 Usage: check-fp8-artifact.py BIN_DIR FIXTURE_DIR [MAX_DIFF MAX_REL_L2] [--partial-blocks]
-                             [--target cpu|cuda] [--work DIR] [--phase all|prepare|run]
+                             [--target cpu|cuda] [--bf16-outputs] [--work DIR]
+                             [--phase all|prepare|run]
 
 FIXTURE_DIR holds model.onnx (or model.mlir), inputs.npz and expected.npz.
 --partial-blocks writes such a case into FIXTURE_DIR first: a moe.layer with
@@ -31,7 +32,10 @@ in float64.
   elements of the quantised gate/up result then moves the output by 1e-3 to
   1e-2 (4.2e-3 on deepseek_v3_fp8, whose accuracy against fp32 stays the same
   to three digits; the GPU unit tests allow QGMMA 2^-4 of the RMS per GEMM). A
-  wrong scale or block moves it by far more. --phase prepare / run split the
+  wrong scale or block moves it by far more. --bf16-outputs (cuda) compiles the
+  artifact with --expert-weights=bf16 --expert-outputs=bf16 as well: the down
+  results rounded to bf16 for the combine, a shared expert in bf16 (about 2e-3
+  each), held to the same bounds. --phase prepare / run split the
   work between a machine with moec and one with the GPU.
 * Against fp32: DeepGEMM's difference 1 - 2·Σxy / (Σx² + Σy²) and the relative
   L2 error within the bounds (default and CI: issue 34's 3.2e-3 and 8e-2, see
@@ -138,8 +142,9 @@ def prepare(args, model, inputs, work):
     subprocess.run([tool("moec-interp"), fp8, "--inputs", inputs, "--outputs",
                     os.path.join(work, "interp.npz")], check=True)
     artifact = os.path.join(work, "artifact")
-    rc = run_tool([tool("moec"), "compile", model, "--fp8", f"--target={args.target}", "-o",
-                   artifact], args.target, NO_COMPILER)
+    bf16 = ["--expert-weights=bf16", "--expert-outputs=bf16"] if args.bf16_outputs else []
+    rc = run_tool([tool("moec"), "compile", model, "--fp8", *bf16, f"--target={args.target}",
+                   "-o", artifact], args.target, NO_COMPILER)
     if rc:
         return rc
     with open(os.path.join(artifact, "manifest.txt")) as f:
@@ -193,10 +198,14 @@ def main():
     p.add_argument("--prequantized", action="store_true",
                    help="write the already-FP8-weights case into FIXTURE first")
     p.add_argument("--target", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--bf16-outputs", action="store_true",
+                   help="(cuda) compile with --expert-weights=bf16 --expert-outputs=bf16 too")
     p.add_argument("--work", help="keep the work here (default: a temporary directory)")
     p.add_argument("--phase", choices=["all", "prepare", "run"], default="all",
                    help="prepare needs moec; run needs moec-run and numpy (the GPU machine)")
     args = p.parse_args()
+    if args.bf16_outputs and args.target != "cuda":
+        p.error("--bf16-outputs needs --target cuda (the CPU target keeps f32)")
     if args.partial_blocks and args.phase != "run":
         write_partial_blocks_case(args.fixture)
     if args.prequantized and args.phase != "run":

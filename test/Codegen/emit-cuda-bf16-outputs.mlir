@@ -31,6 +31,18 @@
 // SPAN-F32-NEXT: float *v10 = inPlace ? static_cast<float *>(outputs[0]) : reinterpret_cast<float *>(workspace + 20992);
 // SPAN-F32: MOEC_RETURN_IF_ERROR(combineRows(v9,
 
+// FP8 experts (--fp8, the rest bf16): the down matmul of quantised rows
+// writes bf16 rows for the combine; the gate/up result, which is quantised
+// again, never leaves the kernel as bf16.
+// RUN: moec compile %fixtures/mixtral/model.onnx --target=cuda --fp8 --expert-weights=bf16 --expert-outputs=bf16 --emit=mlir -o %t/mixtral-fp8.mlir
+// RUN: moec-translate --emit-cuda --max-tokens=16 %t/mixtral-fp8.mlir -o %t/mixtral-fp8.cu
+// RUN: FileCheck %s --check-prefix=FP8 < %t/mixtral-fp8.cu
+// FP8-LABEL: Status run(
+// FP8: BF16 *v12 = reinterpret_cast<BF16 *>(
+// FP8: groupedMatmulFP8QuantizedSettledOffsets(
+// FP8: MOEC_RETURN_IF_ERROR(groupedMatmulFP8SettledOffsets(v9, 2 * T, v10, 40, w3, w4, 8, 64, v4, nullptr, Epilogue{}, v12, stream));
+// FP8: MOEC_RETURN_IF_ERROR(combineRows(v12, v6, 64, v2, T, 2, nullptr, nullptr, v13, stream));
+
 // DeepSeek-V3: the routed experts' down result v11 is bf16; the shared
 // expert's result v1 (linearBF16, combine's addend) and the router's logits v2
 // stay f32.

@@ -55,13 +55,12 @@
 // RUN: not ls %t/a
 // RUN: not ls -d %t/a.tmp-*
 
-// --expert-outputs=bf16: bf16 expert weights on the CUDA target, not FP8 experts.
+// --expert-outputs=bf16: bf16 or MXFP4 expert weights (FP8 experts with
+// --expert-weights=bf16) on the CUDA target.
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
 // OUT-WEIGHTS: moec: --expert-outputs=bf16 needs --target=cuda --expert-weights=bf16|mxfp4 (the bf16-weight and MXFP4 kernels round their results)
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cpu --expert-weights=mxfp4 --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-WEIGHTS
-// RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --fp8 --expert-weights=bf16 --expert-outputs=bf16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-FP8
-// OUT-FP8: moec: --expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay f32)
 // RUN: not moec compile %fixtures/mixtral/model.onnx --expert-outputs=bf16 2>&1 | FileCheck %s --check-prefix=OUT-NOTARGET
 // OUT-NOTARGET: moec: --expert-outputs needs --target=cuda
 // RUN: not moec compile %fixtures/mixtral/model.onnx --target=cuda --expert-weights=bf16 --expert-outputs=f16 -o %t/a 2>&1 | FileCheck %s --check-prefix=OUT-UNKNOWN

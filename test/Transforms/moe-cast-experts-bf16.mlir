@@ -153,6 +153,36 @@ func.func @fp8_left_alone(%x: tensor<?x128xf32>, %perm: tensor<?xi32>, %offsets:
 
 // -----
 
+// FP8 experts' results for the combine: f32 by default; with outputs=bf16
+// (OUT) the down matmul of quantised rows writes bf16 rows, which only the
+// combine reads; the gate/up result, which moe.quantize reads, stays f32.
+// CHECK-LABEL: func.func @fp8_outputs
+// CHECK: moe.grouped_matmul {{.*}} -> tensor<?x128xf32>
+// CHECK: moe.grouped_matmul {{.*}} -> tensor<?x128xf32>
+// CHECK: moe.combine {{.*}} : tensor<?x128xf32>,
+// OUT-LABEL: func.func @fp8_outputs
+// OUT: moe.grouped_matmul {{.*}} : tensor<?x128xf8E4M3FN>, tensor<2x128x128xf8E4M3FN>, tensor<2xi32> -> tensor<?x128xf32>
+// OUT: moe.quantize %{{.*}} : tensor<?x128xf32>
+// OUT: moe.grouped_matmul {{.*}} : tensor<?x128xf8E4M3FN>, tensor<2x128x128xf8E4M3FN>, tensor<2xi32> -> tensor<?x128xbf16>
+// OUT: moe.combine {{.*}} : tensor<?x128xbf16>, tensor<?xi32>, tensor<?x1xf32>, tensor<i32> -> tensor<?x128xf32>
+func.func @fp8_outputs(%x: tensor<?x128xf32>, %perm: tensor<?xi32>, %offsets: tensor<2xi32>, %nvalid: tensor<i32>,
+                       %routing: tensor<?x1xf32>, %ws: tensor<2x1x1xf32>) -> tensor<?x128xf32> {
+  %w8 = arith.constant dense<1.25> : tensor<2x128x128xf8E4M3FN>
+  %rows = moe.permute %x, %perm, %nvalid {top_k = 1 : i64}
+      : tensor<?x128xf32>, tensor<?xi32>, tensor<i32> -> tensor<?x128xf32>
+  %q, %qs = moe.quantize %rows : tensor<?x128xf32> -> tensor<?x128xf8E4M3FN>, tensor<?x1xf32>
+  %h = moe.grouped_matmul %q, %w8, %offsets lhs_scales(%qs : tensor<?x1xf32>) weight_scales(%ws : tensor<2x1x1xf32>)
+      : tensor<?x128xf8E4M3FN>, tensor<2x128x128xf8E4M3FN>, tensor<2xi32> -> tensor<?x128xf32>
+  %hq, %hs = moe.quantize %h : tensor<?x128xf32> -> tensor<?x128xf8E4M3FN>, tensor<?x1xf32>
+  %y = moe.grouped_matmul %hq, %w8, %offsets lhs_scales(%hs : tensor<?x1xf32>) weight_scales(%ws : tensor<2x1x1xf32>)
+      : tensor<?x128xf8E4M3FN>, tensor<2x128x128xf8E4M3FN>, tensor<2xi32> -> tensor<?x128xf32>
+  %out = moe.combine %y, %perm, %routing, %nvalid
+      : tensor<?x128xf32>, tensor<?xi32>, tensor<?x1xf32>, tensor<i32> -> tensor<?x128xf32>
+  return %out : tensor<?x128xf32>
+}
+
+// -----
+
 // MXFP4 experts (W4A16): the weights and scales stay, but the kernel rounds its
 // rows to bf16 as the bf16-weight kernels do, so the permuted rows and the
 // gate/up result that only such kernels read are held as bf16.

@@ -330,7 +330,10 @@ LogicalResult Emitter::emitGroupedMatmulFP8(moe::GroupedMatmulOp op) {
     line("// (fused into the moe.quantize below)");
     return success();
   }
-  FailureOr<ValueInfo *> out = define(op, op.getResult(), fp8MatmulRows(op));
+  // Of quantised rows, bf16 results too (--expert-outputs=bf16 under --fp8:
+  // the tiles round their f32 results).
+  FailureOr<ValueInfo *> out = define(op, op.getResult(), fp8MatmulRows(op), false,
+                                      /*bf16=*/static_cast<bool>(op.getLhsScales()));
   if (failed(out))
     return failure();
   args->push_back((*out)->var);

@@ -86,9 +86,6 @@ llvm::Error validateTarget(const moec::CompileOptions &options, moec::Phase phas
       (target != "cuda" || (expertWeights != "bf16" && expertWeights != "mxfp4")))
     return fail("--expert-outputs=bf16 needs --target=cuda --expert-weights=bf16|mxfp4 (the "
                 "bf16-weight and MXFP4 kernels round their results)");
-  if (expertOutputs == "bf16" && options.fp8)
-    return fail("--expert-outputs=bf16 does not apply to --fp8 (FP8 experts' results stay "
-                "f32)");
   // A whole model's precision: bf16 on cuda unless asked otherwise; the CPU
   // target computes in f32.
   std::string precision = options.precision.value_or(target == "cuda" ? "bf16" : "f32");

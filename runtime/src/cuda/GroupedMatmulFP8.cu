@@ -541,25 +541,41 @@ Status groupedMatmulFP8Quantized(const FP8MatmulOperands &operands, uint8_t *q, 
                       stream);
 }
 
-// What generated code calls: the tile Auto picks.
+// What generated code calls: the tile Auto picks, f32 or bf16 results.
+template <typename Out>
 Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
                         const uint8_t *weights, const float *weightScales, int64_t experts,
                         int64_t n, const int32_t *offsets, const float *bias,
-                        const Epilogue &epilogue, float *out, cudaStream_t stream) {
+                        const Epilogue &epilogue, Out *out, cudaStream_t stream) {
   return groupedMatmulFP8({lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
                            bias, epilogue},
                           out, stream, FP8Tile::Auto);
 }
 
+template <typename Out>
 Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
                                       int64_t k, const uint8_t *weights, const float *weightScales,
                                       int64_t experts, int64_t n, const int32_t *offsets,
-                                      const float *bias, const Epilogue &epilogue, float *out,
+                                      const float *bias, const Epilogue &epilogue, Out *out,
                                       cudaStream_t stream) {
   return groupedMatmulFP8({lhs, slots, lhsScales, k, weights, weightScales, experts, n, offsets,
                            bias, epilogue},
                           out, stream, FP8Tile::Auto, /*settledOffsets=*/true);
 }
+
+#define MOEC_INSTANTIATE(OUT)                                                                      \
+  template Status groupedMatmulFP8(const uint8_t *, int64_t, const float *, int64_t,              \
+                                   const uint8_t *, const float *, int64_t, int64_t,              \
+                                   const int32_t *, const float *, const Epilogue &, OUT *,       \
+                                   cudaStream_t);                                                 \
+  template Status groupedMatmulFP8SettledOffsets(const uint8_t *, int64_t, const float *,         \
+                                                 int64_t, const uint8_t *, const float *,         \
+                                                 int64_t, int64_t, const int32_t *,               \
+                                                 const float *, const Epilogue &, OUT *,          \
+                                                 cudaStream_t);
+MOEC_INSTANTIATE(float)
+MOEC_INSTANTIATE(BF16)
+#undef MOEC_INSTANTIATE
 
 Status groupedMatmulFP8Quantized(const uint8_t *lhs, int64_t slots, const float *lhsScales,
                                  int64_t k, const uint8_t *weights, const float *weightScales,

@@ -182,18 +182,22 @@ Status permuteQuantizeE4M3(const float *hidden, int64_t hiddenSize, const int32_
 /// accumulation): rows e4m3 [S, K] with scales [S, ceil(K/128)], weights e4m3
 /// [E, N, K] with 128x128 block scales [E, ceil(N/128), ceil(K/128)], each K
 /// block's partial sums promoted with both scales. K a multiple of 4 (16 is
-/// faster); rows at or past offsets[E-1] are not touched.
+/// faster); rows at or past offsets[E-1] are not touched. Results (Out) f32
+/// (`float`) or bf16 (BF16, --expert-outputs=bf16: the f32 results rounded to
+/// nearest even by the tiles' own stores, CUTLASS's epilogue on QGMMA).
+template <typename Out>
 Status groupedMatmulFP8(const uint8_t *lhs, int64_t slots, const float *lhsScales, int64_t k,
                         const uint8_t *weights, const float *weightScales, int64_t experts,
                         int64_t n, const int32_t *offsets, const float *bias,
-                        const Epilogue &epilogue, float *out, cudaStream_t stream);
+                        const Epilogue &epilogue, Out *out, cudaStream_t stream);
 
 /// groupedMatmulFP8 with settled offsets, as groupedMatmulBF16SettledOffsets:
 /// its mma.sync tiles request their first stages' weights before the wait.
+template <typename Out>
 Status groupedMatmulFP8SettledOffsets(const uint8_t *lhs, int64_t slots, const float *lhsScales,
                                       int64_t k, const uint8_t *weights, const float *weightScales,
                                       int64_t experts, int64_t n, const int32_t *offsets,
-                                      const float *bias, const Epilogue &epilogue, float *out,
+                                      const float *bias, const Epilogue &epilogue, Out *out,
                                       cudaStream_t stream);
 
 /// groupedMatmulFP8 followed by quantizeE4M3 of its result: q [slots, N'] e4m3
