@@ -336,9 +336,23 @@ run)
   fi
   unpack_models && check_models
   echo "SUMMARY pass=$pass fail=$fail skip=$skip"
-  echo "== runtime gpu unit tests"
-  timeout 400 $B/moec-runtime-gpu-tests --gtest_brief=1 2>&1 | tail -5
-  echo "gpu unit tests rc=${PIPESTATUS[0]}"
+  # Four gtest shards side by side: the GPU is shared, and the float64
+  # references of the long tests (CudaFP8Recipe) use the host's other cores.
+  echo "== runtime gpu unit tests (four shards)"
+  pids=()
+  for i in 0 1 2 3; do
+    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 400 $B/moec-runtime-gpu-tests \
+      --gtest_brief=1 >.device/gpu-tests-$i.txt 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1 2 3; do
+    wait "${pids[$i]}"
+    rc=$?
+    tail -3 .device/gpu-tests-$i.txt
+    echo "gpu unit tests shard $i: rc=$rc"
+    tally $rc
+  done
+  echo "SUMMARY with the unit tests: pass=$pass fail=$fail skip=$skip"
   if [[ ${MEMCHECK:-1} == 0 ]]; then # a short call: the checks above and the unit tests only
     echo "memcheck and bench left out (MEMCHECK=0)"
     [[ $fail -eq 0 ]]
