@@ -87,11 +87,13 @@ struct CompileCLOptions {
                "as bf16, f32 accumulation: half the bytes to stream); 'mxfp4' (the grouped "
                "phase, with or without a target: the experts' constant weights cast to "
                "MXFP4, e2m1 values with an e8m0 scale per 32 along K, rows unquantised; "
-               "CUDA multiplies them on the bf16 tensor cores)"),
+               "CUDA multiplies them on the bf16 tensor cores and stores the rest of the "
+               "block as 'bf16' does, the router f32)"),
       cl::init("f32")};
   Flag<std::string> expertOutputs{
       "expert-outputs",
-      cl::desc("with --target=cuda --expert-weights=bf16: 'f32' (default) or 'bf16' (each "
+      cl::desc("with --target=cuda --expert-weights=bf16|mxfp4 (--fp8 too): 'f32' "
+               "(default) or 'bf16' (each "
                "expert's output rows rounded to bf16 before the f32 weighted combine, as "
                "transformers' bf16 block holds them: half the bytes the combine reads)"),
       cl::init("f32")};
