@@ -21,7 +21,8 @@
 #   fp8      bench/bench_moe.py with the --fp8 artifacts beside the bf16 ones
 #            (MODELS: default all four; one or two per call at T = 8192).
 #   lowp     bench/bench_moe.py, moec only: the bf16 artifacts beside the --fp8 and
-#            the --expert-weights=mxfp4 ones (MODELS: default all four; TOKENS),
+#            the --expert-weights=mxfp4 ones, all three with --expert-outputs=bf16
+#            (MODELS: default all four; TOKENS),
 #            no transformers configuration (IMPLS= to add eager backends).
 #   ncu      one profiled moec call per cell of MODELS (default all four; two
 #            models fit one call; TOKENS as for bench) -> ncu.csv, ncu.md
