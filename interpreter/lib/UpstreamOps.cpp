@@ -296,6 +296,65 @@ LogicalResult evalExtractSlice(tensor::ExtractSliceOp slice, Operands in, Result
   return success();
 }
 
+/// tensor.collapse_shape and tensor.expand_shape (moe-legalize-for-codegen's
+/// views of a block's [B, T, H] input and output as [B·T, H] rows): the same
+/// row-major values in a new shape, each reassociation group of the expanded
+/// side multiplying to its dimension of the collapsed side. `expanded` is the
+/// expanded side's shape, checked against the collapsed one.
+LogicalResult reshapeByGroups(Operation *op, const Tensor &source, ArrayRef<int64_t> expanded,
+                              ArrayRef<int64_t> collapsed,
+                              ArrayRef<ReassociationIndices> groups, Shape resultShape,
+                              Results &out) {
+  if (groups.size() != collapsed.size())
+    return op->emitOpError() << "has " << groups.size() << " reassociation groups for a rank-"
+                             << collapsed.size() << " side";
+  for (auto [g, group] : llvm::enumerate(groups)) {
+    int64_t size = 1;
+    for (int64_t d : group) {
+      if (d < 0 || d >= static_cast<int64_t>(expanded.size()))
+        return op->emitOpError() << "groups dimension " << d << " of a rank-" << expanded.size()
+                                 << " side";
+      size *= expanded[d];
+    }
+    if (size != collapsed[g])
+      return op->emitOpError() << "gets " << formatShape(source.shape) << " at run time: group "
+                               << g << " of " << formatShape(expanded) << " holds " << size
+                               << " elements, not " << collapsed[g];
+  }
+  Tensor &result = out.emplace_back(source.elementType, resultShape);
+  result.values = source.values;
+  return success();
+}
+
+LogicalResult evalCollapseShape(tensor::CollapseShapeOp collapse, Operands in, Results &out) {
+  const Tensor &source = *in[0];
+  SmallVector<ReassociationIndices> groups = collapse.getReassociationIndices();
+  Shape shape;
+  for (const ReassociationIndices &group : groups) {
+    int64_t size = 1;
+    for (int64_t d : group)
+      size *= d >= 0 && d < source.rank() ? source.dim(d) : 1;
+    shape.push_back(size);
+  }
+  // Static sizes of the result type must agree with the data.
+  for (auto [d, size] : llvm::enumerate(collapse.getResultType().getShape()))
+    if (!ShapedType::isDynamic(size) && d < shape.size() && size != shape[d])
+      return collapse.emitOpError() << "collapses " << formatShape(source.shape) << " to "
+                                    << formatShape(shape) << " at run time, not its type's "
+                                    << size << " in dimension " << d;
+  return reshapeByGroups(collapse, source, source.shape, shape, groups, shape, out);
+}
+
+LogicalResult evalExpandShape(tensor::ExpandShapeOp expand, Operands in, Results &out) {
+  const Tensor &source = *in[0];
+  Shape shape = resolveMixed(expand.getStaticOutputShape(), in.drop_front(1));
+  for (int64_t size : shape)
+    if (size < 0)
+      return expand.emitOpError() << "expands to " << formatShape(shape) << " at run time";
+  return reshapeByGroups(expand, source, shape, source.shape,
+                         expand.getReassociationIndices(), shape, out);
+}
+
 LogicalResult evalConcat(tensor::ConcatOp concat, Operands in, Results &out) {
   int64_t dim = static_cast<int64_t>(concat.getDim());
   Shape shape(in[0]->shape);
@@ -568,6 +627,10 @@ LogicalResult evalUpstreamOp(Operation *op, Operands operands, Results &results,
     return evalExtractSlice(slice, operands, results);
   if (auto concat = dyn_cast<tensor::ConcatOp>(op))
     return evalConcat(concat, operands, results);
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+    return evalCollapseShape(collapse, operands, results);
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
+    return evalExpandShape(expand, operands, results);
   if (isa<arith::ArithDialect, math::MathDialect>(op->getDialect()))
     return evalElementwise(op, operands, results);
   return op->emitOpError("is not supported by the interpreter");

@@ -11,6 +11,8 @@
 // RUN: not moec-interp %s --function bad_step 2>&1 | FileCheck %s --check-prefix=STEP
 // RUN: not moec-interp %s --function unsupported_body 2>&1 | FileCheck %s --check-prefix=BODY
 // RUN: not moec-interp %s --function map_out_of_range 2>&1 | FileCheck %s --check-prefix=MAPOOR
+// RUN: moec-interp %s --function reshapes --print | FileCheck %s --check-prefix=RESHAPE
+// RUN: not moec-interp %s --function expand_mismatch 2>&1 | FileCheck %s --check-prefix=EXPANDBAD
 
 #id = affine_map<(d0) -> (d0)>
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
@@ -214,4 +216,33 @@ func.func @map_out_of_range() -> tensor<?xf32> {
     linalg.yield %a : f32
   } -> tensor<?xf32>
   return %r : tensor<?xf32>
+}
+
+// tensor.collapse_shape and tensor.expand_shape (moe-legalize-for-codegen's
+// views of a block's [B, T, H] input and output): the same row-major values,
+// the dynamic batch of the expanded side taken from its operand.
+// RESHAPE: result0 = tensor<6x2xf32> {{\[}}[1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 12]]
+// RESHAPE: result1 = tensor<2x3x2xf32> {{\[\[}}[1, 2], [3, 4], [5, 6]], {{\[}}[7, 8], [9, 10], [11, 12]]]
+func.func @reshapes() -> (tensor<6x2xf32>, tensor<?x3x2xf32>) {
+  %x = arith.constant dense<[[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
+                             [[7.0, 8.0], [9.0, 10.0], [11.0, 12.0]]]> : tensor<2x3x2xf32>
+  %rows = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x3x2xf32> into tensor<6x2xf32>
+  %n = arith.constant 6 : index
+  %some = tensor.extract_slice %rows[0, 0] [%n, 2] [1, 1] : tensor<6x2xf32> to tensor<?x2xf32>
+  %b = arith.constant 2 : index
+  %back = tensor.expand_shape %some [[0, 1], [2]] output_shape [%b, 3, 2]
+      : tensor<?x2xf32> into tensor<?x3x2xf32>
+  return %rows, %back : tensor<6x2xf32>, tensor<?x3x2xf32>
+}
+
+// A dynamic size that does not divide the rows: an error naming the op.
+// EXPANDBAD: error: 'tensor.expand_shape' op gets [6, 2] at run time: group 0 of [4, 3, 2] holds 12 elements, not 6
+func.func @expand_mismatch() -> tensor<?x3x2xf32> {
+  %rows = arith.constant dense<1.0> : tensor<6x2xf32>
+  %n = arith.constant 6 : index
+  %some = tensor.extract_slice %rows[0, 0] [%n, 2] [1, 1] : tensor<6x2xf32> to tensor<?x2xf32>
+  %b = arith.constant 4 : index
+  %e = tensor.expand_shape %some [[0, 1], [2]] output_shape [%b, 3, 2]
+      : tensor<?x2xf32> into tensor<?x3x2xf32>
+  return %e : tensor<?x3x2xf32>
 }
