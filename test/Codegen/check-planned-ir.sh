@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Usage: check-planned-ir.sh BIN_DIR TARGET TOL MODEL INPUTS.npz EXPECTED.npz [COMPILE FLAGS...]
+# A target's planned IR (`moec compile MODEL --target=TARGET --emit=mlir`, the
+# IR its printer prints as source: storage types, legalised views, streams) run
+# by the reference interpreter against EXPECTED.npz within TOL (relative and
+# absolute, the latter scaled by max(1, max |expected|)). Needs neither nvcc nor
+# a GPU: it checks the codegen policy, not the kernels.
+set -euo pipefail
+bin=$1 target=$2 tol=$3 model=$4 inputs=$5 expected=$6
+shift 6
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$bin/moec" compile "$model" --target="$target" "$@" --emit=mlir -o "$work/planned.mlir"
+"$bin/moec-interp" "$work/planned.mlir" --inputs "$inputs" --expected-outputs "$expected" \
+  --rtol "$tol" --atol "$tol" --scale-atol
