@@ -60,6 +60,10 @@ bool moec::partitionsExperts(const PipelineOptions &options) {
   return options.epSize > 1 || (options.epSize == 1 && options.epRank < 0);
 }
 
+bool moec::castsExpertsBF16(llvm::StringRef expertWeights, llvm::StringRef target) {
+  return expertWeights == "bf16" || (expertWeights == "mxfp4" && target == "cuda");
+}
+
 void moec::addCodegenPolicy(OpPassManager &pm, const PipelineOptions &options) {
   // The decisions codegen makes today, stated in the IR (docs/pipeline.md,
   // "Codegen policy"); each only when asked for. No canonicalizer after them:
@@ -157,10 +161,9 @@ void moec::registerPipeline() {
         bool grouped = stop == Phase::Grouped || stop == Phase::FP8;
         PipelineOptions options{stop, cl.epSize, cl.epRank, cl.fp8};
         options.mxfp4Experts = stop == Phase::Grouped && cl.expertWeights == "mxfp4";
-        // CUDA's MXFP4 experts keep the rest as the bf16 build stores it.
-        options.bf16ExpertWeights =
-            grouped && (cl.expertWeights == "bf16" ||
-                        (options.mxfp4Experts && cl.target == "cuda"));
+        // (With mxfp4, only where the MXFP4 cast runs: the grouped phase.)
+        options.bf16ExpertWeights = grouped && castsExpertsBF16(cl.expertWeights, cl.target) &&
+                                    (cl.expertWeights != "mxfp4" || options.mxfp4Experts);
         options.bf16ExpertOutputs = options.bf16ExpertWeights && cl.expertOutputs == "bf16";
         options.planStreams = grouped && cl.target == "cuda";
         options.bf16Models = grouped && cl.target == "cuda" && cl.precision == "bf16";

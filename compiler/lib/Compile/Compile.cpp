@@ -190,12 +190,8 @@ moec::PipelineOptions moec::pipelineOptionsFor(const CompileOptions &options) {
   if (!options.target.empty()) {
     // The target's policy, as IR its printer reads (docs/pipeline.md, "Codegen
     // policy").
-    // MXFP4 experts on CUDA keep the rest as the bf16 build stores it (shared
-    // experts' weights, the rows into the W4A16 kernel), as gpt-oss's
-    // checkpoints ship it; the CPU target keeps f32.
     pipeline.bf16ExpertWeights =
-        options.expertWeights == "bf16" ||
-        (options.expertWeights == "mxfp4" && options.target == "cuda");
+        castsExpertsBF16(options.expertWeights.value_or("f32"), options.target);
     pipeline.bf16ExpertOutputs = options.expertOutputs == "bf16";
     pipeline.legalizeForCodegen = true;
     pipeline.planStreams = options.target == "cuda";

@@ -79,6 +79,13 @@ void addCodegenPolicy(mlir::OpPassManager &pm, const PipelineOptions &options);
 /// of one as the program for every rank.
 bool partitionsExperts(const PipelineOptions &options);
 
+/// Whether `--expert-weights=WEIGHTS` on `target` runs moe-cast-experts-bf16
+/// (PipelineOptions::bf16ExpertWeights): bf16 asks for it; CUDA's MXFP4
+/// experts keep the rest of the block as the bf16 build stores it (a shared
+/// expert's weights, the rows into the W4A16 kernel), as gpt-oss's
+/// checkpoints ship it. The CPU target keeps f32.
+bool castsExpertsBF16(llvm::StringRef expertWeights, llvm::StringRef target);
+
 /// Registers `--moec-pipeline="compile-to=PHASE ep-size=N ep-rank=R fp8=B
 /// expert-weights=f32|bf16|mxfp4 expert-outputs=f32|bf16 target=none|cpu|cuda
 /// precision=bf16|f32 kv-cache=bf16|f32 legalize=B"` for moec-opt
