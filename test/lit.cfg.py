@@ -23,6 +23,8 @@ llvm_config.add_tool_substitutions(["moec", "moec-opt", "moec-translate", "moec-
 # The source tree (bench/ scripts).
 config.substitutions.append(("%moec_src", config.moec_src_root))
 config.substitutions.append(("%fixtures", os.path.join(config.moec_src_root, "test", "fixtures")))
+# The tools' directory, for scripts that take it (test/Codegen/check-planned-ir.sh).
+config.substitutions.append(("%moec_tools_dir", config.moec_tools_dir))
 config.excludes += ["Inputs", "Regressions"]
 
 

@@ -297,18 +297,14 @@ LogicalResult evalExtractSlice(tensor::ExtractSliceOp slice, Operands in, Result
 }
 
 /// tensor.collapse_shape and tensor.expand_shape (moe-legalize-for-codegen's
-/// views of a block's [B, T, H] input and output as [B·T, H] rows): the same
-/// row-major values in a new shape, each reassociation group of the expanded
-/// side multiplying to its dimension of the collapsed side. `expanded` is the
-/// expanded side's shape, checked against the collapsed one.
-LogicalResult reshapeByGroups(Operation *op, const Tensor &source, ArrayRef<int64_t> expanded,
-                              ArrayRef<int64_t> collapsed,
-                              ArrayRef<ReassociationIndices> groups, Shape resultShape,
-                              Results &out) {
-  if (groups.size() != collapsed.size())
-    return op->emitOpError() << "has " << groups.size() << " reassociation groups for a rank-"
-                             << collapsed.size() << " side";
-  for (auto [g, group] : llvm::enumerate(groups)) {
+/// views of a block's [B, T, H] input and output as [B·T, H] rows) keep the
+/// row-major values and change the shape: each reassociation group of the
+/// expanded side's dimensions multiplies to one dimension of the collapsed
+/// side. The collapsed shape of `expanded` by `groups`.
+FailureOr<Shape> collapsedShape(Operation *op, ArrayRef<int64_t> expanded,
+                                ArrayRef<ReassociationIndices> groups) {
+  Shape shape;
+  for (const ReassociationIndices &group : groups) {
     int64_t size = 1;
     for (int64_t d : group) {
       if (d < 0 || d >= static_cast<int64_t>(expanded.size()))
@@ -316,33 +312,25 @@ LogicalResult reshapeByGroups(Operation *op, const Tensor &source, ArrayRef<int6
                                  << " side";
       size *= expanded[d];
     }
-    if (size != collapsed[g])
-      return op->emitOpError() << "gets " << formatShape(source.shape) << " at run time: group "
-                               << g << " of " << formatShape(expanded) << " holds " << size
-                               << " elements, not " << collapsed[g];
+    shape.push_back(size);
   }
-  Tensor &result = out.emplace_back(source.elementType, resultShape);
-  result.values = source.values;
-  return success();
+  return shape;
 }
 
 LogicalResult evalCollapseShape(tensor::CollapseShapeOp collapse, Operands in, Results &out) {
   const Tensor &source = *in[0];
-  SmallVector<ReassociationIndices> groups = collapse.getReassociationIndices();
-  Shape shape;
-  for (const ReassociationIndices &group : groups) {
-    int64_t size = 1;
-    for (int64_t d : group)
-      size *= d >= 0 && d < source.rank() ? source.dim(d) : 1;
-    shape.push_back(size);
-  }
+  FailureOr<Shape> shape =
+      collapsedShape(collapse, source.shape, collapse.getReassociationIndices());
+  if (failed(shape))
+    return failure();
   // Static sizes of the result type must agree with the data.
   for (auto [d, size] : llvm::enumerate(collapse.getResultType().getShape()))
-    if (!ShapedType::isDynamic(size) && d < shape.size() && size != shape[d])
+    if (!ShapedType::isDynamic(size) && d < shape->size() && size != (*shape)[d])
       return collapse.emitOpError() << "collapses " << formatShape(source.shape) << " to "
-                                    << formatShape(shape) << " at run time, not its type's "
+                                    << formatShape(*shape) << " at run time, not its type's "
                                     << size << " in dimension " << d;
-  return reshapeByGroups(collapse, source, source.shape, shape, groups, shape, out);
+  out.emplace_back(source.elementType, *shape).values = source.values;
+  return success();
 }
 
 LogicalResult evalExpandShape(tensor::ExpandShapeOp expand, Operands in, Results &out) {
@@ -351,8 +339,22 @@ LogicalResult evalExpandShape(tensor::ExpandShapeOp expand, Operands in, Results
   for (int64_t size : shape)
     if (size < 0)
       return expand.emitOpError() << "expands to " << formatShape(shape) << " at run time";
-  return reshapeByGroups(expand, source, shape, source.shape,
-                         expand.getReassociationIndices(), shape, out);
+  SmallVector<ReassociationIndices> groups = expand.getReassociationIndices();
+  FailureOr<Shape> collapsed = collapsedShape(expand, shape, groups);
+  if (failed(collapsed))
+    return failure();
+  if (static_cast<int64_t>(collapsed->size()) != source.rank())
+    return expand.emitOpError() << "has " << collapsed->size()
+                                << " reassociation groups for a rank-" << source.rank()
+                                << " source";
+  for (auto [g, size] : llvm::enumerate(*collapsed))
+    if (size != source.dim(g))
+      return expand.emitOpError() << "gets " << formatShape(source.shape)
+                                  << " at run time: group " << g << " of "
+                                  << formatShape(shape) << " holds " << size
+                                  << " elements, not " << source.dim(g);
+  out.emplace_back(source.elementType, shape).values = source.values;
+  return success();
 }
 
 LogicalResult evalConcat(tensor::ConcatOp concat, Operands in, Results &out) {
